@@ -1,0 +1,77 @@
+//! One helper for every call that does real work: release the GIL, run inside the bnpcore rayon
+//! pool of the requested size, catch panics, map errors.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use pyo3::prelude::*;
+use pyo3::exceptions::PyValueError;
+
+use crate::errors::{panic_to_py, to_py};
+
+/// Incremented in a child process after `fork`: pools of the parent are unusable there.
+static GENERATION: AtomicUsize = AtomicUsize::new(0);
+type PoolMap = HashMap<(usize, usize), Arc<rayon::ThreadPool>>;
+static POOLS: OnceLock<Mutex<PoolMap>> = OnceLock::new();
+
+/// Default thread count: `BNPCORE_NUM_THREADS` or all cores.
+pub fn default_threads() -> usize {
+    std::env::var("BNPCORE_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+fn pool(n: usize) -> PyResult<Arc<rayon::ThreadPool>> {
+    let gen = GENERATION.load(Ordering::SeqCst);
+    let map = POOLS.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut map = map.lock().map_err(|_| PyValueError::new_err("thread pool registry poisoned"))?;
+    if let Some(p) = map.get(&(gen, n)) {
+        return Ok(p.clone());
+    }
+    let p = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(|i| format!("bnpcore-{i}"))
+        .build()
+        .map_err(|e| PyValueError::new_err(format!("cannot start {n} threads: {e}")))?;
+    let p = Arc::new(p);
+    map.insert((gen, n), p.clone());
+    Ok(p)
+}
+
+/// Mark that we are in a forked child: old pools are abandoned (never joined) and new ones are
+/// created on demand.
+pub fn after_fork_in_child() {
+    GENERATION.fetch_add(1, Ordering::SeqCst);
+    if let Some(m) = POOLS.get() {
+        if let Ok(mut map) = m.try_lock() {
+            // leak the parent's pools: their threads do not exist in the child
+            for (_, p) in map.drain() {
+                std::mem::forget(p);
+            }
+        }
+    }
+}
+
+/// Run `f` without the GIL inside a pool of `n_threads` threads (None = default).
+pub fn run<T, F>(py: Python<'_>, n_threads: Option<usize>, f: F) -> PyResult<T>
+where
+    T: Send,
+    F: FnOnce() -> bnpcore::Result<T> + Send,
+{
+    let n = match n_threads {
+        Some(0) => return Err(PyValueError::new_err("`n_threads` must be >= 1 or None")),
+        Some(n) => n,
+        None => default_threads(),
+    };
+    let p = pool(n)?;
+    let out = py.detach(|| catch_unwind(AssertUnwindSafe(|| p.install(f))));
+    match out {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(to_py(py, e)),
+        Err(payload) => Err(panic_to_py(payload)),
+    }
+}

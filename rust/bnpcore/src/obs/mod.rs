@@ -1,0 +1,457 @@
+//! Exponential-family observation models with conjugate priors (spec 01 §2).
+//!
+//! Every model implements [`ObsModel`]. Its global parameters are the posterior
+//! `λ̂_k = λ̄ ⊕ (N_k, S_k)`, built from *effective summaries* by [`ObsModel::posterior`]. The
+//! local step only needs a [`LogLikTable`]: a per-cluster linear or quadratic form whose
+//! evaluation on a block of rows is one or a few dense matrix products.
+//!
+//! | model | prior | statistic row `S_k` |
+//! |---|---|---|
+//! | [`Gauss`] (full covariance) | Normal-Wishart | `[Σ r x, vec(Σ r x xᵀ)]` |
+//! | [`Gauss`] (zero mean) | Wishart | `vec(Σ r x xᵀ)` |
+//! | [`DiagGauss`] | Normal-Gamma | `[Σ r x, Σ r x²]` |
+//! | [`Mult`] | Dirichlet | `Σ r x` (word counts) |
+//! | [`Bern`] | Beta | `Σ r x` |
+
+mod bern;
+mod diag_gauss;
+mod gauss;
+mod mult;
+
+pub use bern::Bern;
+pub use diag_gauss::DiagGauss;
+pub use gauss::Gauss;
+pub use mult::Mult;
+
+use ndarray::{s, Array1, Array2, ArrayD, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::linalg::gemm;
+
+/// Per-cluster log-likelihood form evaluated by the local step.
+#[derive(Debug, Clone)]
+pub enum LogLikTable {
+    /// `out[n,k] = cst_k − ½ ‖x_n A_k − b_k‖²` (full-covariance Gaussians; `A_k` is a scaled
+    /// inverse-transposed Cholesky factor, `b_k = m_kᵀ A_k`).
+    Quad {
+        /// `D × D` matrices, one per cluster
+        a: Vec<Array2<f64>>,
+        /// `K × D` offsets (zeros for zero-mean models)
+        b: Array2<f64>,
+        /// `K` constants
+        cst: Array1<f64>,
+    },
+    /// `out[n,k] = φ(x_n) · W[:,k] + cst_k` with a feature map `φ`.
+    Lin {
+        /// feature map applied to the rows
+        feat: FeatureMap,
+        /// `F × K` weights
+        w: Array2<f64>,
+        /// `K` constants
+        cst: Array1<f64>,
+    },
+}
+
+/// Feature map of a [`LogLikTable::Lin`] table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeatureMap {
+    /// `φ(x) = x`
+    Identity,
+    /// `φ(x) = [x, x²]` (diagonal Gaussians)
+    WithSquares,
+}
+
+impl LogLikTable {
+    /// Number of clusters in the table.
+    pub fn n_clusters(&self) -> usize {
+        match self {
+            LogLikTable::Quad { cst, .. } | LogLikTable::Lin { cst, .. } => cst.len(),
+        }
+    }
+
+    /// Keep only the listed clusters (in that order).
+    pub fn select(&self, cols: &[usize]) -> LogLikTable {
+        match self {
+            LogLikTable::Quad { a, b, cst } => LogLikTable::Quad {
+                a: cols.iter().map(|&k| a[k].clone()).collect(),
+                b: b.select(Axis(0), cols),
+                cst: cst.select(Axis(0), cols),
+            },
+            LogLikTable::Lin { feat, w, cst } => {
+                LogLikTable::Lin { feat: *feat, w: w.select(Axis(1), cols), cst: cst.select(Axis(0), cols) }
+            }
+        }
+    }
+
+    /// Evaluate the table on a block of rows: `out` is `rows × K` and is overwritten.
+    pub fn eval_block(&self, x: ArrayView2<f64>, mut out: ArrayViewMut2<f64>) {
+        let rows = x.nrows();
+        match self {
+            LogLikTable::Quad { a, b, cst } => {
+                let d = x.ncols();
+                let mut y = Array2::<f64>::zeros((rows, d));
+                for (k, ak) in a.iter().enumerate() {
+                    gemm(1.0, x, ak.view(), 0.0, y.view_mut());
+                    let bk = b.row(k);
+                    let bk = bk.as_slice().expect("contiguous");
+                    let c = cst[k];
+                    for n in 0..rows {
+                        let yr = y.row(n);
+                        let yr = yr.as_slice().expect("contiguous");
+                        let mut acc = 0.0;
+                        for j in 0..d {
+                            let t = yr[j] - bk[j];
+                            acc += t * t;
+                        }
+                        out[[n, k]] = c - 0.5 * acc;
+                    }
+                }
+            }
+            LogLikTable::Lin { feat, w, cst } => {
+                match feat {
+                    FeatureMap::Identity => gemm(1.0, x, w.view(), 0.0, out.view_mut()),
+                    FeatureMap::WithSquares => {
+                        let d = x.ncols();
+                        gemm(1.0, x, w.slice(s![0..d, ..]), 0.0, out.view_mut());
+                        let sq = x.mapv(|v| v * v);
+                        gemm(1.0, sq.view(), w.slice(s![d..2 * d, ..]), 1.0, out.view_mut());
+                    }
+                }
+                for mut row in out.rows_mut() {
+                    row += cst;
+                }
+            }
+        }
+    }
+}
+
+/// Interface of an observation model (spec 01 §2.0 table).
+pub trait ObsModel: Send + Sync {
+    /// Posterior parameters of all clusters, with cached factorisations.
+    type Post: Send + Sync;
+    /// Data transformed once for repeated Bregman-divergence evaluations (k-means++).
+    type DivPrep: Send + Sync;
+
+    /// Public name (`"gauss"`, `"zero_mean_gauss"`, `"diag_gauss"`, `"mult"`, `"bern"`).
+    fn kind(&self) -> &'static str;
+    /// Number of data columns `D` (or vocabulary size `V`).
+    fn n_features(&self) -> usize;
+    /// Length of one statistic row `S_k`.
+    fn stat_dim(&self) -> usize;
+    /// Check a data block: shape, finiteness and support.
+    ///
+    /// # Errors
+    /// [`Error::Shape`], [`Error::NonFinite`] or [`Error::InvalidData`] naming `name`.
+    fn check_data(&self, x: ArrayView2<f64>, name: &str) -> Result<()> {
+        check_shape_finite(x, self.n_features(), name)
+    }
+    /// `Σ_n h(x_n)` for a block.
+    fn h_sum(&self, x: ArrayView2<f64>) -> f64;
+    /// Global step: posterior from (effective) summaries.
+    ///
+    /// # Errors
+    /// [`Error::NotPositiveDefinite`] if a posterior scale matrix is not positive definite.
+    fn posterior(&self, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Result<Self::Post>;
+    /// Log normaliser `c(λ̄)` of the prior.
+    fn c_prior(&self) -> f64;
+    /// Log normalisers `c(λ̂_k)` of every posterior cluster.
+    fn c_post(&self, post: &Self::Post) -> Array1<f64>;
+    /// Table of `E_q[log F(x | φ_k)]`.
+    fn e_log_lik_table(&self, post: &Self::Post) -> LogLikTable;
+    /// Table of the plug-in `log F(x | φ̂_k)` at the posterior-mean point estimates.
+    ///
+    /// # Errors
+    /// [`Error::NotPositiveDefinite`] for a degenerate point estimate.
+    fn plugin_table(&self, post: &Self::Post) -> Result<LogLikTable>;
+    /// Accumulate `S += Σ_n r_nk s(x_n)` for a block (`resp` is `rows × K`).
+    fn summarize_block(&self, x: ArrayView2<f64>, resp: ArrayView2<f64>, s: ArrayViewMut2<f64>);
+    /// `Σ_n r_nk E_q[log F(x_n|φ_k)]` from summaries `(n, s)` (spec 01 P5).
+    fn e_log_lik_sum_from_stats(&self, post: &Self::Post, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Array1<f64>;
+    /// Point estimates `(name, array)` (spec 01 §10.1).
+    fn point_estimates(&self, post: &Self::Post) -> Vec<(&'static str, ArrayD<f64>)>;
+    /// Transform rows once for Bregman divergences between smoothed atoms (spec 01 §5.5).
+    fn div_prepare(&self, x: ArrayView2<f64>) -> Result<Self::DivPrep>;
+    /// Divergence of every prepared row to prepared row `i`: `out[n] = D(μ̃_n, μ̃_i)`.
+    fn div_to(&self, prep: &Self::DivPrep, i: usize, out: &mut [f64]);
+}
+
+/// Shape and finiteness check shared by the models.
+pub(crate) fn check_shape_finite(x: ArrayView2<f64>, d: usize, name: &str) -> Result<()> {
+    if x.ncols() != d {
+        return Err(Error::shape(name, format!("(n_samples, {d})"), format!("{:?}", x.dim())));
+    }
+    if x.iter().any(|v| !v.is_finite()) {
+        return Err(Error::NonFinite { what: format!("`{name}`") });
+    }
+    Ok(())
+}
+
+/// Check `(N, S)` summaries against a model.
+pub(crate) fn check_summaries(n: ArrayView1<f64>, s: ArrayView2<f64>, stat_dim: usize) -> Result<()> {
+    if s.nrows() != n.len() || s.ncols() != stat_dim {
+        return Err(Error::shape("S", format!("({}, {stat_dim})", n.len()), format!("{:?}", s.dim())));
+    }
+    if n.iter().chain(s.iter()).any(|v| !v.is_finite()) {
+        return Err(Error::NonFinite { what: "summaries `N`/`S`".into() });
+    }
+    Ok(())
+}
+
+/// Any observation model, for callers that choose the model at run time (e.g. the bindings).
+#[derive(Debug, Clone)]
+pub enum Obs {
+    /// full-covariance or zero-mean Gaussian
+    Gauss(Gauss),
+    /// diagonal Gaussian
+    DiagGauss(DiagGauss),
+    /// multinomial
+    Mult(Mult),
+    /// Bernoulli
+    Bern(Bern),
+}
+
+/// Run `$body` with `$m` bound to the concrete model inside an [`Obs`].
+#[macro_export]
+macro_rules! with_obs {
+    ($obs:expr, $m:ident => $body:expr) => {
+        match $obs {
+            $crate::obs::Obs::Gauss($m) => $body,
+            $crate::obs::Obs::DiagGauss($m) => $body,
+            $crate::obs::Obs::Mult($m) => $body,
+            $crate::obs::Obs::Bern($m) => $body,
+        }
+    };
+}
+
+impl Obs {
+    /// Public name of the model.
+    pub fn kind(&self) -> &'static str {
+        with_obs!(self, m => m.kind())
+    }
+    /// Number of data columns.
+    pub fn n_features(&self) -> usize {
+        with_obs!(self, m => m.n_features())
+    }
+    /// Length of a statistic row.
+    pub fn stat_dim(&self) -> usize {
+        with_obs!(self, m => m.stat_dim())
+    }
+    /// See [`ObsModel::check_data`].
+    ///
+    /// # Errors
+    /// As [`ObsModel::check_data`].
+    pub fn check_data(&self, x: ArrayView2<f64>, name: &str) -> Result<()> {
+        with_obs!(self, m => m.check_data(x, name))
+    }
+    /// See [`ObsModel::h_sum`].
+    pub fn h_sum(&self, x: ArrayView2<f64>) -> f64 {
+        with_obs!(self, m => m.h_sum(x))
+    }
+
+    /// Summaries `(N, S)` of a block with dense responsibilities `resp` (`n × K`).
+    ///
+    /// # Errors
+    /// Shape or finiteness errors.
+    pub fn summarize(&self, x: ArrayView2<f64>, resp: ArrayView2<f64>) -> Result<(Array1<f64>, Array2<f64>)> {
+        self.check_data(x, "X")?;
+        if resp.nrows() != x.nrows() {
+            return Err(Error::shape("resp", format!("({}, K)", x.nrows()), format!("{:?}", resp.dim())));
+        }
+        let k = resp.ncols();
+        let sd = self.stat_dim();
+        let n = resp.sum_axis(Axis(0));
+        let s = crate::parallel::tree_reduce(
+            x.nrows(),
+            crate::parallel::CHUNK_ROWS,
+            &|a, b| {
+                let mut s = Array2::<f64>::zeros((k, sd));
+                with_obs!(self, m => m.summarize_block(x.slice(s![a..b, ..]), resp.slice(s![a..b, ..]), s.view_mut()));
+                s
+            },
+            &|a, b| a + b,
+        )
+        .unwrap_or_else(|| Array2::zeros((k, sd)));
+        Ok((n, s))
+    }
+
+    /// `E_q[log F(x_n|φ_k)]` for every row and cluster, posterior from `(n_post, s_post)`.
+    ///
+    /// # Errors
+    /// Shape/finiteness errors, or a non-positive-definite posterior.
+    pub fn e_log_lik(&self, x: ArrayView2<f64>, n_post: ArrayView1<f64>, s_post: ArrayView2<f64>) -> Result<Array2<f64>> {
+        self.check_data(x, "X")?;
+        let table = self.e_log_lik_table(n_post, s_post)?;
+        Ok(eval_table(&table, x))
+    }
+
+    /// The [`LogLikTable`] of `E_q[log F]` for posterior `(n_post, s_post)`.
+    ///
+    /// # Errors
+    /// Shape/finiteness errors, or a non-positive-definite posterior.
+    pub fn e_log_lik_table(&self, n_post: ArrayView1<f64>, s_post: ArrayView2<f64>) -> Result<LogLikTable> {
+        check_summaries(n_post, s_post, self.stat_dim())?;
+        with_obs!(self, m => { let p = m.posterior(n_post, s_post)?; Ok(m.e_log_lik_table(&p)) })
+    }
+
+    /// Plug-in `log F(x_n | φ̂_k)` at the point estimates of posterior `(n_post, s_post)`.
+    ///
+    /// # Errors
+    /// Shape/finiteness errors, or a degenerate posterior.
+    pub fn log_density(&self, x: ArrayView2<f64>, n_post: ArrayView1<f64>, s_post: ArrayView2<f64>) -> Result<Array2<f64>> {
+        self.check_data(x, "X")?;
+        check_summaries(n_post, s_post, self.stat_dim())?;
+        let table = with_obs!(self, m => { let p = m.posterior(n_post, s_post)?; m.plugin_table(&p)? });
+        Ok(eval_table(&table, x))
+    }
+
+    /// Observation part of the ELBO without `Σh`: `Σ_k [c(λ̄) − c(λ̄ ⊕ (N_k, S_k))]`.
+    ///
+    /// # Errors
+    /// Shape/finiteness errors, or a non-positive-definite posterior.
+    pub fn elbo_data(&self, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Result<f64> {
+        Ok(self.elbo_data_per_cluster(n, s)?.sum())
+    }
+
+    /// Per-cluster terms `c(λ̄) − c(λ̄ ⊕ (N_k, S_k))`.
+    ///
+    /// # Errors
+    /// Shape/finiteness errors, or a non-positive-definite posterior.
+    pub fn elbo_data_per_cluster(&self, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Result<Array1<f64>> {
+        check_summaries(n, s, self.stat_dim())?;
+        with_obs!(self, m => {
+            let p = m.posterior(n, s)?;
+            let c0 = m.c_prior();
+            Ok(m.c_post(&p).mapv(|c| c0 - c))
+        })
+    }
+
+    /// Log normaliser of the prior.
+    pub fn c_prior(&self) -> f64 {
+        with_obs!(self, m => m.c_prior())
+    }
+
+    /// See [`ObsModel::e_log_lik_sum_from_stats`].
+    ///
+    /// # Errors
+    /// Shape/finiteness errors, or a non-positive-definite posterior.
+    pub fn e_log_lik_sum_from_stats(
+        &self,
+        n_post: ArrayView1<f64>,
+        s_post: ArrayView2<f64>,
+        n: ArrayView1<f64>,
+        s: ArrayView2<f64>,
+    ) -> Result<Array1<f64>> {
+        check_summaries(n_post, s_post, self.stat_dim())?;
+        check_summaries(n, s, self.stat_dim())?;
+        if n.len() != n_post.len() {
+            return Err(Error::shape("N", n_post.len(), n.len()));
+        }
+        with_obs!(self, m => { let p = m.posterior(n_post, s_post)?; Ok(m.e_log_lik_sum_from_stats(&p, n, s)) })
+    }
+
+    /// Point estimates of the posterior `(n, s)`.
+    ///
+    /// # Errors
+    /// Shape/finiteness errors, or a non-positive-definite posterior.
+    pub fn point_estimates(&self, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Result<Vec<(&'static str, ArrayD<f64>)>> {
+        check_summaries(n, s, self.stat_dim())?;
+        with_obs!(self, m => { let p = m.posterior(n, s)?; Ok(m.point_estimates(&p)) })
+    }
+
+    /// Divergences `D(μ̃_n, μ̃_i)` of every row to row `i` (k-means++ seeding).
+    ///
+    /// # Errors
+    /// Shape/finiteness errors, `i` out of range.
+    pub fn smoothed_divergence(&self, x: ArrayView2<f64>, i: usize) -> Result<Array1<f64>> {
+        self.check_data(x, "X")?;
+        if i >= x.nrows() {
+            return Err(Error::param("i", format!("row index {i} out of range for {} rows", x.nrows())));
+        }
+        with_obs!(self, m => {
+            let prep = m.div_prepare(x)?;
+            let mut out = vec![0.0; x.nrows()];
+            m.div_to(&prep, i, &mut out);
+            Ok(Array1::from(out))
+        })
+    }
+
+    /// Bregman k-means++ seeding (spec 01 §5.5, Alg. 2.2 with the errata): returns `len(uniforms)`
+    /// distinct row indices. Randomness comes from `uniforms` (values in `[0, 1)`), so the caller
+    /// owns the random stream. Row `n_k` is drawn with probability `∝ min_{ℓ<k} D(μ̃_n, μ̃_{n_ℓ})`;
+    /// if all remaining divergences are zero, uniformly among the rows not chosen yet.
+    ///
+    /// # Errors
+    /// More centres than rows, bad data, uniforms outside `[0, 1)`.
+    pub fn kmeanspp(&self, x: ArrayView2<f64>, uniforms: ArrayView1<f64>) -> Result<Vec<usize>> {
+        self.check_data(x, "X")?;
+        let n = x.nrows();
+        let k = uniforms.len();
+        if k > n {
+            return Err(Error::param("n_components", format!("{k} clusters requested but only {n} rows")));
+        }
+        if uniforms.iter().any(|u| !(0.0..1.0).contains(u)) {
+            return Err(Error::param("uniforms", "values must lie in [0, 1)"));
+        }
+        let mut chosen = Vec::with_capacity(k);
+        if k == 0 {
+            return Ok(chosen);
+        }
+        with_obs!(self, m => {
+            let prep = m.div_prepare(x)?;
+            let first = ((uniforms[0] * n as f64) as usize).min(n - 1);
+            chosen.push(first);
+            let mut dist = vec![0.0; n];
+            m.div_to(&prep, first, &mut dist);
+            let mut is_chosen = vec![false; n];
+            is_chosen[first] = true;
+            let mut tmp = vec![0.0; n];
+            for j in 1..k {
+                for (d, &c) in dist.iter_mut().zip(&is_chosen) {
+                    if c || !d.is_finite() || *d < 0.0 { *d = if c { 0.0 } else { d.max(0.0) }; }
+                }
+                let total: f64 = dist.iter().sum();
+                let next = if total > 0.0 && total.is_finite() {
+                    let target = uniforms[j] * total;
+                    let mut acc = 0.0;
+                    let mut pick = None;
+                    for (i, &d) in dist.iter().enumerate() {
+                        acc += d;
+                        if acc > target && !is_chosen[i] { pick = Some(i); break; }
+                    }
+                    pick.unwrap_or_else(|| (0..n).rev().find(|&i| !is_chosen[i] && dist[i] > 0.0).unwrap_or(0))
+                } else {
+                    let free: Vec<usize> = (0..n).filter(|&i| !is_chosen[i]).collect();
+                    free[((uniforms[j] * free.len() as f64) as usize).min(free.len() - 1)]
+                };
+                chosen.push(next);
+                is_chosen[next] = true;
+                m.div_to(&prep, next, &mut tmp);
+                dist.par_iter_mut().zip(tmp.par_iter()).for_each(|(d, &t)| if t < *d { *d = t });
+            }
+            Ok(chosen)
+        })
+    }
+}
+
+/// Evaluate a table on all rows, in parallel over fixed row chunks.
+pub fn eval_table(table: &LogLikTable, x: ArrayView2<f64>) -> Array2<f64> {
+    let k = table.n_clusters();
+    let mut out = Array2::<f64>::zeros((x.nrows(), k));
+    out.axis_chunks_iter_mut(Axis(0), crate::parallel::CHUNK_ROWS)
+        .into_par_iter()
+        .zip(x.axis_chunks_iter(Axis(0), crate::parallel::CHUNK_ROWS).into_par_iter())
+        .for_each(|(o, xb)| table.eval_block(xb, o));
+    out
+}
+
+/// `Σ_n r_nk (φ(x_n)·w_k + cst_k) = S_k·w_k + N_k cst_k` for linear tables whose feature order
+/// matches the statistic layout.
+pub(crate) fn lin_sum_from_stats(table: &LogLikTable, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Array1<f64> {
+    match table {
+        LogLikTable::Lin { w, cst, .. } => {
+            Array1::from_iter((0..n.len()).map(|k| s.row(k).dot(&w.column(k)) + n[k] * cst[k]))
+        }
+        LogLikTable::Quad { .. } => unreachable!("linear table expected"),
+    }
+}

@@ -1,0 +1,58 @@
+//! Deterministic parallel map-reduce over row chunks.
+//!
+//! Rows `0..n` are split by a **fixed binary tree** whose leaves are chunks of at most
+//! [`CHUNK_ROWS`] rows (split points depend only on `n`, never on the number of threads). Leaves
+//! are mapped in parallel with `rayon::join`, and partial results are combined left-to-right at
+//! every internal node. Floating-point results are therefore bit-identical for 1 or 64 threads,
+//! and at most O(depth × threads) partial results are alive at once.
+
+/// Rows per leaf of the reduction tree.
+pub const CHUNK_ROWS: usize = 512;
+
+/// Map every leaf range `[start, end)` with `leaf` and combine the results with `combine(left,
+/// right)` in index order. Returns `None` for `n == 0`.
+pub fn tree_reduce<T, L, C>(n: usize, chunk: usize, leaf: &L, combine: &C) -> Option<T>
+where
+    T: Send,
+    L: Fn(usize, usize) -> T + Sync,
+    C: Fn(T, T) -> T + Sync,
+{
+    if n == 0 {
+        return None;
+    }
+    let n_chunks = n.div_ceil(chunk);
+    Some(rec(0, n_chunks, n, chunk, leaf, combine))
+}
+
+fn rec<T, L, C>(c0: usize, c1: usize, n: usize, chunk: usize, leaf: &L, combine: &C) -> T
+where
+    T: Send,
+    L: Fn(usize, usize) -> T + Sync,
+    C: Fn(T, T) -> T + Sync,
+{
+    if c1 - c0 == 1 {
+        let start = c0 * chunk;
+        let end = (start + chunk).min(n);
+        return leaf(start, end);
+    }
+    let mid = c0 + (c1 - c0) / 2;
+    let (a, b) = rayon::join(|| rec(c0, mid, n, chunk, leaf, combine), || rec(mid, c1, n, chunk, leaf, combine));
+    combine(a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_result_for_any_pool_size() {
+        let v: Vec<f64> = (0..10_007).map(|i| ((i as f64) * 0.37).sin() * 1e-3 + 1e3).collect();
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| tree_reduce(v.len(), 64, &|a, b| v[a..b].iter().sum::<f64>(), &|x, y| x + y).unwrap())
+        };
+        let one = run(1);
+        assert_eq!(one.to_bits(), run(2).to_bits());
+        assert_eq!(one.to_bits(), run(7).to_bits());
+    }
+}
