@@ -1,0 +1,85 @@
+"""Slow, readable numpy/scipy reference implementation of every bnpcore kernel (the test oracle).
+
+Every function states in its docstring the formula it implements (spec 01, docs/internals.md).
+It is never used at run time by the estimators.
+"""
+
+from .alloc import (
+    ALLOCS,
+    dp_e_log_pi,
+    dp_e_pi,
+    dp_elbo_alloc,
+    dp_eta,
+    dp_kl_sticks,
+    finite_e_log_pi,
+    finite_elbo_alloc,
+    finite_kl,
+    finite_theta,
+    log_p_z_hard,
+    weights,
+)
+from .elbo import elbo, raw_elbo, score_samples
+from .local import (
+    e_log_pi,
+    entropy,
+    local_step,
+    pair_entropy,
+    proposal_summaries,
+)
+from .obs import (
+    KINDS,
+    c_beta,
+    c_dir,
+    c_func,
+    e_log_lik,
+    e_log_lik_sum_from_stats,
+    elbo_data,
+    h_sum,
+    kl_posterior,
+    log_density,
+    log_marginal_likelihood,
+    point_estimates,
+    posterior,
+    smoothed_divergence,
+    stat_dim,
+    summarize,
+)
+
+__all__ = [
+    "ALLOCS",
+    "KINDS",
+    "c_beta",
+    "c_dir",
+    "c_func",
+    "dp_e_log_pi",
+    "dp_e_pi",
+    "dp_elbo_alloc",
+    "dp_eta",
+    "dp_kl_sticks",
+    "e_log_lik",
+    "e_log_lik_sum_from_stats",
+    "e_log_pi",
+    "elbo",
+    "elbo_data",
+    "entropy",
+    "finite_e_log_pi",
+    "finite_elbo_alloc",
+    "finite_kl",
+    "finite_theta",
+    "h_sum",
+    "kl_posterior",
+    "local_step",
+    "log_density",
+    "log_marginal_likelihood",
+    "log_p_z_hard",
+    "pair_entropy",
+    "point_estimates",
+    "posterior",
+    "proposal_summaries",
+    "raw_elbo",
+    "score_samples",
+    "smoothed_divergence",
+    "stat_dim",
+    "summarize",
+    "weights",
+]

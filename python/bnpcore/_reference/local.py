@@ -1,0 +1,96 @@
+"""Reference (numpy/scipy) implementation of the local step and the entropy statistics
+(spec 01 §4.2, §6.1.1, §6.2-§6.3 restricted steps)."""
+
+import numpy as np
+from scipy.special import logsumexp
+
+from .alloc import _check_alloc, dp_e_log_pi, dp_eta, finite_e_log_pi, finite_theta
+from .obs import e_log_lik, summarize
+
+
+def _neg_xlogx(r):
+    """-r ln r elementwise with 0 ln 0 = 0."""
+    r = np.asarray(r, dtype=float)
+    out = np.zeros(r.shape)
+    mask = r > 0
+    out[mask] = -r[mask] * np.log(r[mask])
+    return out
+
+
+def _softmax_rows(W):
+    """r_nk = exp(W_nk - lse_n), lse_n = max_k W_nk + ln sum_k exp(W_nk - max_k W_nk)."""
+    W = np.atleast_2d(np.asarray(W, dtype=float))
+    lse = logsumexp(W, axis=1, keepdims=True)
+    return np.exp(W - lse)
+
+
+def e_log_pi(alloc, N_post, gamma):
+    """E[ln pi_k] of the allocation posterior at its optimum for the counts N_post.
+
+    dp: dp_e_log_pi(1 + N_post, gamma + N_post^>) (spec 01 §3.2);
+    finite: psi(theta_k) - psi(sum theta), theta = gamma/K + N_post (spec 01 §3.6).
+    """
+    _check_alloc(alloc)
+    if alloc == "dp":
+        return dp_e_log_pi(*dp_eta(N_post, gamma))
+    return finite_e_log_pi(finite_theta(N_post, gamma))
+
+
+def local_step(kind, prior, alloc, gamma, N_post, S_post, X):
+    """Dense local step (spec 01 §4.2).
+
+    W_nk = E_q[log F(x_n | phi_k)] + E[ln pi_k] with globals from (N_post, S_post);
+    r_nk = exp(W_nk - lse_n), lse_n = log sum_k exp(W_nk) (computed stably).
+
+    Returns
+    -------
+    R : ndarray of shape (n_samples, n_components), rows on the simplex.
+    """
+    W = e_log_lik(kind, prior, N_post, S_post, X) + e_log_pi(alloc, N_post, gamma)[None, :]
+    return _softmax_rows(W)
+
+
+def entropy(R):
+    """Per-cluster assignment entropy H_k = -sum_n r_nk ln r_nk (0 ln 0 = 0).
+
+    Returns
+    -------
+    ndarray of shape (n_components,)
+    """
+    R = np.atleast_2d(np.asarray(R, dtype=float))
+    return _neg_xlogx(R).sum(axis=0)
+
+
+def pair_entropy(R, pairs):
+    """Merge entropies H^merge_ab = -sum_n (r_na + r_nb) ln(r_na + r_nb) for each pair (a, b).
+
+    Returns
+    -------
+    ndarray of shape (n_pairs,)
+    """
+    R = np.atleast_2d(np.asarray(R, dtype=float))
+    out = np.zeros(len(pairs))
+    for m, (a, b) in enumerate(pairs):
+        out[m] = _neg_xlogx(R[:, a] + R[:, b]).sum()
+    return out
+
+
+def proposal_summaries(kind, X, R, src_cols, dest_W):
+    """Summaries of the restricted responsibilities used by birth/delete proposals.
+
+    a_n = sum_{k in src_cols} r_nk (mass to be redistributed);
+    p_nj = exp(dest_W_nj) / sum_j' exp(dest_W_nj') (softmax over destination columns j);
+    r'_nj = a_n p_nj; returns N'_j = sum_n r'_nj, S'_j = sum_n r'_nj s(x_n), H'_j = -sum_n r'_nj ln r'_nj.
+
+    Returns
+    -------
+    N : ndarray of shape (n_dest,)
+    S : ndarray of shape (n_dest, stat_dim)
+    H : ndarray of shape (n_dest,)
+    """
+    R = np.atleast_2d(np.asarray(R, dtype=float))
+    a = R[:, list(src_cols)].sum(axis=1)
+    P = _softmax_rows(dest_W)
+    R_new = a[:, None] * P
+    N, S = summarize(kind, X, R_new)
+    return N, S, entropy(R_new)
