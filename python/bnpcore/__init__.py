@@ -1,0 +1,59 @@
+"""bnpcore: fast, exact variational inference for Bayesian nonparametric clustering.
+
+A Rust core (observation models, fused local steps, summaries) driven by a thin Python layer
+(algorithms, moves, scikit-learn style estimators).
+"""
+
+import os as _os
+
+from bnpcore import _core
+from bnpcore.estimators.mixture import DPMixture, FiniteMixture
+from bnpcore.exceptions import (
+    BnpcoreError,
+    ConvergenceWarning,
+    DataError,
+    ELBODecreaseWarning,
+    ModelFileError,
+    NonFiniteError,
+    NumericalError,
+    ParameterError,
+    ShapeError,
+)
+
+__version__ = _core.__version__
+
+__all__ = [
+    "DPMixture",
+    "FiniteMixture",
+    "BnpcoreError",
+    "ConvergenceWarning",
+    "DataError",
+    "ELBODecreaseWarning",
+    "ModelFileError",
+    "NonFiniteError",
+    "NumericalError",
+    "ParameterError",
+    "ShapeError",
+    "datasets",
+    "load",
+    "__version__",
+]
+
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_core._after_fork_in_child)
+
+
+def __getattr__(name):
+    if name == "datasets":
+        import importlib
+
+        return importlib.import_module("bnpcore.datasets")
+    if name == "load":
+        from bnpcore.io import load
+
+        return load
+    if name == "plotting":
+        import importlib
+
+        return importlib.import_module("bnpcore.plotting")
+    raise AttributeError(f"module 'bnpcore' has no attribute {name!r}")

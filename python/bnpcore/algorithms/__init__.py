@@ -1,0 +1,1 @@
+"""Learning algorithms: full-dataset, memoized and stochastic variational inference."""

@@ -1,0 +1,85 @@
+"""State shared by the learning algorithms, and the lap-end housekeeping (spec 01 §4.3–§4.4)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bnpcore.stats import SuffStats
+
+__all__ = ["FitState", "remove_empty_and_sort", "HISTORY_KEYS"]
+
+HISTORY_KEYS = ("lap", "elbo", "n_components", "seconds")
+
+
+@dataclass
+class FitState:
+    """Everything a fit needs to continue: global summaries, batch memos, uids, RNG streams,
+    traces. Saved whole by checkpoints."""
+
+    stats: SuffStats
+    memos: list
+    next_uid: int
+    rng_order: np.random.Generator
+    rng_moves: np.random.Generator
+    init_active: bool = True
+    lap: int = 0
+    history: dict = field(default_factory=lambda: {k: [] for k in HISTORY_KEYS})
+    batch_elbo: list = field(default_factory=list)
+    moves_log: list = field(default_factory=list)
+    seconds: float = 0.0
+    stochastic_step: int = 0
+
+    def new_uids(self, n: int) -> np.ndarray:
+        out = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)
+        self.next_uid += n
+        return out
+
+    def apply_to_all(self, fn) -> None:
+        """Apply the same column transformation to G and every batch memo."""
+        self.stats = fn(self.stats)
+        self.memos = [None if m is None else fn(m) for m in self.memos]
+
+    def recompute_total(self) -> None:
+        """G = Σ_b memo[b] in batch-index order (removes drift; spec 01 §10)."""
+        memos = [m for m in self.memos if m is not None]
+        if not memos:
+            return
+        total = memos[0].copy()
+        for m in memos[1:]:
+            total = total + m
+        self.stats = total
+
+
+class Timer:
+    def __init__(self):
+        self.t0 = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+def remove_empty_and_sort(model, state: FitState, elbo: float, *, empty_tol: float = 1e-10) -> float:
+    """Drop clusters with (numerically) zero mass and sort by decreasing size, each applied
+    only if the exact ELBO does not decrease (nested DP truncation; spec 01 §4.3–§4.4).
+    Returns the ELBO after the accepted changes. Finite mixtures are left untouched."""
+    if not model.alloc.nested:
+        return elbo
+    G = state.stats
+    empty = np.flatnonzero(G.N <= empty_tol)
+    if 0 < empty.size < G.K:
+        cand = G.drop(empty)
+        new = model.elbo(cand)
+        if new >= elbo:
+            state.apply_to_all(lambda s: s.drop(empty))
+            elbo = new
+    G = state.stats
+    order = np.lexsort((G.uids, -G.N))
+    if not np.array_equal(order, np.arange(G.K)):
+        new = model.elbo(G.take(order))
+        if new >= elbo:
+            state.apply_to_all(lambda s: s.take(order))
+            elbo = new
+    return elbo

@@ -1,0 +1,488 @@
+"""DP mixture and finite mixture estimators (scikit-learn style front doors)."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+
+from bnpcore._validation import check_array, check_param, check_random_state
+from bnpcore.algorithms._base import HISTORY_KEYS, FitState
+from bnpcore.algorithms.memoized import MONOTONE_RTOL, run_memoized_lap
+from bnpcore.alloc import make_alloc
+from bnpcore.data.sources import ArrayBatches
+from bnpcore.estimators._base import BaseEstimator
+from bnpcore.exceptions import ConvergenceWarning, ELBODecreaseWarning, ParameterError
+from bnpcore.model import Model
+from bnpcore.obs import OBS_KINDS, ObsModel, default_prior
+
+__all__ = ["DPMixture", "FiniteMixture"]
+
+ALGORITHMS = ("full", "memoized", "stochastic")
+MOVE_KINDS = ("birth", "merge", "delete")
+
+
+class _BaseMixture(BaseEstimator):
+    _alloc_name = "dp"
+
+    def __init__(
+        self,
+        obs="gauss",
+        n_components=10,
+        *,
+        gamma=1.0,
+        algorithm="full",
+        n_batches=10,
+        max_laps=100,
+        min_laps=2,
+        tol=1e-6,
+        init="kmeans++",
+        init_subsample=100_000,
+        moves=None,
+        birth_start_lap=2,
+        merge_start_lap=2,
+        delete_start_lap=2,
+        max_births_per_lap=1,
+        max_merges_per_lap=25,
+        max_deletes_per_lap=1,
+        top_l=None,
+        learning_rate_delay=1.0,
+        learning_rate_decay=0.6,
+        random_state=None,
+        n_threads=None,
+        verbose=False,
+        warm_start=False,
+        callback=None,
+        checkpoint_path=None,
+        prior_dof=None,
+        prior_mean_precision=None,
+        prior_mean="data",
+        prior_covariance="data",
+        prior_scale=1.0,
+        prior_count=None,
+    ):
+        self.obs = obs
+        self.n_components = n_components
+        self.gamma = gamma
+        self.algorithm = algorithm
+        self.n_batches = n_batches
+        self.max_laps = max_laps
+        self.min_laps = min_laps
+        self.tol = tol
+        self.init = init
+        self.init_subsample = init_subsample
+        self.moves = moves
+        self.birth_start_lap = birth_start_lap
+        self.merge_start_lap = merge_start_lap
+        self.delete_start_lap = delete_start_lap
+        self.max_births_per_lap = max_births_per_lap
+        self.max_merges_per_lap = max_merges_per_lap
+        self.max_deletes_per_lap = max_deletes_per_lap
+        self.top_l = top_l
+        self.learning_rate_delay = learning_rate_delay
+        self.learning_rate_decay = learning_rate_decay
+        self.random_state = random_state
+        self.n_threads = n_threads
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.callback = callback
+        self.checkpoint_path = checkpoint_path
+        self.prior_dof = prior_dof
+        self.prior_mean_precision = prior_mean_precision
+        self.prior_mean = prior_mean
+        self.prior_covariance = prior_covariance
+        self.prior_scale = prior_scale
+        self.prior_count = prior_count
+
+    # ------------------------------------------------------------------ validation
+    def _validate_params(self) -> None:
+        check_param("obs", self.obs, kind="str", options=OBS_KINDS)
+        check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True)
+        check_param("gamma", self.gamma, kind="real", low=0)
+        check_param("algorithm", self.algorithm, kind="str", options=ALGORITHMS)
+        check_param("n_batches", self.n_batches, kind="int", low=1, low_inclusive=True)
+        check_param("max_laps", self.max_laps, kind="int", low=1, low_inclusive=True)
+        check_param("min_laps", self.min_laps, kind="int", low=1, low_inclusive=True)
+        check_param("tol", self.tol, kind="real", low=0, low_inclusive=True)
+        check_param("init", self.init, kind="str", options=("kmeans++", "random_from_data"))
+        check_param("init_subsample", self.init_subsample, kind="int", low=1, low_inclusive=True)
+        check_param("learning_rate_delay", self.learning_rate_delay, kind="real", low=0, low_inclusive=True)
+        check_param("learning_rate_decay", self.learning_rate_decay, kind="real", low=0.5, high=1.0)
+        check_param("top_l", self.top_l, kind="int", low=1, low_inclusive=True, allow_none=True)
+        check_param("n_threads", self.n_threads, kind="int", low=1, low_inclusive=True, allow_none=True)
+        check_param("verbose", bool(self.verbose), kind="bool")
+        if self.callback is not None and not callable(self.callback):
+            raise ParameterError(f"`callback` must be callable or None, got {self.callback!r}")
+        for name in ("birth_start_lap", "merge_start_lap", "delete_start_lap"):
+            check_param(name, getattr(self, name), kind="int", low=1, low_inclusive=True)
+        for name in ("max_births_per_lap", "max_merges_per_lap", "max_deletes_per_lap"):
+            check_param(name, getattr(self, name), kind="int", low=0, low_inclusive=True)
+        moves = self._moves_tuple()
+        if moves and self.algorithm == "stochastic":
+            raise ParameterError("`moves` cannot be used with algorithm='stochastic' (its ELBO is not exact)")
+        if moves and self._alloc_name != "dp":
+            raise ParameterError("`moves` need the nested DP truncation: use DPMixture")
+
+    def _moves_tuple(self) -> tuple:
+        if self.moves is None:
+            return MOVE_KINDS if (self.algorithm == "memoized" and self._alloc_name == "dp") else ()
+        if isinstance(self.moves, str):
+            moves = (self.moves,)
+        else:
+            try:
+                moves = tuple(self.moves)
+            except TypeError:
+                raise ParameterError(f"`moves` must be a subset of {MOVE_KINDS}, got {self.moves!r}") from None
+        bad = [m for m in moves if m not in MOVE_KINDS]
+        if bad:
+            raise ParameterError(f"`moves` must be a subset of {MOVE_KINDS}, got {self.moves!r}")
+        return tuple(m for m in MOVE_KINDS if m in moves)
+
+    # ------------------------------------------------------------------ building
+    def _prior_hyper(self) -> dict:
+        return dict(
+            prior_dof=self.prior_dof,
+            prior_mean_precision=self.prior_mean_precision,
+            prior_mean=self.prior_mean,
+            prior_covariance=self.prior_covariance,
+            prior_scale=self.prior_scale,
+            prior_count=self.prior_count,
+        )
+
+    def _make_model(self, obs_model: ObsModel) -> Model:
+        return Model(make_alloc(self._alloc_name, self.gamma), obs_model)
+
+    def _make_source(self, X):
+        X = check_array(X, name="X", n_features=getattr(self, "n_features_in_", None) if self._continuing() else None)
+        n_batches = 1 if self.algorithm == "full" else self.n_batches
+        if n_batches > X.shape[0]:
+            raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
+        return ArrayBatches(X, n_batches, validated=True)
+
+    def _make_moves(self):
+        moves = self._moves_tuple()
+        if not moves:
+            return None
+        from bnpcore.moves import MoveManager
+
+        return MoveManager(self, moves)
+
+    def _continuing(self) -> bool:
+        return bool(self.warm_start) and hasattr(self, "state_")
+
+    def _initialize(self, source) -> None:
+        seq = check_random_state(self.random_state)
+        s_init, s_order, s_moves = seq.spawn(3)
+        rng_init = np.random.default_rng(s_init)
+        X0 = source.sample_for_init(self.init_subsample, rng_init)
+        hyper = self._prior_hyper()
+        prior = default_prior(self.obs, X0, **hyper)
+        self.obs_model_ = ObsModel(self.obs, prior)
+        model = self._make_model(self.obs_model_)
+        # validate the whole first sample against the model's support (counts, binary...)
+        self.obs_model_.core.check_data(X0)
+        init_stats = model.init_stats(X0, self.n_components, self.init, rng_init, n_threads=self.n_threads)
+        self.state_ = FitState(
+            stats=init_stats,
+            memos=[None] * len(source),
+            next_uid=int(init_stats.K),
+            rng_order=np.random.default_rng(s_order),
+            rng_moves=np.random.default_rng(s_moves),
+        )
+        self.n_features_in_ = source.n_features
+        self._n_rows = source.n_rows
+
+    # ----------------------------------------------------------------------- fit
+    def fit(self, X, y=None):
+        """Fit the model to ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data (counts for ``obs="mult"``, 0/1 for ``obs="bern"``).
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        source = self._make_source(X)
+        if not self._continuing():
+            self._initialize(source)
+        elif len(self.state_.memos) != len(source):
+            raise ParameterError("warm_start needs the same number of batches as the previous fit")
+        model = self._make_model(self.obs_model_)
+        self._run(model, source, self.max_laps)
+        return self
+
+    def _run(self, model, source, n_laps: int) -> None:
+        st = self.state_
+        moves = self._make_moves()
+        self.moves_manager_ = moves
+        converged = False
+        prev = st.history["elbo"][-1] if st.history["elbo"] else None
+        bar = self._progress(n_laps)
+        laps_done = 0
+        try:
+            for _ in range(n_laps):
+                if self.algorithm == "stochastic":
+                    from bnpcore.algorithms.stochastic import run_stochastic_lap
+
+                    res = run_stochastic_lap(self, model, source, st, n_threads=self.n_threads)
+                else:
+                    res = run_memoized_lap(model, source, st, n_threads=self.n_threads, moves=moves)
+                laps_done += 1
+                elbo = res["elbo"]
+                if prev is not None and self.algorithm != "stochastic" and elbo < prev - MONOTONE_RTOL * abs(prev):
+                    warnings.warn(
+                        f"ELBO decreased at lap {st.lap}: {prev!r} -> {elbo!r}", ELBODecreaseWarning, stacklevel=2
+                    )
+                self._record(st, elbo)
+                self._finalize(model)
+                if bar is not None:
+                    bar.set_postfix(elbo=f"{elbo:.6g}", K=self.n_components_)
+                    bar.update(1)
+                if self.callback is not None:
+                    self.callback(self, {"lap": st.lap, "elbo": elbo, "n_components": self.n_components_, "accepted_moves": res["accepted"]})
+                if self.checkpoint_path is not None:
+                    from bnpcore.io import save
+
+                    save(self, self.checkpoint_path)
+                if (
+                    prev is not None
+                    and st.lap >= self.min_laps
+                    and res["accepted"] == 0
+                    and np.isfinite(elbo)
+                    and abs(elbo - prev) <= self.tol * abs(elbo)
+                ):
+                    converged = True
+                    break
+                prev = elbo
+        except KeyboardInterrupt:
+            # the memos are the truth: make G their sum again and keep a usable model
+            st.recompute_total()
+            self._finalize(model)
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+        self.converged_ = converged
+        self.n_iter_ = laps_done
+        if not converged:
+            warnings.warn(
+                f"{type(self).__name__} did not converge in {n_laps} laps (relative ELBO change above tol={self.tol}); "
+                "increase `max_laps` or `tol`",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+
+    def _progress(self, n_laps):
+        if not self.verbose:
+            return None
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:  # pragma: no cover
+            return None
+        return tqdm(total=n_laps, desc=type(self).__name__, unit="lap", leave=True)
+
+    def _record(self, st: FitState, elbo: float) -> None:
+        h = st.history
+        h["lap"].append(st.lap)
+        h["elbo"].append(float(elbo))
+        h["n_components"].append(int(np.sum(st.stats.N >= 1.0)))
+        h["seconds"].append(float(st.seconds))
+
+    def _finalize(self, model) -> None:
+        """Set the public fitted attributes from the current global summaries."""
+        st = self.state_
+        G = st.stats
+        self.summaries_ = G
+        self.history_ = {
+            "lap": np.asarray(st.history["lap"], dtype=np.int64),
+            "elbo": np.asarray(st.history["elbo"], dtype=np.float64),
+            "n_components": np.asarray(st.history["n_components"], dtype=np.int64),
+            "seconds": np.asarray(st.history["seconds"], dtype=np.float64),
+        }
+        self.elbo_ = float(self.history_["elbo"][-1]) if len(self.history_["elbo"]) else float("nan")
+        self.n_components_ = int(np.sum(G.N >= 1.0))
+        self.weights_ = model.alloc.weights(G.N)
+        pe = self.obs_model_.core.point_estimates(G.N, G.S)
+        for name in ("means", "covariances"):
+            if name in pe:
+                setattr(self, name + "_", pe[name])
+            elif hasattr(self, name + "_"):
+                delattr(self, name + "_")
+        self.counts_ = G.N.copy()
+        self.moves_log_ = list(st.moves_log)
+
+    # ----------------------------------------------------------------- inference
+    def _check_fitted(self):
+        if not hasattr(self, "summaries_"):
+            from bnpcore.exceptions import BnpcoreError
+
+            class NotFittedError(BnpcoreError, AttributeError):
+                pass
+
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def _check_X(self, X):
+        self._check_fitted()
+        X = check_array(X, name="X", n_features=self.n_features_in_)
+        self.obs_model_.core.check_data(X)
+        return X
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Variational responsibilities r_nk of one local step with the fitted globals.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, K)
+        """
+        X = self._check_X(X)
+        model = self._make_model(self.obs_model_)
+        return model.local_step(X, self.summaries_, n_threads=self.n_threads, return_resp=True)["resp"]
+
+    def predict(self, X) -> np.ndarray:
+        """Most responsible cluster of each row (argmax of :meth:`predict_proba`)."""
+        return np.argmax(self.predict_proba(X), axis=1)
+
+    def score_samples(self, X) -> np.ndarray:
+        r"""Plug-in log density :math:`\log\sum_k w_k F(x_n\mid\hat\phi_k)` of each row, with
+        ``weights_`` and the posterior-mean parameters (``means_``, ``covariances_``).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        X = self._check_X(X)
+        return self._make_model(self.obs_model_).score_samples(X, self.summaries_, n_threads=self.n_threads)
+
+    def score(self, X, y=None) -> float:
+        """Mean of :meth:`score_samples` (nats per row)."""
+        return float(np.mean(self.score_samples(X)))
+
+    def elbo_terms(self) -> dict:
+        """The fitted ELBO split into its terms (data, entropy, allocation, Σh)."""
+        self._check_fitted()
+        return self._make_model(self.obs_model_).elbo_terms(self.summaries_)
+
+    def __getstate__(self):
+        return dict(self.__dict__)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+
+_DOC_PARAMS = """
+    Parameters
+    ----------
+    obs : {"gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern"}, default="gauss"
+        Observation model: full-covariance Gaussian (Normal-Wishart prior), diagonal Gaussian
+        (Normal-Gamma), zero-mean Gaussian (Wishart), multinomial counts (Dirichlet), binary
+        vectors (Beta).
+    n_components : int, default=10
+        Initial number of clusters K.
+    gamma : float, default=1.0
+        Concentration of the allocation prior.
+    algorithm : {"full", "memoized", "stochastic"}, default="full"
+        Full-dataset coordinate ascent, memoized (exact, batched) or stochastic variational
+        inference.
+    n_batches : int, default=10
+        Number of fixed batches (memoized and stochastic).
+    max_laps : int, default=100
+        Maximum number of passes through the data (in addition to previous ones with ``warm_start``).
+    min_laps : int, default=2
+        Minimum number of laps before convergence is tested.
+    tol : float, default=1e-6
+        Convergence when the relative ELBO change of a lap is at most ``tol`` and no move was
+        accepted in that lap.
+    init : {"kmeans++", "random_from_data"}, default="kmeans++"
+        Initial clusters: Bregman k-means++ with the model's divergence, or random rows.
+    init_subsample : int, default=100000
+        At most this many rows are used to choose the initial clusters.
+    moves : None or subset of ("birth", "merge", "delete")
+        Proposal moves; None means all three for ``algorithm="memoized"`` and none otherwise.
+    birth_start_lap, merge_start_lap, delete_start_lap : int, default=2
+        First lap at which each move is tried.
+    max_births_per_lap, max_merges_per_lap, max_deletes_per_lap : int
+        Caps on proposals per lap.
+    top_l : int or None, default=None
+        Keep at most this many clusters per row (L-sparse responsibilities); None is dense.
+    learning_rate_delay, learning_rate_decay : float
+        Stochastic learning rate ρ_t = (t + delay)^(−decay).
+    random_state : int, Generator or None
+        Seed of every random choice (initialisation, batch order, moves).
+    n_threads : int or None
+        Threads of the Rust kernels (None: ``BNPCORE_NUM_THREADS`` or all cores). Results do not
+        depend on it.
+    verbose : bool, default=False
+        Show a progress bar with the ELBO and the number of clusters.
+    warm_start : bool, default=False
+        Continue from the fitted state (summaries, random streams, history) on the next ``fit``.
+    callback : callable(model, info) or None
+        Called after every lap with a dict ``info`` (lap, elbo, n_components, accepted_moves).
+    checkpoint_path : str or None
+        Write a checkpoint there after every lap (atomically).
+    prior_dof, prior_mean_precision, prior_mean, prior_covariance, prior_scale, prior_count
+        Prior hyperparameters; see :func:`bnpcore.obs.default_prior` for the data-scaled defaults.
+
+    Attributes
+    ----------
+    n_components_ : int
+        Number of clusters with expected count ≥ 1.
+    weights_ : ndarray of shape (K,)
+        Posterior-mean mixture weights (renormalised over the K represented clusters), sorted by
+        decreasing cluster size for DP mixtures.
+    means_ : ndarray of shape (K, n_features)
+        Posterior means (Gaussian models), word probabilities (``mult``) or Bernoulli
+        probabilities (``bern``).
+    covariances_ : ndarray of shape (K, n_features, n_features) or (K, n_features)
+        Posterior-mean covariances E_q[Σ_k] (Gaussian models).
+    counts_ : ndarray of shape (K,)
+        Expected number of rows per cluster N_k.
+    elbo_ : float
+        Final ELBO (total nats).
+    history_ : dict of ndarray
+        Per lap: ``lap``, ``elbo``, ``n_components``, ``seconds`` (cumulative).
+    moves_log_ : list of dict
+        One record per evaluated proposal move.
+    n_iter_ : int
+        Laps run by the last ``fit``.
+    converged_ : bool
+"""
+
+
+class DPMixture(_BaseMixture):
+    __doc__ = (
+        r"""Dirichlet-process mixture model fitted by variational inference.
+
+    Stick-breaking prior :math:`u_k\sim\mathrm{Beta}(1,\gamma)`, :math:`\pi_k=u_k\prod_{\ell<k}(1-u_\ell)`,
+    with a conjugate exponential-family observation model; mean-field posterior with nested
+    truncation at K clusters. The ELBO is computed exactly from summary statistics.
+"""
+        + _DOC_PARAMS
+        + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bnpcore import DPMixture
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.concatenate([rng.normal(-5, 1, (200, 2)), rng.normal(5, 1, (200, 2))])
+    >>> model = DPMixture(n_components=5, random_state=0, max_laps=50).fit(X)
+    >>> model.n_components_
+    2
+"""
+    )
+    _alloc_name = "dp"
+
+
+class FiniteMixture(_BaseMixture):
+    __doc__ = (
+        r"""Finite Bayesian mixture with a symmetric Dirichlet(γ/K) prior on the weights,
+    fitted by variational inference (the finite counterpart of :class:`DPMixture`).
+"""
+        + _DOC_PARAMS
+    )
+    _alloc_name = "finite"

@@ -1,0 +1,53 @@
+"""Exception and warning hierarchy of bnpcore.
+
+The Rust extension raises these classes too (it imports them from this module), so every error
+a user sees derives from :class:`BnpcoreError` and from the matching built-in exception.
+"""
+
+__all__ = [
+    "BnpcoreError",
+    "ParameterError",
+    "ShapeError",
+    "DataError",
+    "NonFiniteError",
+    "NumericalError",
+    "ModelFileError",
+    "ConvergenceWarning",
+    "ELBODecreaseWarning",
+]
+
+
+class BnpcoreError(Exception):
+    """Base class of every bnpcore error."""
+
+
+class ParameterError(BnpcoreError, ValueError):
+    """A constructor argument or hyperparameter is invalid."""
+
+
+class ShapeError(BnpcoreError, ValueError):
+    """An array has the wrong number of dimensions or columns."""
+
+
+class DataError(BnpcoreError, ValueError):
+    """Data outside the support of the observation model (negative counts, non-binary values...)."""
+
+
+class NonFiniteError(DataError):
+    """Data contain NaN or infinity."""
+
+
+class NumericalError(BnpcoreError, ArithmeticError):
+    """A numerical failure, e.g. a posterior covariance that is not positive definite."""
+
+
+class ModelFileError(BnpcoreError, ValueError):
+    """A saved model or checkpoint is corrupted or has an unsupported format version."""
+
+
+class ConvergenceWarning(UserWarning):
+    """``max_laps`` was reached before the relative ELBO change fell below ``tol``."""
+
+
+class ELBODecreaseWarning(RuntimeWarning):
+    """The ELBO decreased by more than round-off where coordinate ascent guarantees it cannot."""

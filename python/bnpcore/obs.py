@@ -1,0 +1,204 @@
+"""Observation models: priors (with data-scaled defaults, spec 01 §2.7) backed by the Rust core.
+
+An :class:`ObsModel` is a kind name plus a dict of prior hyperparameters; its posterior is always
+``prior ⊕ (N, S)`` for (effective) summaries ``(N, S)`` whose layout is documented in
+``docs/internals.md``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bnpcore import _core
+from bnpcore.exceptions import ParameterError
+
+__all__ = ["OBS_KINDS", "ObsModel", "default_prior"]
+
+OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
+
+
+def _floor(cov_trace: float, d: int) -> float:
+    eps = 1e-6 * cov_trace / d
+    return eps if eps > 0 else 1e-6
+
+
+def _as_matrix(value, d, name):
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.shape != (d, d):
+        raise ParameterError(f"`{name}` must be a ({d}, {d}) matrix, got shape {arr.shape}")
+    if not np.isfinite(arr).all() or not np.allclose(arr, arr.T, rtol=1e-10, atol=1e-12 * np.abs(arr).max()):
+        raise ParameterError(f"`{name}` must be a finite symmetric matrix")
+    try:
+        np.linalg.cholesky(arr)
+    except np.linalg.LinAlgError:
+        raise ParameterError(f"`{name}` must be positive definite") from None
+    return arr
+
+
+def default_prior(
+    kind: str,
+    X: np.ndarray,
+    *,
+    prior_dof=None,
+    prior_mean_precision=None,
+    prior_mean="data",
+    prior_covariance="data",
+    prior_scale=1.0,
+    prior_count=None,
+) -> dict:
+    """Prior hyperparameters for ``kind``, data-scaled where the user gave none (spec 01 §2.7).
+
+    Parameters
+    ----------
+    kind : {"gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern"}
+    X : ndarray of shape (n_samples, n_features)
+        Training data (or its first batch) used for the data-scaled defaults.
+    prior_dof : float, optional
+        Wishart/Gamma degrees of freedom ν̄ (default D + 2, or 3 for ``diag_gauss``).
+    prior_mean_precision : float, optional
+        Normal-Wishart/Normal-Gamma κ̄ (default 1e-4).
+    prior_mean : "data", 0 or array of shape (n_features,)
+        m̄ (default: the data mean).
+    prior_covariance : "data", "eye" or array
+        E₀, the prior expected covariance before ``prior_scale`` (default: empirical covariance
+        plus a floor ε₀ = 1e-6·tr/D; zero-mean: the second moment XᵀX/N plus the floor).
+    prior_scale : float
+        s_F, multiplies E₀ (default 1).
+    prior_count : float, array or pair, optional
+        Dirichlet pseudo-counts (``mult``, default 0.1) or Beta pseudo-counts (λ̄₁, λ̄₀) (``bern``,
+        default (0.1, 0.1)).
+
+    Returns
+    -------
+    dict
+        The prior in the layout of docs/internals.md, e.g. ``{"nu", "kappa", "m", "B"}``.
+    """
+    if kind not in OBS_KINDS:
+        raise ParameterError(f"`obs` must be one of {OBS_KINDS}, got {kind!r}")
+    n, d = X.shape
+    if not (np.isscalar(prior_scale) and np.isfinite(prior_scale) and prior_scale > 0):
+        raise ParameterError(f"`prior_scale` must be a finite number > 0, got {prior_scale!r}")
+    if kind in ("gauss", "diag_gauss", "zero_mean_gauss"):
+        if prior_mean_precision is None:
+            prior_mean_precision = 1e-4
+        if not (np.isscalar(prior_mean_precision) and np.isfinite(prior_mean_precision) and prior_mean_precision > 0):
+            raise ParameterError(f"`prior_mean_precision` must be a finite number > 0, got {prior_mean_precision!r}")
+        if kind == "diag_gauss":
+            nu = 3.0 if prior_dof is None else prior_dof
+            if not (np.isscalar(nu) and np.isfinite(nu) and nu > 0):
+                raise ParameterError(f"`prior_dof` must be a finite number > 0, got {nu!r}")
+        else:
+            nu = d + 2.0 if prior_dof is None else prior_dof
+            if not (np.isscalar(nu) and np.isfinite(nu) and nu > d - 1):
+                raise ParameterError(f"`prior_dof` must be a finite number > n_features - 1 = {d - 1}, got {nu!r}")
+        nu = float(nu)
+        if isinstance(prior_mean, str):
+            if prior_mean != "data":
+                raise ParameterError(f"`prior_mean` must be 'data', 0 or an array, got {prior_mean!r}")
+            m = X.mean(axis=0)
+        else:
+            m = np.broadcast_to(np.asarray(prior_mean, dtype=np.float64), (d,)).copy()
+            if not np.isfinite(m).all():
+                raise ParameterError("`prior_mean` must be finite")
+        if kind == "zero_mean_gauss":
+            m = np.zeros(d)
+        if kind == "diag_gauss":
+            if isinstance(prior_covariance, str):
+                if prior_covariance == "data":
+                    var = X.var(axis=0)
+                    v = var + _floor(var.sum(), d)
+                elif prior_covariance == "eye":
+                    v = np.ones(d)
+                else:
+                    raise ParameterError(f"`prior_covariance` must be 'data', 'eye' or an array, got {prior_covariance!r}")
+            else:
+                v = np.asarray(prior_covariance, dtype=np.float64)
+                if v.shape == (d, d):
+                    v = np.diag(v).copy()
+                if v.shape != (d,) or not np.isfinite(v).all() or (v <= 0).any():
+                    raise ParameterError(f"`prior_covariance` for diag_gauss must be {d} positive variances")
+            denom = nu - 2.0 if nu > 2.0 else nu
+            return {"nu": nu, "kappa": float(prior_mean_precision), "m": m, "beta": prior_scale * denom * v}
+        if isinstance(prior_covariance, str):
+            if prior_covariance == "data":
+                if kind == "zero_mean_gauss":
+                    e0 = X.T @ X / n
+                else:
+                    xc = X - X.mean(axis=0)
+                    e0 = xc.T @ xc / n
+                e0 = 0.5 * (e0 + e0.T) + _floor(np.trace(e0), d) * np.eye(d)
+            elif prior_covariance == "eye":
+                e0 = np.eye(d)
+            else:
+                raise ParameterError(f"`prior_covariance` must be 'data', 'eye' or an array, got {prior_covariance!r}")
+        else:
+            e0 = _as_matrix(prior_covariance, d, "prior_covariance")
+        denom = nu - d - 1.0 if nu > d + 1.0 else nu
+        B = prior_scale * denom * e0
+        if kind == "zero_mean_gauss":
+            return {"nu": nu, "B": np.ascontiguousarray(B)}
+        return {"nu": nu, "kappa": float(prior_mean_precision), "m": m, "B": np.ascontiguousarray(B)}
+    if kind == "mult":
+        lam = 0.1 if prior_count is None else prior_count
+        lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), (d,)).copy() if np.ndim(lam) <= 1 else None
+        if lam is None or lam.shape != (d,) or not np.isfinite(lam).all() or (lam <= 0).any():
+            raise ParameterError(f"`prior_count` must be a positive number or {d} positive numbers")
+        return {"lam": lam}
+    # bern
+    pc = (0.1, 0.1) if prior_count is None else prior_count
+    if np.isscalar(pc):
+        pc = (pc, pc)
+    if len(pc) != 2:
+        raise ParameterError("`prior_count` for bern must be a pair (lam1, lam0)")
+    lam1 = np.broadcast_to(np.asarray(pc[0], dtype=np.float64), (d,)).copy()
+    lam0 = np.broadcast_to(np.asarray(pc[1], dtype=np.float64), (d,)).copy()
+    if not (np.isfinite(lam1).all() and np.isfinite(lam0).all() and (lam1 > 0).all() and (lam0 > 0).all()):
+        raise ParameterError("`prior_count` for bern must contain finite positive pseudo-counts")
+    return {"lam1": lam1, "lam0": lam0}
+
+
+class ObsModel:
+    """An observation model: ``kind`` plus prior hyperparameters, with the Rust kernels attached.
+
+    Parameters
+    ----------
+    kind : {"gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern"}
+    prior : dict
+        Prior hyperparameters in the layout of docs/internals.md.
+    """
+
+    def __init__(self, kind: str, prior: dict):
+        if kind not in OBS_KINDS:
+            raise ParameterError(f"`obs` must be one of {OBS_KINDS}, got {kind!r}")
+        self.kind = kind
+        self.prior = {
+            k: (float(v) if np.isscalar(v) else np.ascontiguousarray(v, dtype=np.float64)) for k, v in prior.items()
+        }
+        self._core = _core.ObsModel(kind, self.prior)
+
+    @classmethod
+    def from_data(cls, kind: str, X: np.ndarray, **hyper) -> "ObsModel":
+        """Build with data-scaled default hyperparameters (see :func:`default_prior`)."""
+        return cls(kind, default_prior(kind, X, **hyper))
+
+    @property
+    def n_features(self) -> int:
+        return self._core.n_features
+
+    @property
+    def stat_dim(self) -> int:
+        return self._core.stat_dim
+
+    @property
+    def core(self):
+        """The Rust observation model."""
+        return self._core
+
+    def __getstate__(self):
+        return {"kind": self.kind, "prior": self.prior}
+
+    def __setstate__(self, state):
+        self.__init__(state["kind"], state["prior"])
+
+    def __repr__(self) -> str:
+        return f"ObsModel({self.kind!r}, n_features={self.n_features})"
