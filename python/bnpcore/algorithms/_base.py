@@ -17,7 +17,23 @@ HISTORY_KEYS = ("lap", "elbo", "n_components", "seconds")
 @dataclass
 class FitState:
     """Everything a fit needs to continue: global summaries, batch memos, uids, RNG streams,
-    traces. Saved whole by checkpoints."""
+    traces. Saved whole by checkpoints (:mod:`bnpcore.io`).
+
+    Attributes
+    ----------
+    stats : SuffStats
+        Whole-dataset summaries G (memoized/full) or the effective summaries of the stochastic
+        algorithm; the global parameters are always ``prior ⊕ stats``.
+    memos : list of SuffStats or None
+        One memo per revisitable batch of the data source (None until first visited).
+    frozen : list of SuffStats
+        Memos of batches whose data were not retained (``partial_fit``, one-shot iterators):
+        they stay in G (so the ELBO remains exact) but are never revisited (spec 01 §5.3).
+    batch_seed : int or None
+        Seed of the random assignment of in-memory rows to batches (None: contiguous batches).
+    stochastic_step : int
+        Number of stochastic steps t taken so far (ρ_t uses t + 1 next).
+    """
 
     stats: SuffStats
     memos: list
@@ -31,6 +47,8 @@ class FitState:
     moves_log: list = field(default_factory=list)
     seconds: float = 0.0
     stochastic_step: int = 0
+    frozen: list = field(default_factory=list)
+    batch_seed: int | None = None
 
     def new_uids(self, n: int) -> np.ndarray:
         out = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)
@@ -38,13 +56,19 @@ class FitState:
         return out
 
     def apply_to_all(self, fn) -> None:
-        """Apply the same column transformation to G and every batch memo."""
-        self.stats = fn(self.stats)
-        self.memos = [None if m is None else fn(m) for m in self.memos]
+        """Apply the same column transformation to G and every batch memo (frozen ones too).
+
+        All new values are computed first and assigned together, so an interruption cannot leave
+        G and the memos referring to different columns."""
+        stats = fn(self.stats)
+        memos = [None if m is None else fn(m) for m in self.memos]
+        frozen = [fn(m) for m in self.frozen]
+        self.stats, self.memos, self.frozen = stats, memos, frozen
 
     def recompute_total(self) -> None:
-        """G = Σ_b memo[b] in batch-index order (removes drift; spec 01 §10)."""
-        memos = [m for m in self.memos if m is not None]
+        """G = Σ_b memo[b] in batch-index order, then the frozen memos in arrival order
+        (removes drift; spec 01 §10). No-op while no batch has been summarised."""
+        memos = [m for m in self.memos if m is not None] + list(self.frozen)
         if not memos:
             return
         total = memos[0].copy()

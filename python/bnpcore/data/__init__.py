@@ -1,5 +1,5 @@
-"""Data containers: fixed batches over in-memory arrays, memory maps and iterables."""
+"""Data containers: fixed batches over in-memory arrays, memory maps and lists of batches."""
 
-from bnpcore.data.sources import ArrayBatches, make_batches
+from bnpcore.data.sources import ArrayBatches, ListBatches, is_batch_list, make_batches, open_npy
 
-__all__ = ["ArrayBatches", "make_batches"]
+__all__ = ["ArrayBatches", "ListBatches", "is_batch_list", "make_batches", "open_npy"]

@@ -1,23 +1,108 @@
-"""Fixed batches of rows (spec 01 §5.3: data are split once into B fixed batches)."""
+"""Fixed batches of rows (spec 01 §5.3: data are split once into B fixed batches).
+
+A *batch source* is what the learning algorithms read data from. It has ``len(source)``
+batches, ``source.get(b)`` returns batch ``b`` as a validated C-contiguous float64 array, and
+``n_rows`` / ``n_features`` / ``sample_for_init`` describe the whole dataset. Two sources exist:
+
+* :class:`ArrayBatches` — B fixed batches over one array. In-memory arrays use a seeded random
+  assignment of rows to batches (spec 01 §5.3 recommends it: sorted or grouped data would
+  otherwise give batches that each see only a few clusters); a ``numpy.memmap`` (or a ``.npy``
+  path opened with ``mmap_mode="r"``) uses contiguous row ranges so that every visit reads one
+  contiguous region of the file and the dataset is never copied whole.
+* :class:`ListBatches` — a list of batches given by the user (arrays, memmaps or ``.npy``
+  paths), kept by reference; each element is one batch, read and validated when visited.
+
+Validation happens per batch, when the batch is read, so a non-finite value in a file is
+reported with its batch index at the moment the batch is visited.
+"""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
 from bnpcore._validation import check_array
-from bnpcore.exceptions import ParameterError
+from bnpcore.exceptions import DataError, ParameterError, ShapeError
 
-__all__ = ["ArrayBatches", "make_batches"]
+__all__ = ["ArrayBatches", "ListBatches", "make_batches", "open_npy", "is_batch_list"]
+
+
+def _check_lazy_2d(X, name: str, n_features=None) -> None:
+    """Shape and dtype checks that do not read the data (for memory maps)."""
+    if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool) or np.iscomplexobj(X):
+        raise DataError(f"`{name}` must be real numeric, got dtype {X.dtype}")
+    if X.ndim != 2:
+        raise ShapeError(f"`{name}` must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if X.shape[0] < 1:
+        raise ShapeError(f"`{name}` has no rows")
+    if X.shape[1] == 0:
+        raise ShapeError(f"`{name}` has no columns")
+    if n_features is not None and X.shape[1] != n_features:
+        raise ShapeError(f"`{name}` has {X.shape[1]} columns but the model was fitted with {n_features}")
+
+
+def open_npy(path, name: str = "X") -> np.ndarray:
+    """Open a ``.npy`` file as a read-only memory map (nothing is read but the header)."""
+    try:
+        arr = np.load(os.fspath(path), mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        raise DataError(f"`{name}`: no such file: {os.fspath(path)!r}") from None
+    except Exception as exc:
+        raise DataError(f"`{name}`: {os.fspath(path)!r} is not a readable .npy file ({exc})") from None
+    if not isinstance(arr, np.ndarray):
+        raise DataError(f"`{name}`: {os.fspath(path)!r} is not a single-array .npy file")
+    return arr
+
+
+def _is_path(x) -> bool:
+    return isinstance(x, (str, os.PathLike))
+
+
+def is_batch_list(X) -> bool:
+    """A list/tuple whose elements are 2-D arrays or ``.npy`` paths is a list of batches (a
+    nested list of numbers is an ordinary array-like)."""
+    if not isinstance(X, (list, tuple)) or len(X) == 0:
+        return False
+    return all(_is_path(x) or (hasattr(x, "shape") and len(getattr(x, "shape")) == 2) for x in X)
+
+
+class _Checked:
+    """Per-batch validation: float64 conversion, finiteness, then the model's support check."""
+
+    def __init__(self, n_features=None, check_data=None):
+        self.n_features = n_features
+        self.check_data = check_data
+
+    def __call__(self, Xb, name: str, b: int) -> np.ndarray:
+        try:
+            out = check_array(Xb, name=name, n_features=self.n_features)
+            if self.check_data is not None:
+                self.check_data(out, name)
+        except ValueError as exc:
+            raise type(exc)(f"{exc} [batch {b}]") from None
+        return out
 
 
 class ArrayBatches:
-    """B contiguous, fixed batches over an array (in memory or a ``numpy.memmap``).
+    """B fixed batches over one array (in memory or a ``numpy.memmap``).
 
-    Batches are views of ``X``; each is converted to C-contiguous float64 only when visited, so
-    a memory-mapped dataset is never copied whole.
+    Parameters
+    ----------
+    X : ndarray or numpy.memmap of shape (n_samples, n_features)
+    n_batches : int
+    seed : int or None
+        Seed of the random assignment of rows to batches. Used only for in-memory arrays with
+        ``n_batches > 1``; with None, or for a memory map, batch ``b`` is the contiguous row
+        range ``bounds[b]:bounds[b+1]`` (a view: a memory map is never copied whole).
+    validated : bool
+        ``X`` is already a validated C-contiguous float64 array (in-memory data are validated
+        once, up front, by the estimator).
+    check_data : callable(X, name) or None
+        The observation model's support check, applied to each batch when it is read.
     """
 
-    def __init__(self, X, n_batches: int, validated: bool = False):
+    def __init__(self, X, n_batches: int, seed=None, validated: bool = False, check_data=None):
         n = X.shape[0]
         if n_batches < 1:
             raise ParameterError(f"`n_batches` must be >= 1, got {n_batches}")
@@ -26,7 +111,14 @@ class ArrayBatches:
         self.X = X
         self.n_batches = int(n_batches)
         self.bounds = np.linspace(0, n, n_batches + 1).round().astype(np.int64)
+        self.is_memmap = isinstance(X, np.memmap) or (isinstance(X, np.ndarray) and isinstance(X.base, np.memmap))
+        self.seed = seed
+        self.rows = None
+        if seed is not None and n_batches > 1 and not self.is_memmap:
+            perm = np.random.default_rng(seed).permutation(n)
+            self.rows = [np.sort(perm[self.bounds[b] : self.bounds[b + 1]]) for b in range(n_batches)]
         self._validated = validated
+        self._check = _Checked(None, check_data)
 
     @property
     def n_rows(self) -> int:
@@ -39,24 +131,100 @@ class ArrayBatches:
     def __len__(self) -> int:
         return self.n_batches
 
+    def batch_size(self, b: int) -> int:
+        return int(self.bounds[b + 1] - self.bounds[b])
+
     def get(self, b: int) -> np.ndarray:
-        lo, hi = self.bounds[b], self.bounds[b + 1]
-        Xb = self.X[lo:hi]
+        """Batch ``b`` as a C-contiguous float64 array (validated)."""
+        if self.rows is not None:
+            Xb = self.X[self.rows[b]]  # fancy indexing: a fresh contiguous copy of the batch only
+            label = f"X (batch {b})"
+        else:
+            lo, hi = self.bounds[b], self.bounds[b + 1]
+            Xb = self.X[lo:hi]
+            label = f"X (batch {b}, rows {lo}-{hi})"
         if self._validated and isinstance(Xb, np.ndarray) and Xb.dtype == np.float64 and Xb.flags.c_contiguous:
             return Xb
-        try:
-            return check_array(Xb, name=f"X (batch {b}, rows {lo}-{hi})")
-        except ValueError as exc:
-            raise type(exc)(f"{exc} [batch {b}]") from None
+        return self._check(Xb, label, b)
 
     def sample_for_init(self, max_rows: int, rng) -> np.ndarray:
-        """Rows used to choose the initial clusters (all rows if there are few)."""
+        """Rows used for the default priors and the initial clusters (all rows if there are few;
+        otherwise a sorted uniform subsample, which reads only those rows of a memory map)."""
         n = self.n_rows
         if n <= max_rows:
             return check_array(self.X, name="X")
         idx = np.sort(rng.choice(n, size=max_rows, replace=False))
-        return check_array(self.X[idx], name="X")
+        return check_array(self.X[idx], name="X (initialisation subsample)")
 
 
-def make_batches(X, n_batches: int) -> ArrayBatches:
-    return ArrayBatches(X, n_batches)
+class ListBatches:
+    """User-given batches: each element of ``items`` (an array, a memmap or a ``.npy`` path) is
+    one batch, kept by reference and read when visited (paths are memory-mapped on every visit,
+    so nothing stays resident between visits).
+
+    Raises
+    ------
+    ShapeError
+        If the batches do not all have the same number of columns (the message names the first
+        offending batch).
+    """
+
+    def __init__(self, items, n_features=None, check_data=None):
+        self.items = list(items)
+        shapes = []
+        for b, item in enumerate(self.items):
+            arr = open_npy(item, name=f"X[{b}]") if _is_path(item) else item
+            if not hasattr(arr, "shape") or len(arr.shape) != 2:
+                raise ShapeError(f"batch {b} of `X` must be 2-D (n_samples, n_features), got shape {getattr(arr, 'shape', None)}")
+            if arr.shape[0] < 1:
+                raise ShapeError(f"batch {b} of `X` has no rows")
+            shapes.append(tuple(int(s) for s in arr.shape))
+        d = n_features if n_features is not None else shapes[0][1]
+        for b, s in enumerate(shapes):
+            if s[1] != d:
+                raise ShapeError(
+                    f"batch {b} of `X` has {s[1]} columns but "
+                    + (f"the model was fitted with {d}" if n_features is not None else f"batch 0 has {d}")
+                )
+        self.sizes = np.array([s[0] for s in shapes], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
+        self._n_features = int(d)
+        self._check = _Checked(None, check_data)
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def n_features(self) -> int:
+        return self._n_features
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def batch_size(self, b: int) -> int:
+        return int(self.sizes[b])
+
+    def _raw(self, b: int):
+        item = self.items[b]
+        return open_npy(item, name=f"X[{b}]") if _is_path(item) else item
+
+    def get(self, b: int) -> np.ndarray:
+        return self._check(self._raw(b), f"X (batch {b})", b)
+
+    def sample_for_init(self, max_rows: int, rng) -> np.ndarray:
+        """A uniform subsample of at most ``max_rows`` rows across all batches (reads only those
+        rows of memory-mapped batches)."""
+        n = self.n_rows
+        idx = np.arange(n) if n <= max_rows else np.sort(rng.choice(n, size=max_rows, replace=False))
+        which = np.searchsorted(self.offsets, idx, side="right") - 1
+        parts = []
+        for b in np.unique(which):
+            local = idx[which == b] - self.offsets[b]
+            raw = self._raw(int(b))
+            parts.append(check_array(np.asarray(raw[local]), name=f"X (batch {int(b)}, initialisation subsample)"))
+        return np.concatenate(parts, axis=0)
+
+
+def make_batches(X, n_batches: int, seed=None) -> ArrayBatches:
+    return ArrayBatches(X, n_batches, seed=seed)
