@@ -1,0 +1,325 @@
+"""Model files and checkpoints: one ``.npz`` archive of numpy arrays plus JSON metadata.
+
+The format is documented in ``docs/model_format.md``. Nothing is pickled: ``load`` opens the
+archive with ``allow_pickle=False``, checks the format name and version, verifies a CRC-32 of
+every array, and rebuilds the estimator from its constructor parameters, the observation prior
+and the :class:`~bnpcore.algorithms._base.FitState` (summaries, memos, uids, random streams,
+traces), so that a loaded model predicts identically and continues fitting (``warm_start``)
+exactly as the saved one would have.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import zlib
+
+import numpy as np
+
+from bnpcore.exceptions import ModelFileError
+
+__all__ = ["save", "load", "FORMAT_NAME", "FORMAT_VERSION"]
+
+FORMAT_NAME = "bnpcore-model"
+FORMAT_VERSION = 1
+
+#: FitState fields with a dedicated representation in the file
+_STATE_FIELDS = {
+    "stats", "memos", "frozen", "next_uid", "rng_order", "rng_moves", "init_active", "lap", "history",
+    "batch_elbo", "moves_log", "seconds", "stochastic_step", "batch_seed",
+}
+
+
+def _json_default(obj):
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def _jsonable(value) -> bool:
+    try:
+        json.dumps(value, default=_json_default)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _rng_to_json(rng: np.random.Generator) -> dict:
+    return rng.bit_generator.state
+
+
+def _rng_from_json(d: dict) -> np.random.Generator:
+    name = d["bit_generator"]
+    if name not in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64"):
+        raise ModelFileError(f"unknown bit generator {name!r}")
+    bg = getattr(np.random, name)()
+    bg.state = d
+    return np.random.Generator(bg)
+
+
+def _put_stats(arrays: dict, prefix: str, s) -> dict:
+    arrays[prefix + "N"] = np.asarray(s.N, dtype=np.float64)
+    arrays[prefix + "S"] = np.asarray(s.S, dtype=np.float64)
+    arrays[prefix + "H"] = np.asarray(s.H, dtype=np.float64)
+    arrays[prefix + "h"] = np.array(float(s.h))
+    arrays[prefix + "uids"] = np.asarray(s.uids, dtype=np.int64)
+    for k, v in s.extra.items():
+        arrays[f"{prefix}extra/{k}"] = np.asarray(v)
+    return {"extra": sorted(s.extra)}
+
+
+def _get_stats(arrays, prefix: str, info: dict):
+    from bnpcore.stats import SuffStats
+
+    s = SuffStats(
+        np.array(arrays[prefix + "N"], dtype=np.float64),
+        np.array(arrays[prefix + "S"], dtype=np.float64),
+        np.array(arrays[prefix + "H"], dtype=np.float64),
+        float(arrays[prefix + "h"]),
+        np.array(arrays[prefix + "uids"], dtype=np.int64),
+        {k: np.array(arrays[f"{prefix}extra/{k}"]) for k in info.get("extra", [])},
+    )
+    K = s.uids.shape[0]
+    if s.N.shape != (K,) or s.H.shape != (K,) or s.S.ndim != 2 or s.S.shape[0] != K:
+        raise ModelFileError(f"inconsistent summary shapes under {prefix!r}")
+    return s
+
+
+def _collect(est) -> tuple[dict, dict]:
+    """(metadata, arrays) of an estimator."""
+    import bnpcore
+
+    arrays: dict = {}
+    params = {}
+    dropped = []
+    for name, value in est.get_params().items():
+        if isinstance(value, np.ndarray):
+            arrays[f"param/{name}"] = value
+            params[name] = {"__array__": f"param/{name}"}
+        elif isinstance(value, tuple) and _jsonable(list(value)):
+            params[name] = {"__tuple__": list(value)}
+        elif _jsonable(value):
+            params[name] = value
+        else:  # callables, Generators... cannot be stored without pickle
+            params[name] = None
+            dropped.append(name)
+    meta = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "bnpcore_version": bnpcore.__version__,
+        "estimator": type(est).__name__,
+        "params": params,
+        "dropped_params": dropped,
+        "fitted": hasattr(est, "state_") and hasattr(est, "obs_model_"),
+    }
+    if not meta["fitted"]:
+        return meta, arrays
+    obs = est.obs_model_
+    scalars = {}
+    for k, v in obs.prior.items():
+        if np.ndim(v) == 0:
+            scalars[k] = float(v)
+        else:
+            arrays[f"obs/prior/{k}"] = np.asarray(v, dtype=np.float64)
+    meta["obs"] = {"kind": obs.kind, "prior_scalars": scalars, "prior_arrays": sorted(k for k in obs.prior if np.ndim(obs.prior[k]) > 0)}
+    meta["n_features_in"] = int(est.n_features_in_)
+    meta["n_rows"] = int(getattr(est, "_n_rows", 0))
+    meta["converged"] = getattr(est, "converged_", None)
+    meta["n_iter"] = getattr(est, "n_iter_", None)
+    st = est.state_
+    state = {
+        "next_uid": int(st.next_uid),
+        "init_active": bool(st.init_active),
+        "lap": int(st.lap),
+        "seconds": float(st.seconds),
+        "stochastic_step": int(st.stochastic_step),
+        "batch_seed": None if st.batch_seed is None else int(st.batch_seed),
+        "rng_order": _rng_to_json(st.rng_order),
+        "rng_moves": _rng_to_json(st.rng_moves),
+        "moves_log": json.loads(json.dumps(st.moves_log, default=_json_default)),
+        "G": _put_stats(arrays, "G/", st.stats),
+        "memos": [None if m is None else _put_stats(arrays, f"memo/{i}/", m) for i, m in enumerate(st.memos)],
+        "frozen": [_put_stats(arrays, f"frozen/{i}/", m) for i, m in enumerate(st.frozen)],
+        "history_keys": list(st.history),
+        "extra_fields": {},
+    }
+    for k, v in st.history.items():
+        arrays[f"history/{k}"] = np.asarray(v, dtype=np.int64 if k in ("lap", "n_components") else np.float64)
+    arrays["batch_elbo"] = np.asarray(st.batch_elbo, dtype=np.float64)
+    for f in dataclasses.fields(st):
+        if f.name in _STATE_FIELDS:
+            continue
+        value = getattr(st, f.name)
+        if not _jsonable(value):
+            raise TypeError(f"FitState field {f.name!r} cannot be saved (not JSON serialisable)")
+        state["extra_fields"][f.name] = json.loads(json.dumps(value, default=_json_default))
+    meta["state"] = state
+    return meta, arrays
+
+
+def save(model, path) -> None:
+    """Save a (fitted or unfitted) estimator to ``path`` atomically.
+
+    The archive is written to a temporary file in the same directory, flushed to disk and then
+    renamed over ``path`` (``os.replace``), so ``path`` always holds either the previous or the
+    new complete file, even if the process is killed while saving.
+
+    Parameters
+    ----------
+    model : DPMixture or FiniteMixture
+    path : str or os.PathLike
+        Destination file (any name; ``.npz`` is conventional). The format is described in
+        ``docs/model_format.md``.
+    """
+    meta, arrays = _collect(model)
+    checks = {k: zlib.crc32(np.ascontiguousarray(v).tobytes()) for k, v in arrays.items()}
+    meta["crc32"] = checks
+    blob = json.dumps(meta, default=_json_default, allow_nan=True).encode("utf-8")
+    arrays = dict(arrays)
+    arrays["__meta__"] = np.frombuffer(blob, dtype=np.uint8)
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _read(path) -> tuple[dict, dict]:
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise ModelFileError(f"no such model file: {path!r}") from None
+    except OSError as exc:
+        raise ModelFileError(f"cannot read model file {path!r}: {exc}") from None
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        meta = json.loads(arrays.pop("__meta__").tobytes().decode("utf-8"))
+    except Exception as exc:
+        raise ModelFileError(f"{path!r} is not a readable bnpcore model file (corrupted or not a model): {exc}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+        raise ModelFileError(f"{path!r} is not a bnpcore model file")
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ModelFileError(
+            f"{path!r} has model-file format version {version!r}; this bnpcore reads version {FORMAT_VERSION}"
+        )
+    checks = meta.get("crc32", {})
+    if set(checks) != set(arrays):
+        raise ModelFileError(f"{path!r} is corrupted: its arrays do not match its table of contents")
+    for k, v in arrays.items():
+        if zlib.crc32(np.ascontiguousarray(v).tobytes()) != checks[k]:
+            raise ModelFileError(f"{path!r} is corrupted: checksum mismatch in array {k!r}")
+    return meta, arrays
+
+
+def load(path):
+    """Load an estimator saved by :func:`save` (or written as a checkpoint).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    DPMixture or FiniteMixture
+        With its constructor parameters and, if it was fitted, every fitted attribute and the
+        complete fitting state, so ``warm_start=True`` continues the run exactly.
+
+    Raises
+    ------
+    ModelFileError
+        If the file is missing, corrupted, not a bnpcore model, or of another format version.
+    """
+    meta, arrays = _read(path)
+    try:
+        return _build(meta, arrays)
+    except ModelFileError:
+        raise
+    except Exception as exc:
+        raise ModelFileError(f"{os.fspath(path)!r} is corrupted or inconsistent: {exc}") from None
+
+
+def _build(meta: dict, arrays: dict):
+    from bnpcore.algorithms._base import FitState
+    from bnpcore.estimators.mixture import DPMixture, FiniteMixture
+    from bnpcore.obs import ObsModel
+
+    classes = {"DPMixture": DPMixture, "FiniteMixture": FiniteMixture}
+    cls = classes.get(meta.get("estimator"))
+    if cls is None:
+        raise ModelFileError(f"unknown estimator class {meta.get('estimator')!r}")
+    params = {}
+    for name, value in meta["params"].items():
+        if isinstance(value, dict) and "__array__" in value:
+            value = np.array(arrays[value["__array__"]])
+        elif isinstance(value, dict) and "__tuple__" in value:
+            value = tuple(value["__tuple__"])
+        params[name] = value
+    valid = set(cls._param_names())
+    est = cls(**{k: v for k, v in params.items() if k in valid})
+    if not meta["fitted"]:
+        return est
+    o = meta["obs"]
+    prior = dict(o["prior_scalars"])
+    for k in o["prior_arrays"]:
+        prior[k] = np.array(arrays[f"obs/prior/{k}"])
+    est.obs_model_ = ObsModel(o["kind"], prior)
+    s = meta["state"]
+    history = {}
+    for k in s["history_keys"]:
+        a = arrays[f"history/{k}"]
+        history[k] = [int(v) for v in a] if a.dtype.kind in "iu" else [float(v) for v in a]
+    state = FitState(
+        stats=_get_stats(arrays, "G/", s["G"]),
+        memos=[None if m is None else _get_stats(arrays, f"memo/{i}/", m) for i, m in enumerate(s["memos"])],
+        next_uid=int(s["next_uid"]),
+        rng_order=_rng_from_json(s["rng_order"]),
+        rng_moves=_rng_from_json(s["rng_moves"]),
+        init_active=bool(s["init_active"]),
+        lap=int(s["lap"]),
+        history=history,
+        batch_elbo=[float(v) for v in arrays["batch_elbo"]],
+        moves_log=list(s["moves_log"]),
+        seconds=float(s["seconds"]),
+        stochastic_step=int(s["stochastic_step"]),
+        frozen=[_get_stats(arrays, f"frozen/{i}/", m) for i, m in enumerate(s["frozen"])],
+        batch_seed=s["batch_seed"],
+    )
+    for k, v in s.get("extra_fields", {}).items():
+        setattr(state, k, v)
+    stat_dim = est.obs_model_.stat_dim
+    for m in [state.stats, *state.frozen, *(m for m in state.memos if m is not None)]:
+        if m.S.shape[1] != stat_dim:
+            raise ModelFileError(f"summary width {m.S.shape[1]} does not match the observation model ({stat_dim})")
+    est.state_ = state
+    est.n_features_in_ = int(meta["n_features_in"])
+    est._n_rows = int(meta["n_rows"])
+    if meta.get("converged") is not None:
+        est.converged_ = bool(meta["converged"])
+    if meta.get("n_iter") is not None:
+        est.n_iter_ = int(meta["n_iter"])
+    est._finalize(est._make_model(est.obs_model_))
+    return est
