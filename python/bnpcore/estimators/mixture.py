@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import os
 import warnings
 
 import numpy as np
@@ -11,9 +12,9 @@ from bnpcore._validation import check_array, check_param, check_random_state
 from bnpcore.algorithms._base import HISTORY_KEYS, FitState
 from bnpcore.algorithms.memoized import MONOTONE_RTOL, run_memoized_lap
 from bnpcore.alloc import make_alloc
-from bnpcore.data.sources import ArrayBatches
+from bnpcore.data.sources import ArrayBatches, ListBatches, _check_lazy_2d, is_batch_list, open_npy
 from bnpcore.estimators._base import BaseEstimator
-from bnpcore.exceptions import ConvergenceWarning, ELBODecreaseWarning, ParameterError
+from bnpcore.exceptions import ConvergenceWarning, ELBODecreaseWarning, ParameterError, ShapeError
 from bnpcore.model import Model
 from bnpcore.obs import OBS_KINDS, ObsModel, default_prior
 
@@ -21,6 +22,24 @@ __all__ = ["DPMixture", "FiniteMixture"]
 
 ALGORITHMS = ("full", "memoized", "stochastic")
 MOVE_KINDS = ("birth", "merge", "delete")
+
+
+def _seed_int(seq: np.random.SeedSequence) -> int:
+    return int(seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def _is_one_shot(X) -> bool:
+    """An iterable that is not an array, a path or a list of batches (a generator, an iterator
+    or any other iterable) is consumed once as a stream of batches."""
+    if isinstance(X, (np.ndarray, str, bytes, os.PathLike, list, tuple)) or hasattr(X, "__array__"):
+        return False
+    if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy.sparse
+        return False
+    try:
+        iter(X)
+    except TypeError:
+        return False
+    return True
 
 
 class _BaseMixture(BaseEstimator):
@@ -153,12 +172,33 @@ class _BaseMixture(BaseEstimator):
     def _make_model(self, obs_model: ObsModel) -> Model:
         return Model(make_alloc(self._alloc_name, self.gamma), obs_model)
 
-    def _make_source(self, X):
-        X = check_array(X, name="X", n_features=getattr(self, "n_features_in_", None) if self._continuing() else None)
+    def _make_source(self, X, seed=None):
+        """A batch source over ``X`` (see :mod:`bnpcore.data.sources`).
+
+        In-memory arrays are validated once here; a ``numpy.memmap``, a ``.npy`` path (opened
+        with ``mmap_mode="r"``) and a list of batches are validated one batch at a time when
+        visited, so data on disk are never copied whole.
+        """
+        n_features = self.n_features_in_ if self._continuing() else None
         n_batches = 1 if self.algorithm == "full" else self.n_batches
+        if isinstance(X, (str, os.PathLike)):
+            X = open_npy(X, name="X")
+        if is_batch_list(X):
+            if self.algorithm == "full":
+                raise ParameterError(
+                    "algorithm='full' needs the data as one array; use algorithm='memoized' (or 'stochastic') "
+                    "for a list of batches"
+                )
+            return ListBatches(X, n_features=n_features)
+        if isinstance(X, np.ndarray) and (isinstance(X, np.memmap) or isinstance(X.base, np.memmap)):
+            _check_lazy_2d(X, "X", n_features)
+            if n_batches > X.shape[0]:
+                raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
+            return ArrayBatches(X, n_batches)
+        X = check_array(X, name="X", n_features=n_features)
         if n_batches > X.shape[0]:
             raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
-        return ArrayBatches(X, n_batches, validated=True)
+        return ArrayBatches(X, n_batches, seed=seed, validated=True)
 
     def _make_moves(self):
         moves = self._moves_tuple()
@@ -171,9 +211,12 @@ class _BaseMixture(BaseEstimator):
     def _continuing(self) -> bool:
         return bool(self.warm_start) and hasattr(self, "state_")
 
-    def _initialize(self, source) -> None:
-        seq = check_random_state(self.random_state)
-        s_init, s_order, s_moves = seq.spawn(3)
+    def _seeds(self):
+        """Child seeds (init, batch order, moves, batch assignment) of ``random_state``."""
+        return check_random_state(self.random_state).spawn(4)
+
+    def _initialize(self, source, seeds=None, *, revisit: bool = True) -> None:
+        s_init, s_order, s_moves, s_batch = seeds if seeds is not None else self._seeds()
         rng_init = np.random.default_rng(s_init)
         X0 = source.sample_for_init(self.init_subsample, rng_init)
         hyper = self._prior_hyper()
@@ -181,14 +224,15 @@ class _BaseMixture(BaseEstimator):
         self.obs_model_ = ObsModel(self.obs, prior)
         model = self._make_model(self.obs_model_)
         # validate the whole first sample against the model's support (counts, binary...)
-        self.obs_model_.core.check_data(X0)
+        self.obs_model_.core.check_data(X0, "X")
         init_stats = model.init_stats(X0, self.n_components, self.init, rng_init, n_threads=self.n_threads)
         self.state_ = FitState(
             stats=init_stats,
-            memos=[None] * len(source),
+            memos=[None] * len(source) if revisit else [],
             next_uid=int(init_stats.K),
             rng_order=np.random.default_rng(s_order),
             rng_moves=np.random.default_rng(s_moves),
+            batch_seed=_seed_int(s_batch),
         )
         self.n_features_in_ = source.n_features
         self._n_rows = source.n_rows
@@ -199,8 +243,25 @@ class _BaseMixture(BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training data (counts for ``obs="mult"``, 0/1 for ``obs="bern"``).
+        X : array-like, numpy.memmap, path to a ``.npy`` file, list of batches, or iterator of batches
+            Training data of shape (n_samples, n_features) (counts for ``obs="mult"``, 0/1 for
+            ``obs="bern"``). Data on disk are never copied whole:
+
+            * an in-memory array is validated once and split into ``n_batches`` batches by a
+              seeded random assignment of rows;
+            * a ``numpy.memmap`` or a ``.npy`` path (opened with ``mmap_mode="r"``) is split into
+              ``n_batches`` contiguous row ranges, each read and validated when visited;
+            * a list or tuple of 2-D arrays, memmaps or ``.npy`` paths: each element is one batch
+              (``n_batches`` is ignored), kept by reference and read when visited;
+            * any other iterable (e.g. a generator reading files) is *one-shot*: it is consumed
+              once, each batch processed as by :meth:`partial_fit` (local step with the current
+              globals, its summaries added to the whole-dataset ones and frozen, exact global
+              step), so the fit is one streaming lap; nothing is kept in memory but the
+              summaries. Pass a list of paths to get memoized laps over data on disk.
+
+            A non-finite value or a batch with the wrong number of columns raises a
+            ``ValueError`` naming the batch; the model is then left in the state it had before
+            that batch.
         y : ignored
 
         Returns
@@ -208,14 +269,125 @@ class _BaseMixture(BaseEstimator):
         self
         """
         self._validate_params()
-        source = self._make_source(X)
-        if not self._continuing():
-            self._initialize(source)
+        if _is_one_shot(X):
+            return self._fit_stream(X)
+        continuing = self._continuing()
+        seeds = None if continuing else self._seeds()
+        seed = self.state_.batch_seed if continuing else _seed_int(seeds[3])
+        source = self._make_source(X, seed)
+        if not continuing:
+            self._initialize(source, seeds)
         elif len(self.state_.memos) != len(source):
-            raise ParameterError("warm_start needs the same number of batches as the previous fit")
+            raise ParameterError(
+                f"warm_start needs the same number of batches as the previous fit ({len(self.state_.memos)}), "
+                f"got {len(source)}"
+            )
+        source._check.check_data = self.obs_model_.core.check_data
         model = self._make_model(self.obs_model_)
         self._run(model, source, self.max_laps)
         return self
+
+    def _fit_stream(self, batches):
+        """One streaming lap over a one-shot iterable of batches (see :meth:`fit`)."""
+        if not self._continuing():
+            for name in ("state_", "summaries_"):
+                if hasattr(self, name):
+                    delattr(self, name)
+        laps0 = self.state_.lap if hasattr(self, "state_") else 0
+        model = None
+        try:
+            for b, Xb in enumerate(batches):
+                model = self._stream_one(Xb, name=f"X (batch {b})", batch=b)
+        except BaseException:
+            if hasattr(self, "state_"):
+                self.state_.recompute_total()
+                self._finalize(self._make_model(self.obs_model_))
+            raise
+        if model is None:
+            raise ShapeError("`X` is an empty iterable of batches")
+        self._end_stream_lap(model)
+        self.n_iter_ = self.state_.lap - laps0
+        self.converged_ = False
+        return self
+
+    def partial_fit(self, X, y=None):
+        r"""Add one batch of new data (streaming memoized update, spec 01 §5.3).
+
+        Local step on ``X`` with the current global parameters, its summaries added to the
+        whole-dataset summaries G and kept as a *frozen* memo (the data are not retained, so the
+        batch is never revisited), then the exact global step and the end-of-lap housekeeping
+        (empty clusters removed, clusters sorted by size for DP mixtures). Because G is the sum of
+        all memos, ``elbo_`` stays the exact ELBO of everything seen so far. The first call
+        initialises the model (default priors and initial clusters) from ``X``. Each call counts
+        as one lap in ``history_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        if self.algorithm == "stochastic":
+            raise ParameterError(
+                "partial_fit is the streaming memoized update; use algorithm='memoized' or 'full'"
+            )
+        try:
+            model = self._stream_one(X, name="X", batch=None)
+        except KeyboardInterrupt:
+            self.state_.recompute_total()
+            self._finalize(self._make_model(self.obs_model_))
+            raise
+        self._end_stream_lap(model)
+        self.n_iter_ = 1
+        self.converged_ = False
+        return self
+
+    def _stream_one(self, X, *, name: str, batch):
+        """Validate one batch, initialise from it if unfitted, then add its frozen memo."""
+        fitted = hasattr(self, "state_")
+        suffix = "" if batch is None else f" [batch {batch}]"
+        try:
+            Xb = check_array(X, name=name, n_features=self.n_features_in_ if fitted else None)
+            if fitted:
+                self.obs_model_.core.check_data(Xb, name)
+        except ValueError as exc:
+            raise type(exc)(f"{exc}{suffix}") from None
+        if not fitted:
+            self._initialize(ArrayBatches(Xb, 1, validated=True), revisit=False)
+        st = self.state_
+        model = self._make_model(self.obs_model_)
+        out = model.local_step(Xb, st.stats, n_threads=self.n_threads)
+        new = model.stats_from_output(out, st.stats.uids)
+        stats = new.copy() if st.init_active else st.stats + new
+        st.frozen.append(new)
+        st.stats, st.init_active = stats, False
+        self._n_rows = int(getattr(self, "_n_rows", 0) if fitted else 0) + Xb.shape[0]
+        return model
+
+    def _end_stream_lap(self, model) -> None:
+        from bnpcore.algorithms._base import remove_empty_and_sort
+
+        st = self.state_
+        st.recompute_total()
+        elbo = remove_empty_and_sort(model, st, model.elbo(st.stats))
+        st.lap += 1
+        self._record(st, elbo)
+        self._finalize(model)
+        if self.callback is not None:
+            self.callback(self, {"lap": st.lap, "elbo": elbo, "n_components": self.n_components_, "accepted_moves": 0})
+        if self.checkpoint_path is not None:
+            self.save(self.checkpoint_path)
+
+    def save(self, path) -> None:
+        """Save the estimator (parameters, fitted state, random streams, history) to ``path``
+        atomically; reload with :func:`bnpcore.load`. Format: ``docs/model_format.md``."""
+        from bnpcore.io import save
+
+        save(self, path)
 
     def _run(self, model, source, n_laps: int) -> None:
         st = self.state_
@@ -260,9 +432,12 @@ class _BaseMixture(BaseEstimator):
                     converged = True
                     break
                 prev = elbo
-        except KeyboardInterrupt:
-            # the memos are the truth: make G their sum again and keep a usable model
-            st.recompute_total()
+        except BaseException:
+            # Ctrl-C or bad data in a later batch: the memos are the truth (a batch's memo is
+            # replaced only after its local step succeeded), so make G their sum again and keep
+            # the model usable and saveable in the state of the last completed batch.
+            if self.algorithm != "stochastic":
+                st.recompute_total()
             self._finalize(model)
             raise
         finally:
