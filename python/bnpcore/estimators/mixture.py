@@ -298,6 +298,7 @@ class _BaseMixture(BaseEstimator):
         try:
             for b, Xb in enumerate(batches):
                 model = self._stream_one(Xb, name=f"X (batch {b})", batch=b)
+                elbo = self._housekeep(model)
         except BaseException:
             if hasattr(self, "state_"):
                 self.state_.recompute_total()
@@ -305,7 +306,7 @@ class _BaseMixture(BaseEstimator):
             raise
         if model is None:
             raise ShapeError("`X` is an empty iterable of batches")
-        self._end_stream_lap(model)
+        self._end_stream_lap(model, elbo)
         self.n_iter_ = self.state_.lap - laps0
         self.converged_ = False
         return self
@@ -337,11 +338,12 @@ class _BaseMixture(BaseEstimator):
             )
         try:
             model = self._stream_one(X, name="X", batch=None)
+            elbo = self._housekeep(model)
         except KeyboardInterrupt:
             self.state_.recompute_total()
             self._finalize(self._make_model(self.obs_model_))
             raise
-        self._end_stream_lap(model)
+        self._end_stream_lap(model, elbo)
         self.n_iter_ = 1
         self.converged_ = False
         return self
@@ -368,12 +370,16 @@ class _BaseMixture(BaseEstimator):
         self._n_rows = int(getattr(self, "_n_rows", 0) if fitted else 0) + Xb.shape[0]
         return model
 
-    def _end_stream_lap(self, model) -> None:
+    def _housekeep(self, model) -> float:
+        """After a streamed batch: G = ordered sum of the memos, drop empty clusters, sort."""
         from bnpcore.algorithms._base import remove_empty_and_sort
 
         st = self.state_
         st.recompute_total()
-        elbo = remove_empty_and_sort(model, st, model.elbo(st.stats))
+        return remove_empty_and_sort(model, st, model.elbo(st.stats))
+
+    def _end_stream_lap(self, model, elbo: float) -> None:
+        st = self.state_
         st.lap += 1
         self._record(st, elbo)
         self._finalize(model)
