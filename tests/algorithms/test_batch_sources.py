@@ -129,3 +129,12 @@ def test_bad_paths_and_iterables(tmp_path):
         DPMixture(algorithm="full").fit([make_data("gauss", n=20), make_data("gauss", n=20)])
     with pytest.raises(ParameterError, match="partial_fit"):
         DPMixture(algorithm="stochastic").partial_fit(make_data("gauss", n=20))
+
+
+def test_truncated_npy_file(tmp_path):
+    X = make_data("gauss", n=100)
+    np.save(tmp_path / "x.npy", X)
+    raw = (tmp_path / "x.npy").read_bytes()
+    (tmp_path / "x.npy").write_bytes(raw[:-100])
+    with pytest.raises(DataError, match="x.npy"):
+        _memo(n_batches=4).fit(str(tmp_path / "x.npy"))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from _memo_data import OBS, make_data
 from bnpcore import DPMixture, FiniteMixture
 from bnpcore.alloc import make_alloc
-from bnpcore.data.sources import ArrayBatches
+from bnpcore.data.sources import ArrayBatches, NpyFile
 from bnpcore.exceptions import ConvergenceWarning, ParameterError
 from bnpcore.model import Model
 
@@ -150,6 +150,11 @@ def test_memmap_npy_path_and_list_of_batches_give_the_same_fit(tmp_path):
     src = est._make_source(mm, seed=123)
     assert src.X is mm and src.rows is None
     assert all(isinstance(src.X[src.bounds[b] : src.bounds[b + 1]], np.memmap) for b in range(4))
+    fsrc = est._make_source(str(path), seed=123)  # a path is read by explicit row reads, not mapped
+    assert isinstance(fsrc.X, NpyFile) and fsrc.rows is None
+    assert all(np.array_equal(fsrc.get(b), X[bounds[b] : bounds[b + 1]]) for b in range(4) for bounds in [src.bounds])
+    rows = np.array([0, 5, 6, 300, 699])
+    assert np.array_equal(fsrc.X.take_rows(rows, chunk_rows=7), X[rows])
     fits = [_fit(_memo(n_components=5, n_batches=4, random_state=1, max_laps=4, tol=0), data) for data in (mm, str(path))]
     bounds = src.bounds
     parts = [X[bounds[b] : bounds[b + 1]] for b in range(4)]

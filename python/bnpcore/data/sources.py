@@ -25,7 +25,7 @@ import numpy as np
 from bnpcore._validation import check_array
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
 
-__all__ = ["ArrayBatches", "ListBatches", "make_batches", "open_npy", "is_batch_list"]
+__all__ = ["ArrayBatches", "ListBatches", "NpyFile", "make_batches", "open_npy", "open_npy_rows", "is_batch_list"]
 
 
 def _check_lazy_2d(X, name: str, n_features=None) -> None:
@@ -53,6 +53,78 @@ def open_npy(path, name: str = "X") -> np.ndarray:
     if not isinstance(arr, np.ndarray):
         raise DataError(f"`{name}`: {os.fspath(path)!r} is not a single-array .npy file")
     return arr
+
+
+class NpyFile:
+    """Read-only row access to a C-order ``.npy`` file by explicit reads (no memory map).
+
+    ``f[lo:hi]`` reads rows ``lo..hi`` with one ``seek`` + ``readinto``, so the process holds only
+    the rows it asked for: a lap over a file on disk keeps one batch resident, however large the
+    file (a ``numpy.memmap`` would instead keep every page it touched mapped in the process).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        with open(self.path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+            else:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+            self.offset = fh.tell()
+        if fortran or dtype.hasobject:
+            raise ValueError("not a C-order numeric array")
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = dtype
+        self.ndim = len(self.shape)
+        self.row_bytes = int(dtype.itemsize * int(np.prod(self.shape[1:], dtype=np.int64)))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def _read(self, lo: int, hi: int) -> np.ndarray:
+        out = np.empty((hi - lo,) + self.shape[1:], dtype=self.dtype)
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset + lo * self.row_bytes)
+            got = fh.readinto(memoryview(out).cast("B"))
+        if got != out.nbytes:
+            raise DataError(f"`X`: {self.path!r} is truncated (rows {lo}-{hi} unreadable)")
+        return out
+
+    def __getitem__(self, key):
+        if isinstance(key, slice) and key.step in (None, 1):
+            lo, hi, _ = key.indices(self.shape[0])
+            return self._read(lo, max(lo, hi))
+        idx = np.asarray(key, dtype=np.int64)
+        return self.take_rows(idx)
+
+    def take_rows(self, idx, chunk_rows: int = 65536) -> np.ndarray:
+        """Rows ``idx`` (sorted), read chunk by chunk: one sequential pass, one chunk resident."""
+        idx = np.asarray(idx, dtype=np.int64)
+        out = np.empty((idx.size,) + self.shape[1:], dtype=self.dtype)
+        done = 0
+        for lo in range(0, self.shape[0], chunk_rows):
+            hi = min(lo + chunk_rows, self.shape[0])
+            a, b = np.searchsorted(idx, [lo, hi])
+            if b > a:
+                block = self._read(lo, hi)
+                out[done : done + b - a] = block[idx[a:b] - lo]
+                done += b - a
+        return out
+
+
+def open_npy_rows(path, name: str = "X"):
+    """A ``.npy`` file for row-range reading: :class:`NpyFile` for C-order files, a read-only
+    memory map otherwise."""
+    arr = open_npy(path, name=name)  # validates the file and reports errors uniformly
+    try:
+        return NpyFile(path)
+    except ValueError:
+        return arr
 
 
 def _is_path(x) -> bool:
@@ -111,7 +183,9 @@ class ArrayBatches:
         self.X = X
         self.n_batches = int(n_batches)
         self.bounds = np.linspace(0, n, n_batches + 1).round().astype(np.int64)
-        self.is_memmap = isinstance(X, np.memmap) or (isinstance(X, np.ndarray) and isinstance(X.base, np.memmap))
+        self.is_memmap = (
+            isinstance(X, (np.memmap, NpyFile)) or (isinstance(X, np.ndarray) and isinstance(X.base, np.memmap))
+        )
         self.seed = seed
         self.rows = None
         if seed is not None and n_batches > 1 and not self.is_memmap:
@@ -152,7 +226,7 @@ class ArrayBatches:
         otherwise a sorted uniform subsample, which reads only those rows of a memory map)."""
         n = self.n_rows
         if n <= max_rows:
-            return check_array(self.X, name="X")
+            return check_array(self.X[0:n] if isinstance(self.X, NpyFile) else self.X, name="X")
         idx = np.sort(rng.choice(n, size=max_rows, replace=False))
         return check_array(self.X[idx], name="X (initialisation subsample)")
 

@@ -12,7 +12,7 @@ from bnpcore._validation import check_array, check_param, check_random_state
 from bnpcore.algorithms._base import HISTORY_KEYS, FitState
 from bnpcore.algorithms.memoized import MONOTONE_RTOL, run_memoized_lap
 from bnpcore.alloc import make_alloc
-from bnpcore.data.sources import ArrayBatches, ListBatches, _check_lazy_2d, is_batch_list, open_npy
+from bnpcore.data.sources import ArrayBatches, ListBatches, NpyFile, _check_lazy_2d, is_batch_list, open_npy_rows
 from bnpcore.estimators._base import BaseEstimator
 from bnpcore.exceptions import ConvergenceWarning, ELBODecreaseWarning, ParameterError, ShapeError
 from bnpcore.model import Model
@@ -182,7 +182,7 @@ class _BaseMixture(BaseEstimator):
         n_features = self.n_features_in_ if self._continuing() else None
         n_batches = 1 if self.algorithm == "full" else self.n_batches
         if isinstance(X, (str, os.PathLike)):
-            X = open_npy(X, name="X")
+            X = open_npy_rows(X, name="X")
         if is_batch_list(X):
             if self.algorithm == "full":
                 raise ParameterError(
@@ -190,7 +190,7 @@ class _BaseMixture(BaseEstimator):
                     "for a list of batches"
                 )
             return ListBatches(X, n_features=n_features)
-        if isinstance(X, np.ndarray) and (isinstance(X, np.memmap) or isinstance(X.base, np.memmap)):
+        if isinstance(X, NpyFile) or (isinstance(X, np.ndarray) and (isinstance(X, np.memmap) or isinstance(X.base, np.memmap))):
             _check_lazy_2d(X, "X", n_features)
             if n_batches > X.shape[0]:
                 raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
