@@ -571,7 +571,9 @@ _DOC_PARAMS = """
         Full-dataset coordinate ascent, memoized (exact, batched) or stochastic variational
         inference.
     n_batches : int, default=10
-        Number of fixed batches (memoized and stochastic).
+        Number of fixed batches (memoized and stochastic). Rows of an in-memory array are
+        assigned to batches at random (seeded by ``random_state``); a memmap or ``.npy`` file is
+        split into contiguous row ranges; a list of batches defines its own batches.
     max_laps : int, default=100
         Maximum number of passes through the data (in addition to previous ones with ``warm_start``).
     min_laps : int, default=2
@@ -592,7 +594,8 @@ _DOC_PARAMS = """
     top_l : int or None, default=None
         Keep at most this many clusters per row (L-sparse responsibilities); None is dense.
     learning_rate_delay, learning_rate_decay : float
-        Stochastic learning rate ρ_t = (t + delay)^(−decay).
+        Stochastic learning rate ρ_t = (t + delay)^(−decay), t = 1, 2, ... counting batch
+        steps; ``decay`` must lie in (0.5, 1] (Robbins–Monro).
     random_state : int, Generator or None
         Seed of every random choice (initialisation, batch order, moves).
     n_threads : int or None
@@ -605,7 +608,9 @@ _DOC_PARAMS = """
     callback : callable(model, info) or None
         Called after every lap with a dict ``info`` (lap, elbo, n_components, accepted_moves).
     checkpoint_path : str or None
-        Write a checkpoint there after every lap (atomically).
+        Write a checkpoint there after every lap, atomically (temporary file + rename). To
+        resume a killed run: ``m = bnpcore.load(path); m.set_params(warm_start=True,
+        max_laps=remaining); m.fit(X)`` — this reproduces the uninterrupted run exactly.
     prior_dof, prior_mean_precision, prior_mean, prior_covariance, prior_scale, prior_count
         Prior hyperparameters; see :func:`bnpcore.obs.default_prior` for the data-scaled defaults.
 
