@@ -214,8 +214,14 @@ def test_warm_start_fit_after_partial_fit_keeps_frozen_memos():
     est = DPMixture(n_components=5, random_state=2, algorithm="memoized", n_batches=3, moves=())
     est.partial_fit(X[:300])
     est.set_params(warm_start=True, max_laps=3, tol=0)
-    with pytest.raises(ParameterError, match="same number of batches"):  # no revisitable batch recorded
-        _fit(est, X[300:])
+    _fit(est, X[300:])  # the new batches join the frozen memo
+    st_ = est.state_
+    assert len(st_.frozen) == 1 and len(st_.memos) == 3
+    assert st_.stats.N.sum() == pytest.approx(900) and est._n_rows == 900
+    e = est.history_["elbo"][1:]
+    assert np.all(np.diff(e) >= -1e-9 * np.abs(e[1:]))
+    with pytest.raises(ParameterError, match="same number of batches"):
+        est.set_params(n_batches=4).fit(X[300:])
     est2 = _fit(_memo(n_components=5, random_state=2, n_batches=3, max_laps=2, tol=0), X[300:])
     est2.set_params(warm_start=True)
     est2.partial_fit(X[:300])

@@ -277,6 +277,10 @@ class _BaseMixture(BaseEstimator):
         source = self._make_source(X, seed)
         if not continuing:
             self._initialize(source, seeds)
+        elif not self.state_.memos and self.algorithm != "stochastic":
+            # fitted by partial_fit / a stream only: the new batches join the frozen memos
+            self.state_.memos = [None] * len(source)
+            self._n_rows = int(getattr(self, "_n_rows", 0)) + source.n_rows
         elif len(self.state_.memos) != len(source):
             raise ParameterError(
                 f"warm_start needs the same number of batches as the previous fit ({len(self.state_.memos)}), "
@@ -401,6 +405,8 @@ class _BaseMixture(BaseEstimator):
         self.moves_manager_ = moves
         converged = False
         prev = st.history["elbo"][-1] if st.history["elbo"] else None
+        if self.algorithm != "stochastic" and any(m is None for m in st.memos):
+            prev = None  # batches never summarised yet: the previous ELBO covered other data
         bar = self._progress(n_laps)
         laps_done = 0
         try:
