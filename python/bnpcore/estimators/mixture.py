@@ -175,9 +175,9 @@ class _BaseMixture(BaseEstimator):
     def _make_source(self, X, seed=None):
         """A batch source over ``X`` (see :mod:`bnpcore.data.sources`).
 
-        In-memory arrays are validated once here; a ``numpy.memmap``, a ``.npy`` path (opened
-        with ``mmap_mode="r"``) and a list of batches are validated one batch at a time when
-        visited, so data on disk are never copied whole.
+        In-memory arrays are validated once here; a ``numpy.memmap``, a ``.npy`` path (read by
+        explicit row-range reads, :class:`~bnpcore.data.sources.NpyFile`) and a list of batches
+        are validated one batch at a time when visited, so data on disk are never copied whole.
         """
         n_features = self.n_features_in_ if self._continuing() else None
         n_batches = 1 if self.algorithm == "full" else self.n_batches
@@ -249,8 +249,10 @@ class _BaseMixture(BaseEstimator):
 
             * an in-memory array is validated once and split into ``n_batches`` batches by a
               seeded random assignment of rows;
-            * a ``numpy.memmap`` or a ``.npy`` path (opened with ``mmap_mode="r"``) is split into
-              ``n_batches`` contiguous row ranges, each read and validated when visited;
+            * a ``numpy.memmap`` or a ``.npy`` path is split into ``n_batches`` contiguous row
+              ranges, each read and validated when visited (a path is read with explicit
+              row-range reads, so only the current batch is resident; default priors and the
+              initial clusters come from an ``init_subsample`` of rows read in one pass);
             * a list or tuple of 2-D arrays, memmaps or ``.npy`` paths: each element is one batch
               (``n_batches`` is ignored), kept by reference and read when visited;
             * any other iterable (e.g. a generator reading files) is *one-shot*: it is consumed
