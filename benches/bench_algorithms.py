@@ -62,7 +62,7 @@ def main() -> None:
     results = {}
     for name, kw in configs.items():
         trace = []
-        est = DPMixture(callback=lambda m, info: trace.append(m.score(Xt)), **common, **kw)
+        est = DPMixture(callback=lambda m, info, trace=trace: trace.append(m.score(Xt)), **common, **kw)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", bnpcore.ConvergenceWarning)

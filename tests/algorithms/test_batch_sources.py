@@ -5,10 +5,15 @@ import warnings
 
 import numpy as np
 import pytest
-
 from _memo_data import make_data
 from bnpcore import DPMixture
-from bnpcore.exceptions import ConvergenceWarning, DataError, NonFiniteError, ParameterError, ShapeError
+from bnpcore.exceptions import (
+    ConvergenceWarning,
+    DataError,
+    NonFiniteError,
+    ParameterError,
+    ShapeError,
+)
 
 
 def _fit(est, X):

@@ -4,15 +4,14 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from _memo_data import OBS, make_data
 from bnpcore import DPMixture, FiniteMixture
 from bnpcore.alloc import make_alloc
 from bnpcore.data.sources import ArrayBatches, NpyFile
 from bnpcore.exceptions import ConvergenceWarning, ParameterError
 from bnpcore.model import Model
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 
 def _fit(est, X):

@@ -4,7 +4,6 @@ import warnings
 
 import numpy as np
 import pytest
-
 from _memo_data import make_data
 from bnpcore import DPMixture, FiniteMixture
 from bnpcore.algorithms import stochastic

@@ -50,7 +50,7 @@ import numpy as np
 
 from bnpcore.algorithms._base import FitState, Timer
 
-__all__ = ["learning_rate", "run_stochastic_lap", "evaluate_elbo"]
+__all__ = ["evaluate_elbo", "learning_rate", "run_stochastic_lap"]
 
 
 def learning_rate(t: int, delay: float, decay: float) -> float:

@@ -25,7 +25,7 @@ import numpy as np
 from bnpcore._validation import check_array
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
 
-__all__ = ["ArrayBatches", "ListBatches", "NpyFile", "make_batches", "open_npy", "open_npy_rows", "is_batch_list"]
+__all__ = ["ArrayBatches", "ListBatches", "NpyFile", "is_batch_list", "make_batches", "open_npy", "open_npy_rows"]
 
 
 def _check_lazy_2d(X, name: str, n_features=None) -> None:
@@ -136,7 +136,7 @@ def is_batch_list(X) -> bool:
     nested list of numbers is an ordinary array-like)."""
     if not isinstance(X, (list, tuple)) or len(X) == 0:
         return False
-    return all(_is_path(x) or (hasattr(x, "shape") and len(getattr(x, "shape")) == 2) for x in X)
+    return all(_is_path(x) or (hasattr(x, "shape") and len(x.shape) == 2) for x in X)
 
 
 class _Checked:

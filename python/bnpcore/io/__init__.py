@@ -5,4 +5,4 @@ See ``docs/model_format.md`` for the file format.
 
 from bnpcore.io._format import FORMAT_NAME, FORMAT_VERSION, load, save
 
-__all__ = ["save", "load", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "load", "save"]

@@ -20,7 +20,7 @@ import numpy as np
 
 from bnpcore.exceptions import ModelFileError
 
-__all__ = ["save", "load", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "load", "save"]
 
 FORMAT_NAME = "bnpcore-model"
 FORMAT_VERSION = 1
