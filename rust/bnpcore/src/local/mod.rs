@@ -79,7 +79,7 @@ pub struct LocalOutput {
     pub s: Array2<f64>,
     /// entropies `H_k`
     pub h: Array1<f64>,
-    /// `Σ_n h(x_n)`
+    /// `Σ_n w_n h(x_n)` (`w_n = 1` without row weights)
     pub h_sum: f64,
     /// `Σ_n w_n lse_n` (the optimal local objective)
     pub lse_sum: f64,
@@ -228,6 +228,14 @@ fn validate(k: usize, n_rows: usize, e_log_pi: ArrayView1<f64>, opts: &LocalOpti
         }
     }
     Ok(())
+}
+
+/// `Σ_n w_n h(x_n)`: the reference-measure summary is weighted like every other summary.
+fn weighted_h_sum<M: ObsModel>(model: &M, x: ArrayView2<f64>, weights: Option<ArrayView1<f64>>) -> f64 {
+    match weights {
+        None => model.h_sum(x),
+        Some(w) => (0..x.nrows()).map(|i| w[i] * model.h_sum(x.slice(s![i..i + 1, ..]))).sum(),
+    }
 }
 
 /// Local step + summaries of one batch for a concrete model and a prepared table.
@@ -396,7 +404,7 @@ pub fn local_step<M: ObsModel>(
         n: total.n,
         s: total.s,
         h: total.h,
-        h_sum: model.h_sum(x),
+        h_sum: weighted_h_sum(model, x, opts.weights),
         lse_sum: total.lse,
         pair_h: Array1::from(total.pair_h),
         proposals: total.props,
