@@ -173,6 +173,17 @@ fn softmax_row(w: &[f64], out: &mut [f64]) -> f64 {
     m + tot.ln()
 }
 
+/// `ln r_j` of a row produced by [`softmax_row`]: `w_j − lse`, or `−ln J` for the uniform row that
+/// replaces an all-`-inf` row (where `w_j − lse` would be `-inf − (-inf)` = NaN).
+#[inline]
+fn log_resp(w: f64, lse: f64, len: usize) -> f64 {
+    if lse == f64::NEG_INFINITY {
+        -(len as f64).ln()
+    } else {
+        w - lse
+    }
+}
+
 /// `−r ln r` computed from `ln r` (0 when `r` underflows).
 #[inline]
 fn ent_term(r: f64, log_r: f64) -> f64 {
@@ -309,10 +320,10 @@ pub fn local_step<M: ObsModel>(
                 part.lse += wn * lse[n];
             }
             for j in 0..k {
-                part.h[j] += wn * ent_term(resp[[n, j]], w[[n, j]] - lse[n]);
+                part.h[j] += wn * ent_term(resp[[n, j]], log_resp(w[[n, j]], lse[n], k));
             }
             for (m, &(pa, pb)) in opts.merge_pairs.iter().enumerate() {
-                let l = log_add_exp(w[[n, pa]] - lse[n], w[[n, pb]] - lse[n]);
+                let l = log_add_exp(log_resp(w[[n, pa]], lse[n], k), log_resp(w[[n, pb]], lse[n], k));
                 part.pair_h[m] += wn * ent_term(resp[[n, pa]] + resp[[n, pb]], l);
             }
         }
@@ -351,7 +362,7 @@ pub fn local_step<M: ObsModel>(
                     let la = an.ln();
                     for jj in 0..j {
                         let r = an * row[jj];
-                        st.h[jj] += wn * ent_term(r, la + dw[[n, jj]] - lse_p);
+                        st.h[jj] += wn * ent_term(r, la + log_resp(dw[[n, jj]], lse_p, j));
                         row[jj] = r * wn;
                     }
                 } else {
