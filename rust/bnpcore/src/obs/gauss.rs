@@ -128,6 +128,12 @@ impl Gauss {
     }
 }
 
+/// The `D × D` block `Sxx` of a statistic row, copied (the row may be a strided view, e.g. of a
+/// Fortran-ordered `S`).
+fn sxx_block(row: ArrayView1<f64>, off: usize, d: usize) -> Array2<f64> {
+    Array2::from_shape_fn((d, d), |(i, j)| row[off + i * d + j])
+}
+
 impl ObsModel for Gauss {
     type Post = GaussPost;
     type DivPrep = Array2<f64>;
@@ -158,7 +164,7 @@ impl ObsModel for Gauss {
             .map(|j| {
                 let nk = n[j].max(0.0);
                 let row = s.row(j);
-                let sxx = row.slice(s![off..off + d * d]).into_shape_with_order((d, d)).expect("stat layout");
+                let sxx = sxx_block(row, off, d);
                 let nu = self.nu + nk;
                 let (kappa, mean, mut b) = if self.zero_mean {
                     (self.kappa, Array1::zeros(d), &self.b + &sxx)
@@ -269,8 +275,18 @@ impl ObsModel for Gauss {
                 zr.assign(&(&xr * r));
             });
             let mut row = s.row_mut(k);
-            let sxx = row.slice_mut(s![off..off + d * d]).into_shape_with_order((d, d)).expect("stat layout");
-            gemm(1.0, z.t(), x, 1.0, sxx);
+            match row.slice_mut(s![off..off + d * d]).into_shape_with_order((d, d)) {
+                Ok(sxx) => gemm(1.0, z.t(), x, 1.0, sxx),
+                Err(_) => {
+                    // strided statistic row (caller-provided view): accumulate through a copy
+                    let mut tmp = Array2::<f64>::zeros((d, d));
+                    gemm(1.0, z.t(), x, 0.0, tmp.view_mut());
+                    let mut flat = row.slice_mut(s![off..off + d * d]);
+                    for (o, t) in flat.iter_mut().zip(tmp.iter()) {
+                        *o += t;
+                    }
+                }
+            }
         }
     }
 
@@ -281,9 +297,9 @@ impl ObsModel for Gauss {
         Array1::from_iter((0..n.len()).map(|k| {
             let nk = n[k];
             let row = s.row(k);
-            let sxx = row.slice(s![off..off + d * d]).into_shape_with_order((d, d)).expect("stat layout");
+            let sxx = sxx_block(row, off, d);
             let mut c = -0.5 * df * (2.0 * PI).ln() + 0.5 * self.e_logdet_lambda(post, k);
-            let mut m2 = sxx.to_owned();
+            let mut m2 = sxx;
             if !self.zero_mean {
                 c -= 0.5 * df / post.kappa[k];
                 let sx = row.slice(s![0..d]).insert_axis(Axis(1));

@@ -79,7 +79,8 @@ impl ObsModel for Mult {
         0.0
     }
     fn posterior(&self, _n: ArrayView1<f64>, s: ArrayView2<f64>) -> Result<MultPost> {
-        let lam = &s.mapv(|v| v.max(0.0)) + &self.lam;
+        // built element by element: row-major whatever the layout of `s` (c_post needs contiguous rows)
+        let lam = Array2::from_shape_fn(s.dim(), |(k, v)| s[[k, v]].max(0.0) + self.lam[v]);
         Ok(MultPost { lam })
     }
     fn c_prior(&self) -> f64 {
