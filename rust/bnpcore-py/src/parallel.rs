@@ -63,7 +63,7 @@ where
     F: FnOnce() -> bnpcore::Result<T> + Send,
 {
     let n = match n_threads {
-        Some(0) => return Err(PyValueError::new_err("`n_threads` must be >= 1 or None")),
+        Some(0) => return Err(to_py(py, bnpcore::Error::param("n_threads", "must be >= 1 or None, got 0"))),
         Some(n) => n,
         None => default_threads(),
     };
