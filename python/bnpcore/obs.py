@@ -7,6 +7,8 @@ An :class:`ObsModel` is a kind name plus a dict of prior hyperparameters; its po
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from bnpcore import _core
@@ -15,6 +17,14 @@ from bnpcore.exceptions import ParameterError
 __all__ = ["OBS_KINDS", "ObsModel", "default_prior"]
 
 OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
+
+
+def _real_above(name: str, value, low: float, low_text: str) -> float:
+    """``value`` as a float if it is a finite real number > ``low``; ParameterError naming ``name`` otherwise."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    if not ok or not np.isfinite(value) or not value > low:
+        raise ParameterError(f"`{name}` must be a finite number > {low_text}, got {value!r}")
+    return float(value)
 
 
 def _floor(cov_trace: float, d: int) -> float:
@@ -76,28 +86,27 @@ def default_prior(
     if kind not in OBS_KINDS:
         raise ParameterError(f"`obs` must be one of {OBS_KINDS}, got {kind!r}")
     n, d = X.shape
-    if not (np.isscalar(prior_scale) and np.isfinite(prior_scale) and prior_scale > 0):
-        raise ParameterError(f"`prior_scale` must be a finite number > 0, got {prior_scale!r}")
+    prior_scale = _real_above("prior_scale", prior_scale, 0.0, "0")
     if kind in ("gauss", "diag_gauss", "zero_mean_gauss"):
         if prior_mean_precision is None:
             prior_mean_precision = 1e-4
-        if not (np.isscalar(prior_mean_precision) and np.isfinite(prior_mean_precision) and prior_mean_precision > 0):
-            raise ParameterError(f"`prior_mean_precision` must be a finite number > 0, got {prior_mean_precision!r}")
+        prior_mean_precision = _real_above("prior_mean_precision", prior_mean_precision, 0.0, "0")
         if kind == "diag_gauss":
-            nu = 3.0 if prior_dof is None else prior_dof
-            if not (np.isscalar(nu) and np.isfinite(nu) and nu > 0):
-                raise ParameterError(f"`prior_dof` must be a finite number > 0, got {nu!r}")
+            nu = 3.0 if prior_dof is None else _real_above("prior_dof", prior_dof, 0.0, "0")
         else:
-            nu = d + 2.0 if prior_dof is None else prior_dof
-            if not (np.isscalar(nu) and np.isfinite(nu) and nu > d - 1):
-                raise ParameterError(f"`prior_dof` must be a finite number > n_features - 1 = {d - 1}, got {nu!r}")
+            nu = d + 2.0 if prior_dof is None else _real_above("prior_dof", prior_dof, d - 1.0, f"n_features - 1 = {d - 1}")
         nu = float(nu)
         if isinstance(prior_mean, str):
             if prior_mean != "data":
                 raise ParameterError(f"`prior_mean` must be 'data', 0 or an array, got {prior_mean!r}")
             m = X.mean(axis=0)
         else:
-            m = np.broadcast_to(np.asarray(prior_mean, dtype=np.float64), (d,)).copy()
+            try:
+                m = np.broadcast_to(np.asarray(prior_mean, dtype=np.float64), (d,)).copy()
+            except (TypeError, ValueError):
+                raise ParameterError(
+                    f"`prior_mean` must be 'data', a number or an array of shape ({d},), got {prior_mean!r}"
+                ) from None
             if not np.isfinite(m).all():
                 raise ParameterError("`prior_mean` must be finite")
         if kind == "zero_mean_gauss":
@@ -140,9 +149,12 @@ def default_prior(
         return {"nu": nu, "kappa": float(prior_mean_precision), "m": m, "B": np.ascontiguousarray(B)}
     if kind == "mult":
         lam = 0.1 if prior_count is None else prior_count
-        lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), (d,)).copy() if np.ndim(lam) <= 1 else None
+        try:
+            lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), (d,)).copy() if np.ndim(lam) <= 1 else None
+        except (TypeError, ValueError):
+            lam = None
         if lam is None or lam.shape != (d,) or not np.isfinite(lam).all() or (lam <= 0).any():
-            raise ParameterError(f"`prior_count` must be a positive number or {d} positive numbers")
+            raise ParameterError(f"`prior_count` must be a positive number or {d} positive numbers, got {prior_count!r}")
         return {"lam": lam}
     # bern
     pc = (0.1, 0.1) if prior_count is None else prior_count
@@ -150,8 +162,11 @@ def default_prior(
         pc = (pc, pc)
     if len(pc) != 2:
         raise ParameterError("`prior_count` for bern must be a pair (lam1, lam0)")
-    lam1 = np.broadcast_to(np.asarray(pc[0], dtype=np.float64), (d,)).copy()
-    lam0 = np.broadcast_to(np.asarray(pc[1], dtype=np.float64), (d,)).copy()
+    try:
+        lam1 = np.broadcast_to(np.asarray(pc[0], dtype=np.float64), (d,)).copy()
+        lam0 = np.broadcast_to(np.asarray(pc[1], dtype=np.float64), (d,)).copy()
+    except (TypeError, ValueError):
+        raise ParameterError(f"`prior_count` for bern must be a pair of numbers or of {d}-vectors, got {prior_count!r}") from None
     if not (np.isfinite(lam1).all() and np.isfinite(lam0).all() and (lam1 > 0).all() and (lam0 > 0).all()):
         raise ParameterError("`prior_count` for bern must contain finite positive pseudo-counts")
     return {"lam1": lam1, "lam0": lam0}
