@@ -9,14 +9,12 @@ across seeds and thread counts.
 
 import warnings
 
+import bnpcore._reference as ref
 import numpy as np
 import pytest
-from scipy.special import betaln
-
-import bnpcore._reference as ref
 from bnpcore import DPMixture, FiniteMixture, _core
 from bnpcore.exceptions import ConvergenceWarning
-from bnpcore.model import Model
+from scipy.special import betaln
 
 OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 ESTIMATORS = {"dp": DPMixture, "finite": FiniteMixture}

@@ -4,15 +4,14 @@ import doctest
 import pickle
 import warnings
 
-import numpy as np
-import pytest
-from sklearn.metrics import adjusted_rand_score
-
 import bnpcore
 import bnpcore._reference as ref
+import numpy as np
+import pytest
 from bnpcore import DPMixture, FiniteMixture
 from bnpcore.estimators import mixture
 from bnpcore.exceptions import ConvergenceWarning, ParameterError
+from sklearn.metrics import adjusted_rand_score
 
 OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 ESTIMATORS = (DPMixture, FiniteMixture)

@@ -10,9 +10,6 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from bnpcore import DPMixture, FiniteMixture, _core
 from bnpcore.exceptions import (
     BnpcoreError,
@@ -23,6 +20,8 @@ from bnpcore.exceptions import (
     ParameterError,
     ShapeError,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 ESTIMATORS = (DPMixture, FiniteMixture)
