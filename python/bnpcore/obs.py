@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 
 from bnpcore import _core
-from bnpcore.exceptions import ParameterError
+from bnpcore.exceptions import DataError, ParameterError
 
 __all__ = ["OBS_KINDS", "ObsModel", "default_prior"]
 
@@ -88,6 +88,13 @@ def default_prior(
     n, d = X.shape
     prior_scale = _real_above("prior_scale", prior_scale, 0.0, "0")
     if kind in ("gauss", "diag_gauss", "zero_mean_gauss"):
+        with np.errstate(over="ignore", invalid="ignore"):
+            second_moment = float(np.einsum("ij,ij->", X, X))
+        if not np.isfinite(second_moment):
+            raise DataError(
+                f"`X` is too large in magnitude (max |x| = {np.abs(X).max():.3g}): its sums of squares "
+                "overflow float64, so no Gaussian summary can be formed; rescale the data"
+            )
         if prior_mean_precision is None:
             prior_mean_precision = 1e-4
         prior_mean_precision = _real_above("prior_mean_precision", prior_mean_precision, 0.0, "0")
