@@ -283,6 +283,20 @@ def test_catastrophic_cancellation_gives_error_or_finite_result(offset):
     assert np.all(np.isfinite(est.predict_proba(X)))
 
 
+@pytest.mark.parametrize("kind", ["gauss", "diag_gauss", "zero_mean_gauss"])
+@pytest.mark.parametrize("scale", [1e160, 1e300])
+def test_data_whose_squares_overflow(kind, scale):
+    X = scale * np.random.default_rng(0).standard_normal((40, 2))
+    exc = expect_error(DataError, "X", DPMixture(obs=kind, n_components=2).fit, X)
+    assert "rescale" in str(exc)
+
+
+def test_counts_whose_sums_overflow_give_an_error_not_nan():
+    X = np.full((10, 3), 1e307)
+    with pytest.raises(NumericalError, match="not finite"):
+        DPMixture(obs="mult", n_components=2, max_laps=3).fit(X)
+
+
 def test_moderate_offset_fits():
     """Offset 1e4 with unit spread is well within double precision: it must simply work."""
     rng = np.random.default_rng(0)
