@@ -56,7 +56,7 @@ def run_memoized_lap(model, source, state: FitState, *, n_threads=None, moves=No
             state.stats = state.stats - old + new
         state.memos[b] = new
         if moves is not None:
-            moves.after_batch(model, state, b, out)
+            moves.after_batch(model, state, b, out, X=Xb)
         if exact:
             cur = model.elbo(state.stats)
             _check_monotone(prev_batch, cur, f"after visiting batch {b} in lap {state.lap + 1}")

@@ -1,0 +1,26 @@
+"""Proposal moves for DP mixtures: birth, merge and delete (spec 01 §6).
+
+:class:`MoveManager` schedules them inside memoized (or full-dataset) learning; every accepted
+move is checked against the exact whole-dataset ELBO.
+"""
+
+from bnpcore.moves._base import ACCEPT_RTOL, BatchRequest, LapContext, Move, MoveManager, accepts
+from bnpcore.moves.birth import BirthMove, b_scores, fit_fresh_clusters
+from bnpcore.moves.delete import DeleteMove
+from bnpcore.moves.merge import MergeMove, candidate_pairs, merge_scores
+
+__all__ = [
+    "ACCEPT_RTOL",
+    "BatchRequest",
+    "BirthMove",
+    "DeleteMove",
+    "LapContext",
+    "MergeMove",
+    "Move",
+    "MoveManager",
+    "accepts",
+    "b_scores",
+    "candidate_pairs",
+    "fit_fresh_clusters",
+    "merge_scores",
+]

@@ -1,0 +1,360 @@
+r"""Birth move (spec 01 §6.2, ``birth_mode="lap"``).
+
+A birth replaces a target cluster :math:`k_t` by :math:`J'\ge2` fresh clusters fitted to the data
+it explains. Pipeline (one proposal active, one in preparation):
+
+* **lap ℓ — collection.** A target :math:`t` is chosen by b-score (lowest average expected
+  log-likelihood :math:`\frac1{N_k}\sum_n\hat r_{nk}\mathbb E_q\log F(x_n\mid\phi_k)`, computed from
+  summaries) among clusters with at least ``birth_min_size`` atoms that have not failed at their
+  current size. While the batches are visited, the rows with :math:`\hat r_{nt}>0.1` are
+  reservoir-sampled (seeded from the fit's move stream, at most ``birth_max_subsample`` rows)
+  together with :math:`\hat r_{nt}`. With several targets per lap, successive batch visits
+  collect for the targets in turn.
+* **start of lap ℓ+1 — creation.** Bregman k-means++ picks :math:`J'` seeds on the subsample
+  :math:`x'`, then ``birth_refine_iters`` restricted VB iterations of a :math:`J'`-cluster DP
+  mixture run on :math:`x'` with row weights :math:`w_n=\hat r_{nt}` (preceded by a few weighted
+  Bregman k-means iterations); fresh clusters with mass below one atom are dropped and pairs of
+  fresh clusters are merged while the weighted subsample ELBO rises, down to two clusters.
+  (Weights are not scaled up to the target's whole mass: that would count each subsample row
+  several times and favour spurious small clusters.)
+* **lap ℓ+1 — construction.** At every batch visit the Rust local step also computes the
+  restricted step :math:`\hat r'_{n,K+j}=\hat r_{nt}\,\tilde p_{nj}`,
+  :math:`\tilde p_n=\mathrm{softmax}_j(\mathbb E\log F(x_n\mid\tilde\phi_j)+\ln\tilde\pi_j)`, and its
+  summaries :math:`(\tilde N_b,\tilde S_b,\tilde H_b)` from the batch's own responsibilities.
+* **end of lap ℓ+1 — evaluation.** Candidate = G with column t replaced by the fresh columns;
+  accepted iff the exact ELBO rises, then every memo gets the same replacement. If rejected and
+  ``birth_laps`` > 1, the fresh parameters are re-estimated from the lap's fresh summaries
+  (whole-data fit of the proposal) and the proposal is evaluated again after the next lap;
+  otherwise it is discarded and nothing of it remains in the model.
+
+With ``algorithm="full"`` (one batch) the same pipeline runs across consecutive iterations:
+collection in iteration ℓ, creation at the start of iteration ℓ+1, construction and evaluation
+in iteration ℓ+1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bnpcore import _core
+from bnpcore.moves._base import BatchRequest, LapContext, Move, accepts, sum_parts
+from bnpcore.stats import SuffStats
+
+__all__ = ["BirthMove", "Reservoir", "b_scores", "fit_fresh_clusters"]
+
+
+class Reservoir:
+    """Uniform reservoir sample (algorithm R) of at most ``cap`` rows and their weights."""
+
+    def __init__(self, cap: int, n_features: int):
+        self.cap = int(cap)
+        self.X = np.empty((0, n_features))
+        self.r = np.empty(0)
+        self.seen = 0
+
+    def add(self, X: np.ndarray, r: np.ndarray, rng: np.random.Generator) -> None:
+        m = X.shape[0]
+        if m == 0:
+            return
+        room = self.cap - self.X.shape[0]
+        if room > 0:
+            take = min(room, m)
+            self.X = np.concatenate([self.X, X[:take]])
+            self.r = np.concatenate([self.r, r[:take]])
+            X, r = X[take:], r[take:]
+            self.seen += take
+            m -= take
+        if m == 0:
+            return
+        # row i of the rest is the (seen + i + 1)-th eligible row: it replaces a uniform slot
+        # with probability cap / (seen + i + 1); later replacements of a slot win
+        counts = self.seen + np.arange(1, m + 1)
+        slot = rng.integers(0, counts)
+        hit = np.flatnonzero(slot < self.cap)
+        if hit.size:
+            slots = slot[hit]
+            _, last = np.unique(slots[::-1], return_index=True)
+            keep = hit[::-1][last]
+            self.X[slot[keep]] = X[keep]
+            self.r[slot[keep]] = r[keep]
+        self.seen += m
+
+    def __len__(self) -> int:
+        return int(self.X.shape[0])
+
+
+def b_scores(model, G: SuffStats) -> np.ndarray:
+    r"""b-score of every cluster: :math:`\frac1{N_k}\sum_n\hat r_{nk}\mathbb E_q\log F(x_n\mid\phi_k)`
+    from the summaries (lower = worse explained); ``+inf`` for empty clusters."""
+    tot = np.asarray(model.obs.core.e_log_lik_sum_from_stats(G.N, G.S, G.N, G.S))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(G.N > 0, tot / np.where(G.N > 0, G.N, 1.0), np.inf)
+    return out
+
+
+def _sub_elbo(model, out) -> float:
+    # weighted subsample objective (Σh is constant across candidates and left out)
+    st = SuffStats(out["N"], out["S"], out["H"], 0.0, np.arange(len(out["N"])))
+    return model.elbo(st)
+
+
+def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kmeans_iters=10, n_threads=None):
+    r"""Fit fresh clusters to a weighted subsample (spec 01 §6.2.3).
+
+    ``n_seeds`` (default ``n_fresh``) k-means++ seeds (the model's Bregman divergence), ``kmeans_iters`` weighted hard-assignment
+    (Bregman k-means) iterations, then ``iters`` VB iterations of a DP
+    mixture with ``n_fresh`` clusters on ``X`` with row weights ``w``, dropping clusters with
+    mass below one atom, then greedy merges of fresh pairs while the weighted ELBO rises.
+
+    Returns
+    -------
+    N, S : ndarray
+        Effective summaries of the fresh clusters (sorted by decreasing mass), or ``None`` if the
+        fit is not better than one cluster on the subsample.
+    gain : float
+        Weighted-subsample ELBO of the fit minus that of a single cluster.
+    """
+    core = model.obs.core
+    m = X.shape[0]
+    n_seeds = max(int(n_fresh), int(n_seeds or 0))
+    J = int(min(n_seeds, m // 2))
+    if J < 2:
+        return None, None, -np.inf
+    idx = np.asarray(core.kmeanspp(X, rng.random(J), n_threads=n_threads), dtype=np.int64)
+    N, S = core.summarize(np.ascontiguousarray(X[idx]), np.eye(J), n_threads=n_threads)
+
+    def step(N, S, pairs=None):
+        kw = {"merge_pairs": pairs} if pairs else {}
+        return _core.local_step(core, X, N, S, model.alloc.e_log_pi(N), weights=w, n_threads=n_threads, **kw)
+
+    def tidy(N, S):
+        order = np.argsort(-N, kind="stable")
+        N, S = N[order], S[order]
+        keep = N >= 1.0
+        return np.ascontiguousarray(N[keep]), np.ascontiguousarray(S[keep])
+
+    def run_vb(N, S, n_iter):
+        for _ in range(n_iter):
+            out = step(N, S)
+            N_new, S_new = tidy(out["N"], out["S"])
+            done = N_new.shape[0] == N.shape[0] and np.max(np.abs(N_new - N)) < 1e-3 * max(1.0, float(N.sum())) * 1e-2
+            N, S = N_new, S_new
+            if N.shape[0] < 2 or done:
+                break
+        return N, S
+
+    # Bregman k-means (hard assignments) before the soft iterations: soft VB from one-atom
+    # seeds tends to let one broad cluster absorb overlapping components
+    for _ in range(int(kmeans_iters)):
+        resp = _core.local_step(core, X, N, S, model.alloc.e_log_pi(N), return_resp=True, n_threads=n_threads)["resp"]
+        z = np.argmax(resp, axis=1)
+        hard = np.zeros_like(resp)
+        hard[np.arange(m), z] = w
+        N_new, S_new = core.summarize(X, hard, n_threads=n_threads)
+        N_new, S_new = tidy(N_new, S_new)
+        same = N_new.shape == N.shape and np.array_equal(N_new, N)
+        N, S = N_new, S_new
+        if same or N.shape[0] < 2:
+            break
+    N, S = run_vb(N, S, int(iters))
+    # greedy merges among the fresh clusters, judged by the weighted subsample ELBO, while they
+    # help or while there are more than n_fresh clusters (never below two: whether a split pays
+    # off is decided on the whole dataset)
+    while N.shape[0] >= 3:
+        J = N.shape[0]
+        pairs = [(a, b) for a in range(J) for b in range(a + 1, J)]
+        out = step(N, S, pairs)
+        base = SuffStats(out["N"], out["S"], out["H"], 0.0, np.arange(J))
+        L0 = model.elbo(base)
+        gains = [model.elbo(base.merge(a, b, float(out["pair_H"][i]))) - L0 for i, (a, b) in enumerate(pairs)]
+        best = int(np.argmax(gains))
+        if not gains[best] > 0 and J <= n_fresh:
+            N, S = tidy(out["N"], out["S"])
+            break
+        a, b = pairs[best]
+        merged = base.merge(a, b, 0.0)
+        N, S = run_vb(*tidy(merged.N, merged.S), max(1, int(iters) // 4))
+    if N.shape[0] < 2:
+        return None, None, -np.inf
+    fit = _sub_elbo(model, step(N, S))
+    N1, S1 = core.summarize(X, w[:, None], n_threads=n_threads)
+    one = model.elbo(SuffStats(N1, S1, np.zeros(1), 0.0, np.zeros(1, dtype=np.int64)))
+    return N, S, fit - one
+
+
+class _Proposal:
+    def __init__(self, target, N, S, model, laps):
+        self.target = int(target)
+        self.set_fresh(N, S, model)
+        self.laps_left = int(laps)
+        self.attempts = 0
+        self.parts: dict = {}
+
+    def set_fresh(self, N, S, model):
+        self.N = np.ascontiguousarray(N, dtype=np.float64)
+        self.S = np.ascontiguousarray(S, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            self.e_log_pi = np.ascontiguousarray(np.log(model.alloc.weights(self.N)))
+
+
+class BirthMove(Move):
+    """Birth move with lap-long collection, construction and exact end-of-lap evaluation.
+
+    ``max_per_lap`` caps the births evaluated per lap (and the targets collected per lap; with
+    one batch, i.e. ``algorithm="full"``, at most one target is collected per iteration).
+    """
+
+    kind = "birth"
+    plans_early = True
+
+    def __init__(self, manager, start_lap, max_per_lap):
+        super().__init__(manager, start_lap, max_per_lap)
+        self.targets: list = []  # uids collected this lap
+        self.reservoirs: dict = {}  # uid -> Reservoir
+        self.active: list = []  # proposals evaluated at the end of this lap
+        self.pending: list = []  # proposals carried to the next lap
+        self.failures: dict = {}  # uid -> (count, N_k at the last failure)
+
+    # ------------------------------------------------------------------------ planning
+    def busy(self) -> bool:
+        return bool(self.pending) or any(len(r) > 0 for r in self.reservoirs.values())
+
+    def reserve(self, ctx: LapContext) -> None:
+        keep = []
+        for p in self.pending:
+            if ctx.exact and ctx.alive([p.target]):
+                ctx.involved.add(p.target)
+                ctx.targets.add(p.target)
+                keep.append(p)
+        self.pending = keep
+
+    def _eligible(self, ctx: LapContext, uid: int, n: float) -> bool:
+        if uid in ctx.targets:
+            return False
+        if uid in self.failures:
+            count, n0 = self.failures[uid]
+            if abs(n - n0) > self.manager.options["birth_retry_change"] * max(n0, 1e-300):
+                del self.failures[uid]
+            elif count >= self.manager.options["birth_max_fail"]:
+                return False
+        return True
+
+    def _fail(self, uid, n):
+        count = self.failures.get(uid, (0, 0.0))[0]
+        self.failures[uid] = (count + 1, float(n))
+
+    def plan(self, ctx: LapContext) -> None:
+        self.active = list(self.pending)
+        self.pending = []
+        reservoirs, self.reservoirs, self.targets = self.reservoirs, {}, []
+        if not ctx.exact or ctx.lap < max(self.start_lap, 2):
+            return
+        opts = self.manager.options
+        G = ctx.G
+        n_new = 0
+        for uid, res in reservoirs.items():
+            if n_new >= self.max_per_lap:
+                break
+            if not ctx.alive([uid]) or uid in ctx.involved:
+                continue
+            pos = int(ctx.pos([uid])[0])
+            Nt = float(G.N[pos])
+            if Nt < opts["birth_min_size"] or len(res) < 4:
+                continue
+            w = res.r * (Nt / res.r.sum()) if opts["birth_scale_weights"] else res.r
+            N, S, _ = fit_fresh_clusters(
+                ctx.model, np.ascontiguousarray(res.X), np.ascontiguousarray(w), int(opts["birth_n_fresh"]),
+                ctx.state.rng_moves, n_seeds=int(opts["birth_n_seeds"]), iters=int(opts["birth_refine_iters"]), kmeans_iters=int(opts["birth_create_iters"]),
+                n_threads=ctx.n_threads,
+            )
+            if N is None:
+                self._fail(uid, Nt)
+                continue
+            self.active.append(_Proposal(uid, N, S, ctx.model, opts["birth_laps"]))
+            ctx.involved.add(uid)
+            ctx.targets.add(uid)
+            n_new += 1
+
+    def plan_next(self, ctx: LapContext) -> None:
+        if ctx.lap + 1 < max(self.start_lap, 2) or self.max_per_lap < 1:
+            return
+        G = ctx.G
+        min_size = self.manager.options["birth_min_size"] if ctx.exact else 0.0
+        score = b_scores(ctx.model, G)
+        cands = [
+            i for i in np.lexsort((G.uids, score))
+            if G.N[i] > 0 and G.N[i] >= min_size and self._eligible(ctx, int(G.uids[i]), float(G.N[i]))
+        ]
+        n = min(self.max_per_lap, ctx.n_batches)
+        self.targets = [int(G.uids[i]) for i in cands[:n]]
+        self.reservoirs = {}
+
+    # ------------------------------------------------------------------------- batches
+    def batch_request(self, ctx, b, visit):
+        props = []
+        for p in self.active:
+            props.append({
+                "src": [int(ctx.pos([p.target])[0])],
+                "fresh_N": p.N, "fresh_S": p.S, "fresh_e_log_pi": p.e_log_pi,
+            })
+        col = None
+        if self.targets:
+            col = int(ctx.pos([self.targets[visit % len(self.targets)]])[0])
+        if not props and col is None:
+            return None
+        return BatchRequest(proposals=props, collect_col=col)
+
+    def after_batch(self, ctx, b, visit, result):
+        for p, part in zip(self.active, result["proposals"]):
+            p.parts[b] = tuple(np.array(a, dtype=np.float64, copy=True) for a in part)
+        if self.targets and result["col"] is not None:
+            uid = self.targets[visit % len(self.targets)]
+            col = np.asarray(result["col"])
+            rows = np.flatnonzero(col > self.manager.options["birth_collect_threshold"])
+            X = getattr(self.manager, "_batch_X", None)
+            if X is None or rows.size == 0:
+                return
+            res = self.reservoirs.get(uid)
+            if res is None:
+                res = self.reservoirs[uid] = Reservoir(self.manager.options["birth_max_subsample"], X.shape[1])
+            res.add(X[rows], col[rows], ctx.state.rng_moves)
+
+    # ----------------------------------------------------------------------- evaluation
+    def evaluate(self, ctx: LapContext, elbo: float):
+        accepted = 0
+        mgr, model = self.manager, ctx.model
+        B = ctx.n_batches
+        for p in self.active:
+            p.attempts += 1
+            if len(p.parts) != B or not ctx.alive([p.target]):  # pragma: no cover - defensive
+                continue
+            parts = [p.parts[b] for b in range(B)]
+            N, S, H = sum_parts(parts)
+            pos = int(ctx.pos([p.target])[0])
+            J = N.shape[0]
+            cand = ctx.G.drop([pos]).append(N, S, H, -1 - np.arange(J))
+            after = model.elbo(cand)
+            if accepts(elbo, after, mgr.accept_rtol):
+                new_uids = ctx.state.new_uids(J)
+
+                def transform(s, part, pos=pos, new_uids=new_uids):
+                    return s.drop([pos]).append(part[0], part[1], part[2], new_uids)
+
+                new = mgr.apply(ctx, transform, parts)
+                mgr.log(ctx, "birth", [p.target], elbo, new, True, new_uids=[int(u) for u in new_uids], attempts=p.attempts)
+                elbo = new
+                accepted += 1
+                self.failures.pop(p.target, None)
+                continue
+            p.laps_left -= 1
+            keep = N >= 1.0
+            if p.laps_left > 0 and keep.sum() >= 2:
+                order = np.argsort(-N[keep], kind="stable")
+                p.set_fresh(N[keep][order], S[keep][order], model)
+                p.parts = {}
+                self.pending.append(p)
+                continue
+            mgr.log(ctx, "birth", [p.target], elbo, after, False, attempts=p.attempts)
+            self._fail(p.target, ctx.G.N[pos])
+        self.active = []
+        return accepted, elbo
