@@ -65,6 +65,7 @@ class _BaseMixture(BaseEstimator):
         max_births_per_lap=1,
         max_merges_per_lap=25,
         max_deletes_per_lap=1,
+        move_options=None,
         top_l=None,
         learning_rate_delay=1.0,
         learning_rate_decay=0.6,
@@ -98,6 +99,7 @@ class _BaseMixture(BaseEstimator):
         self.max_births_per_lap = max_births_per_lap
         self.max_merges_per_lap = max_merges_per_lap
         self.max_deletes_per_lap = max_deletes_per_lap
+        self.move_options = move_options
         self.top_l = top_l
         self.learning_rate_delay = learning_rate_delay
         self.learning_rate_decay = learning_rate_decay
@@ -440,6 +442,7 @@ class _BaseMixture(BaseEstimator):
                     prev is not None
                     and st.lap >= self.min_laps
                     and res["accepted"] == 0
+                    and not (moves is not None and moves.busy())
                     and np.isfinite(elbo)
                     and abs(elbo - prev) <= self.tol * abs(elbo)
                 ):
@@ -598,7 +601,10 @@ _DOC_PARAMS = """
     birth_start_lap, merge_start_lap, delete_start_lap : int, default=2
         First lap at which each move is tried.
     max_births_per_lap, max_merges_per_lap, max_deletes_per_lap : int
-        Caps on proposals per lap.
+        Caps on proposals per lap (births evaluated, merge candidate pairs tracked, deletes).
+    move_options : dict or None
+        Advanced move settings, see ``bnpcore.moves.MoveManager.DEFAULT_OPTIONS`` (e.g.
+        ``{"birth_n_fresh": 10, "delete_max_absorb": 10}``).
     top_l : int or None, default=None
         Keep at most this many clusters per row (L-sparse responsibilities); None is dense.
     learning_rate_delay, learning_rate_decay : float
