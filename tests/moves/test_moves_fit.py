@@ -1,0 +1,196 @@
+"""Moves inside fits: exactness invariants (spec 01 P32–P34), recovery of the number of
+clusters, the 1-D delete scenario (E4), determinism and thread independence."""
+
+import warnings
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+from bnpcore import DPMixture
+from bnpcore.datasets import make_1d_normal, make_gaussian_mixture, make_toy_patches
+from bnpcore.moves import BirthMove, DeleteMove, MergeMove
+
+
+def _snapshot(state):
+    G = state.stats
+    return (G.N.copy(), G.S.copy(), G.H.copy(), G.uids.copy(), [(m.N.copy(), m.S.copy(), m.H.copy(), m.uids.copy()) for m in state.memos])
+
+
+def _identical(a, b):
+    if len(a[4]) != len(b[4]):
+        return False
+    same = all(np.array_equal(x, y) for x, y in zip(a[:4], b[:4]))
+    return same and all(all(np.array_equal(x, y) for x, y in zip(p, q)) for p, q in zip(a[4], b[4]))
+
+
+@pytest.fixture
+def audited(monkeypatch):
+    """Check every move evaluation: rejected -> state bit-identical; accepted -> G == Σ memos."""
+    report = defaultdict(int)
+
+    def wrap(cls):
+        orig = cls.evaluate
+
+        def evaluate(self, ctx, elbo):
+            before = _snapshot(ctx.state)
+            n_log = len(ctx.state.moves_log)
+            n, new = orig(self, ctx, elbo)
+            st = ctx.state
+            if n == 0:
+                assert _identical(before, _snapshot(st)), f"rejected {cls.kind} changed the model"
+                assert new == elbo
+            else:
+                total = st.memos[0].copy()
+                for m in st.memos[1:]:
+                    total = total + m
+                for memo in st.memos:
+                    assert np.array_equal(memo.uids, st.stats.uids)
+                np.testing.assert_allclose(st.stats.N, total.N, rtol=1e-12, atol=1e-9)
+                np.testing.assert_allclose(st.stats.S, total.S, rtol=1e-12, atol=1e-9 * max(1.0, np.abs(total.S).max()))
+                np.testing.assert_allclose(st.stats.H, total.H, rtol=1e-12, atol=1e-9)
+                assert new == ctx.model.elbo(st.stats)
+            recs = st.moves_log[n_log:]
+            assert sum(r["accepted"] for r in recs) == n
+            report[cls.kind, "accepted"] += n
+            report[cls.kind, "evaluated"] += len(recs)
+            return n, new
+
+        monkeypatch.setattr(cls, "evaluate", evaluate)
+
+    for cls in (BirthMove, MergeMove, DeleteMove):
+        wrap(cls)
+    return report
+
+
+def _check_log(model):
+    by_lap = defaultdict(list)
+    keys = {"lap", "kind", "uids", "elbo_before", "elbo_after", "elbo_gain", "accepted"}
+    for r in model.moves_log_:
+        assert keys <= set(r)
+        assert r["elbo_gain"] == pytest.approx(r["elbo_after"] - r["elbo_before"], rel=1e-12, abs=1e-9)
+        if r["accepted"]:
+            assert r["elbo_gain"] > 1e-10 * abs(r["elbo_before"])  # P32
+            by_lap[r["lap"]].append(r)
+    for lap, recs in by_lap.items():  # P34
+        seen = [u for r in recs for u in r["uids"]]
+        assert len(seen) == len(set(seen)), f"a cluster took part in two accepted moves in lap {lap}"
+    lap = model.history_["lap"]
+    elbo = model.history_["elbo"]
+    assert np.all(np.diff(elbo) >= -1e-9 * np.abs(elbo[1:])), "lap ELBO decreased"
+    assert set(r["lap"] for r in model.moves_log_) <= set(lap.tolist())
+
+
+@pytest.mark.parametrize("algorithm", ["memoized", "full"])
+def test_invariants_from_one_cluster(audited, algorithm):
+    X, y = make_gaussian_mixture(n_samples=3000, n_features=3, n_components=5, separation=4.0, random_state=3)
+    m = DPMixture(n_components=1, algorithm=algorithm, n_batches=4, max_laps=60, random_state=0,
+                  moves=("birth", "merge", "delete")).fit(X)
+    _check_log(m)
+    assert audited["birth", "accepted"] >= 1
+    assert m.n_components_ > 1
+    # the memoized per-batch trace is monotone too (ELBODecreaseWarning is an error in tests)
+    assert len(m.moves_log_) > 0
+
+
+def test_merges_and_deletes_from_many_clusters(audited):
+    X, y = make_gaussian_mixture(n_samples=3000, n_features=2, n_components=4, separation=6.0, random_state=0)
+    m = DPMixture(n_components=15, algorithm="memoized", n_batches=3, max_laps=80, random_state=1,
+                  moves=("merge", "delete")).fit(X)
+    _check_log(m)
+    assert audited["merge", "accepted"] + audited["delete", "accepted"] >= 5
+    assert abs(m.n_components_ - 4) <= 1
+
+
+@pytest.mark.parametrize(
+    "n, d, k, sep, seed",
+    [(4000, 2, 4, 6.0, 0), (5000, 4, 5, 3.0, 5), (6000, 5, 8, 3.0, 3), (8000, 8, 10, 2.0, 4)],
+)
+def test_recovers_number_of_clusters_from_one(n, d, k, sep, seed):
+    """From n_components=1: within ±1 of the truth with adjusted Rand ≥ 0.9 (settings whose
+    Bayes-oracle adjusted Rand index is ≥ 0.98)."""
+    X, y = make_gaussian_mixture(n_samples=n, n_features=d, n_components=k, separation=sep, random_state=seed)
+    m = DPMixture(n_components=1, algorithm="memoized", n_batches=4, max_laps=100, random_state=seed).fit(X)
+    assert abs(m.n_components_ - k) <= 1
+    assert adjusted_rand_score(y, m.predict(X)) >= 0.9
+    _check_log(m)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_deletes_escape_where_merges_stall(seed):
+    """Spec 01 E4: 25,000 draws of N(0, 1), gamma = 10, prior variance 1, started at K = 5:
+    merges alone stay above one cluster; with deletes the fit ends at one cluster with a higher
+    ELBO."""
+    X, _ = make_1d_normal(25_000, random_state=seed)
+    kw = dict(n_components=5, algorithm="full", gamma=10.0, prior_covariance=np.eye(1), prior_dof=3.0,
+              max_laps=300, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the merge-only run may hit max_laps
+        merge_only = DPMixture(moves=("merge",), **kw).fit(X)
+    both = DPMixture(moves=("merge", "delete"), **kw).fit(X)
+    assert both.n_components_ == 1
+    assert merge_only.n_components_ > 1
+    assert both.elbo_ > merge_only.elbo_
+    assert any(r["kind"] == "delete" and r["accepted"] for r in both.moves_log_)
+
+
+def _fit(X, **kw):
+    return DPMixture(n_components=1, algorithm="memoized", n_batches=3, max_laps=40, **kw).fit(X)
+
+
+def test_seeds_reproduce_and_threads_do_not_matter():
+    X, _ = make_gaussian_mixture(n_samples=3000, n_features=3, n_components=5, separation=4.0, random_state=1)
+    a = _fit(X, random_state=4, n_threads=1)
+    b = _fit(X, random_state=4, n_threads=1)
+    c = _fit(X, random_state=4, n_threads=2)
+    for other in (b, c):
+        for key in ("lap", "elbo", "n_components"):
+            assert np.array_equal(a.history_[key], other.history_[key])
+        assert a.moves_log_ == other.moves_log_
+        assert np.array_equal(a.counts_, other.counts_)
+        assert np.array_equal(a.means_, other.means_)
+
+
+def test_move_options_validated():
+    X, _ = make_gaussian_mixture(n_samples=200, n_features=2, n_components=2, random_state=0)
+    with pytest.raises(ValueError, match="move_options"):
+        DPMixture(n_components=1, algorithm="memoized", move_options={"no_such": 1}, max_laps=2).fit(X)
+
+
+def test_plot_history_marks_moves():
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bnpcore.plotting import plot_history
+
+    X, _ = make_gaussian_mixture(n_samples=2000, n_features=2, n_components=4, separation=6.0, random_state=0)
+    m = _fit(X, random_state=0)
+    fig = plot_history(m)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(lbl.startswith("birth") for lbl in labels)
+    plt.close(fig)
+
+
+def _recovers_toy_patches(seed, n):
+    X, y, P = make_toy_patches(n, random_state=seed, return_params=True)
+    m = DPMixture(obs="zero_mean_gauss", n_components=1, algorithm="memoized", n_batches=4, gamma=10.0,
+                  max_laps=80, random_state=seed).fit(X)
+    from scipy.optimize import linear_sum_assignment
+
+    big = m.weights_ > 0.02
+    C = m.covariances_[big]
+    T = P["covariances"]
+    D = T.shape[1]
+    kl = np.array([[0.5 * (np.trace(np.linalg.solve(c, t)) + np.trace(np.linalg.solve(t, c))) - D for c in C] for t in T])
+    rows, cols = linear_sum_assignment(kl)
+    # a truth component is recovered if its matched estimate has symmetric KL < 1 nat per dimension
+    return int(np.sum(kl[rows, cols] < D)) == 8
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="toy patches from K=1: all 8 components in about half of the seeds so far (issue 4)")
+def test_toy_patches_all_components_from_one():
+    found = sum(_recovers_toy_patches(seed, 40_000) for seed in range(10))
+    assert found >= 9
