@@ -223,6 +223,10 @@ class MoveManager:
     def start_lap(self, model, state) -> None:
         exact = all(m is not None for m in state.memos)
         ctx = LapContext(model, state, state.lap + 1, exact, len(state.memos), self.n_threads)
+        # clusters with mass in frozen memos (partial_fit batches whose data are gone) have no
+        # proposal summaries there: they take part in no move (spec 01 §5.3)
+        for fm in getattr(state, "frozen", []) or []:
+            ctx.involved.update(int(u) for u, n in zip(fm.uids, fm.N) if n != 0.0)
         self._ctx = ctx
         self._visit = 0
         self.visit_inputs = {}
@@ -327,11 +331,14 @@ class MoveManager:
         return rec
 
     @staticmethod
-    def apply(ctx: LapContext, transform, per_batch) -> float:
+    def apply(ctx: LapContext, transform, per_batch, frozen_part=None) -> float:
         """Apply an accepted move: ``transform(stats, part)`` to every batch memo with its own
-        part ``per_batch[b]``, then G = Σ_b memo[b] (batch-index order). Returns the new ELBO."""
+        part ``per_batch[b]`` (and to every frozen memo with ``frozen_part(memo)``: the move's
+        clusters have no mass there), then G = Σ memos. Returns the new ELBO."""
         st = ctx.state
         st.memos = [transform(m, per_batch[b]) for b, m in enumerate(st.memos)]
+        if getattr(st, "frozen", None):
+            st.frozen = [transform(m, frozen_part(m)) for m in st.frozen]
         st.recompute_total()
         return ctx.model.elbo(st.stats)
 

@@ -340,7 +340,8 @@ class BirthMove(Move):
                 def transform(s, part, pos=pos, new_uids=new_uids):
                     return s.drop([pos]).append(part[0], part[1], part[2], new_uids)
 
-                new = mgr.apply(ctx, transform, parts)
+                sd = S.shape[1]
+                new = mgr.apply(ctx, transform, parts, frozen_part=lambda s, J=J, sd=sd: (np.zeros(J), np.zeros((J, sd)), np.zeros(J)))
                 mgr.log(ctx, "birth", [p.target], elbo, new, True, new_uids=[int(u) for u in new_uids], attempts=p.attempts)
                 elbo = new
                 accepted += 1

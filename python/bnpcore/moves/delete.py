@@ -231,7 +231,7 @@ class DeleteMove(Move):
                 def transform(s, part, pt=pt, pa=pa):
                     return replace_columns(s, pa, part[0], part[1], part[2]).drop([pt])
 
-                new = mgr.apply(ctx, transform, parts)
+                new = mgr.apply(ctx, transform, parts, frozen_part=lambda s, pa=pa: (s.N[pa], s.S[pa], s.H[pa]))
                 mgr.log(ctx, "delete", p.uids, elbo, new, True, attempts=p.attempts)
                 elbo = new
                 accepted += 1

@@ -188,7 +188,10 @@ class MergeMove(Move):
             after = model.elbo(candidate(m))
             if accepts(elbo, after, mgr.accept_rtol):
                 pa, pb = sorted(int(p) for p in ctx.pos([ua, ub]))
-                new = mgr.apply(ctx, lambda s, h: s.merge(pa, pb, float(h)), [self.pair_H[b][m] for b in range(B)])
+                new = mgr.apply(
+                    ctx, lambda s, h: s.merge(pa, pb, float(h)), [self.pair_H[b][m] for b in range(B)],
+                    frozen_part=lambda s: float(s.H[pa] + s.H[pb]),
+                )
                 mgr.log(ctx, "merge", [ua, ub], elbo, new, True)
                 elbo = new
                 used.update((ua, ub))

@@ -1,0 +1,131 @@
+"""Birth/merge/delete moves from one cluster against scikit-learn and against a fixed K.
+
+1. The 100,000 × 16, 25-cluster mixture (``make_gaussian_mixture`` defaults, 10 % held out):
+   bnpcore memoized with all moves from ``n_components=1`` vs scikit-learn
+   ``BayesianGaussianMixture`` (Dirichlet-process prior, 50 components, full covariance,
+   ``max_iter`` = bnpcore's number of laps, ``tol=0``), in the same run: seconds, held-out
+   log-likelihood (plug-in mixture density of each system's ``weights_``/``means_``/
+   ``covariances_`` through one function, ``_common.plugin_loglik``), clusters found (expected
+   count ≥ 1) and adjusted Rand index on the training rows.
+2. Digits (``load_digits``, PCA to ``--pca`` dimensions, 10 % held out): bnpcore memoized from
+   K = 1 with moves vs K = 100 without moves (same laps cap).
+
+Usage: ``python benches/bench_moves.py [--n-samples 100000] [--pca 30] [--quick]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import plugin_loglik, save, table  # noqa: E402
+
+
+def _bnp(X, **kw):
+    from bnpcore import DPMixture
+
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = DPMixture(**kw).fit(X)
+    return m, time.perf_counter() - t
+
+
+def gaussian(n_samples, max_laps, n_batches):
+    from sklearn.metrics import adjusted_rand_score
+    from sklearn.mixture import BayesianGaussianMixture
+
+    from bnpcore.datasets import make_gaussian_mixture
+
+    X, y = make_gaussian_mixture(n_samples=n_samples, random_state=0)
+    rng = np.random.default_rng(0)
+    test = np.zeros(n_samples, dtype=bool)
+    test[rng.choice(n_samples, n_samples // 10, replace=False)] = True
+    Xtr, ytr, Xte = X[~test], y[~test], X[test]
+    m, t_bnp = _bnp(Xtr, n_components=1, algorithm="memoized", n_batches=n_batches, max_laps=max_laps, random_state=0)
+    rows = [{
+        "system": "bnpcore memoized+moves K=1",
+        "seconds": t_bnp,
+        "laps": int(m.n_iter_),
+        "heldout": float(plugin_loglik(m.weights_, m.means_, m.covariances_, Xte).mean()),
+        "clusters": int(m.n_components_),
+        "ari": float(adjusted_rand_score(ytr, m.predict(Xtr))),
+        "accepted_moves": {k: sum(1 for r in m.moves_log_ if r["kind"] == k and r["accepted"]) for k in ("birth", "merge", "delete")},
+    }]
+    sk = BayesianGaussianMixture(
+        n_components=50, covariance_type="full", weight_concentration_prior_type="dirichlet_process",
+        max_iter=int(m.n_iter_), tol=0.0, random_state=0,
+    )
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sk.fit(Xtr)
+    t_sk = time.perf_counter() - t
+    rows.append({
+        "system": "sklearn BGM DP K=50",
+        "seconds": t_sk,
+        "laps": int(sk.n_iter_),
+        "heldout": float(plugin_loglik(sk.weights_, sk.means_, sk.covariances_, Xte).mean()),
+        "clusters": int(np.sum(sk.weights_ * Xtr.shape[0] >= 1.0)),
+        "ari": float(adjusted_rand_score(ytr, sk.predict(Xtr))),
+    })
+    return {"n_samples": n_samples, "n_features": X.shape[1], "true_clusters": int(y.max() + 1), "rows": rows,
+            "speedup": t_sk / t_bnp}
+
+
+def digits(n_pca, max_laps, n_batches):
+    from sklearn.decomposition import PCA
+
+    from bnpcore.datasets import load_digits
+
+    X, y = load_digits()
+    rng = np.random.default_rng(0)
+    test = np.zeros(X.shape[0], dtype=bool)
+    test[rng.choice(X.shape[0], X.shape[0] // 10, replace=False)] = True
+    pca = PCA(n_components=n_pca, random_state=0).fit(X[~test])
+    Xtr, Xte = pca.transform(X[~test]), pca.transform(X[test])
+    rows = []
+    for label, kw in (
+        ("K=1 + moves", dict(n_components=1, moves=("birth", "merge", "delete"))),
+        ("K=100, no moves", dict(n_components=100, moves=())),
+    ):
+        m, t = _bnp(Xtr, algorithm="memoized", n_batches=n_batches, max_laps=max_laps, random_state=0, **kw)
+        rows.append({
+            "system": label, "seconds": t, "laps": int(m.n_iter_), "elbo": float(m.elbo_),
+            "heldout": float(plugin_loglik(m.weights_, m.means_, m.covariances_, Xte).mean()),
+            "clusters": int(m.n_components_),
+        })
+    return {"n_pca": n_pca, "rows": rows}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n-samples", type=int, default=100_000)
+    ap.add_argument("--max-laps", type=int, default=100)
+    ap.add_argument("--n-batches", type=int, default=10)
+    ap.add_argument("--pca", type=int, default=30)
+    ap.add_argument("--quick", action="store_true", help="20,000 rows, 5 batches")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.n_samples, args.n_batches = 20_000, 5
+    g = gaussian(args.n_samples, args.max_laps, args.n_batches)
+    print(f"\n{g['n_samples']} x {g['n_features']}, {g['true_clusters']} true clusters (10 % held out)")
+    print(table([[r["system"], f"{r['seconds']:.1f}", r["laps"], f"{r['heldout']:.4f}", r["clusters"], f"{r['ari']:.3f}"] for r in g["rows"]],
+                ["system", "seconds", "laps", "heldout/row", "clusters", "ARI"]))
+    print(f"speed-up (sklearn time / bnpcore time): {g['speedup']:.1f}x")
+    d = digits(args.pca, args.max_laps, 5)
+    print(f"\ndigits, PCA {args.pca} dims (10 % held out)")
+    print(table([[r["system"], f"{r['seconds']:.1f}", r["laps"], f"{r['elbo']:.1f}", f"{r['heldout']:.4f}", r["clusters"]] for r in d["rows"]],
+                ["system", "seconds", "laps", "ELBO", "heldout/row", "clusters"]))
+    path = save("bench_moves", {"args": vars(args), "gaussian": g, "digits": d})
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
