@@ -62,7 +62,7 @@ class _BaseMixture(BaseEstimator):
         birth_start_lap=2,
         merge_start_lap=2,
         delete_start_lap=2,
-        max_births_per_lap=1,
+        max_births_per_lap=3,
         max_merges_per_lap=25,
         max_deletes_per_lap=1,
         move_options=None,
