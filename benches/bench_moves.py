@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import plugin_loglik, save, table  # noqa: E402
+from _common import plugin_loglik, save, table
 
 
 def _bnp(X, **kw):
@@ -38,10 +38,9 @@ def _bnp(X, **kw):
 
 
 def gaussian(n_samples, max_laps, n_batches):
+    from bnpcore.datasets import make_gaussian_mixture
     from sklearn.metrics import adjusted_rand_score
     from sklearn.mixture import BayesianGaussianMixture
-
-    from bnpcore.datasets import make_gaussian_mixture
 
     X, y = make_gaussian_mixture(n_samples=n_samples, random_state=0)
     rng = np.random.default_rng(0)
@@ -80,11 +79,10 @@ def gaussian(n_samples, max_laps, n_batches):
 
 
 def digits(n_pca, max_laps, n_batches):
+    from bnpcore.datasets import load_digits
     from sklearn.decomposition import PCA
 
-    from bnpcore.datasets import load_digits
-
-    X, y = load_digits()
+    X, _ = load_digits()
     rng = np.random.default_rng(0)
     test = np.zeros(X.shape[0], dtype=bool)
     test[rng.choice(X.shape[0], X.shape[0] // 10, replace=False)] = True
@@ -92,8 +90,8 @@ def digits(n_pca, max_laps, n_batches):
     Xtr, Xte = pca.transform(X[~test]), pca.transform(X[test])
     rows = []
     for label, kw in (
-        ("K=1 + moves", dict(n_components=1, moves=("birth", "merge", "delete"))),
-        ("K=100, no moves", dict(n_components=100, moves=())),
+        ("K=1 + moves", {"n_components": 1, "moves": ("birth", "merge", "delete")}),
+        ("K=100, no moves", {"n_components": 100, "moves": ()}),
     ):
         m, t = _bnp(Xtr, algorithm="memoized", n_batches=n_batches, max_laps=max_laps, random_state=0, **kw)
         rows.append({

@@ -1,11 +1,9 @@
 """Proposal summaries against explicit responsibilities (spec 01 P28–P31), with the numpy
 reference (``bnpcore._reference``) as the oracle."""
 
+import bnpcore._reference as ref
 import numpy as np
 import pytest
-
-import bnpcore._reference as ref
-from bnpcore import _core
 from bnpcore.alloc import DPAlloc
 from bnpcore.model import Model
 from bnpcore.moves.merge import candidate_pairs, merge_scores
@@ -75,7 +73,7 @@ def test_merge_from_summaries_equals_explicit_merge(kind, seed):
 
 
 def test_candidate_pairs_positive_sorted_and_excluding():
-    X, obs, model, glob = _setup("gauss", 3, K=6)
+    X, _, model, glob = _setup("gauss", 3, K=6)
     out = model.local_step(X, glob)
     cur = model.stats_from_output(out, glob.uids)
     dd, da = merge_scores(model, cur)

@@ -34,12 +34,13 @@ own proposal construction; the manager only knows the hooks and the request/reco
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from bnpcore.stats import SuffStats
 
-__all__ = ["Move", "MoveManager", "BatchRequest", "LapContext", "ACCEPT_RTOL", "accepts"]
+__all__ = ["ACCEPT_RTOL", "BatchRequest", "LapContext", "Move", "MoveManager", "accepts"]
 
 #: relative acceptance threshold ε_acc (spec 01 §6.0)
 ACCEPT_RTOL = 1e-10
@@ -81,7 +82,7 @@ class LapContext:
         return self.state.stats.positions(uids)
 
     def alive(self, uids) -> bool:
-        have = set(int(u) for u in self.state.stats.uids)
+        have = {int(u) for u in self.state.stats.uids}
         return all(int(u) in have for u in uids)
 
 
@@ -102,7 +103,7 @@ class Move:
     #: plan (and reserve) before the other moves' carried-over proposals
     plans_early = False
 
-    def __init__(self, manager: "MoveManager", start_lap: int, max_per_lap: int):
+    def __init__(self, manager: MoveManager, start_lap: int, max_per_lap: int):
         self.manager = manager
         self.start_lap = int(start_lap)
         self.max_per_lap = int(max_per_lap)
@@ -154,7 +155,7 @@ class MoveManager:
     """
 
     #: advanced settings (override through the estimator's ``move_options`` dict)
-    DEFAULT_OPTIONS = {
+    DEFAULT_OPTIONS: ClassVar[dict] = {
         "accept_rtol": ACCEPT_RTOL,
         # birth (spec 01 §6.2)
         "birth_n_fresh": 3,

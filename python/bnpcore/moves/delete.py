@@ -34,7 +34,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpcore.moves._base import BatchRequest, LapContext, Move, accepts, replace_columns, sum_parts
+from bnpcore.moves._base import (
+    BatchRequest,
+    LapContext,
+    Move,
+    accepts,
+    replace_columns,
+    sum_parts,
+)
 
 __all__ = ["DeleteMove"]
 

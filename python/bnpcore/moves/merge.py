@@ -19,7 +19,7 @@ from scipy.special import gammaln
 
 from bnpcore.moves._base import BatchRequest, LapContext, Move, accepts
 
-__all__ = ["MergeMove", "merge_scores", "candidate_pairs"]
+__all__ = ["MergeMove", "candidate_pairs", "merge_scores"]
 
 
 def _c_beta(a, b):
@@ -189,8 +189,8 @@ class MergeMove(Move):
             if accepts(elbo, after, mgr.accept_rtol):
                 pa, pb = sorted(int(p) for p in ctx.pos([ua, ub]))
                 new = mgr.apply(
-                    ctx, lambda s, h: s.merge(pa, pb, float(h)), [self.pair_H[b][m] for b in range(B)],
-                    frozen_part=lambda s: float(s.H[pa] + s.H[pb]),
+                    ctx, lambda s, h, pa=pa, pb=pb: s.merge(pa, pb, float(h)), [self.pair_H[b][m] for b in range(B)],
+                    frozen_part=lambda s, pa=pa, pb=pb: float(s.H[pa] + s.H[pb]),
                 )
                 mgr.log(ctx, "merge", [ua, ub], elbo, new, True)
                 elbo = new
