@@ -41,3 +41,17 @@ def synthetic_data(kind, n=240, n_clusters=3, seed=0, D=None):
 @pytest.fixture
 def make_data():
     return synthetic_data
+
+
+def tree_total(memos):
+    """Σ memos by the fixed binary tree over the batch index that FitState uses for G
+    (an independent re-statement of the documented order, so tests can demand bit equality)."""
+
+    def rec(lo, hi):
+        if hi - lo == 1:
+            return memos[lo]
+        mid = (lo + hi) // 2
+        a, b = rec(lo, mid), rec(mid, hi)
+        return a if b is None else (b if a is None else a + b)
+
+    return rec(0, len(memos))

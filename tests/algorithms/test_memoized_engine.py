@@ -3,6 +3,7 @@
 import warnings
 
 import numpy as np
+from conftest import tree_total
 import pytest
 from _memo_data import OBS, make_data
 from bnpcore import DPMixture, FiniteMixture
@@ -269,9 +270,7 @@ def test_keyboard_interrupt_leaves_last_completed_batch(monkeypatch, tmp_path):
     st_ = est.state_
     changed = [not np.array_equal(a.N, b.N) for a, b in zip(memos_before, st_.memos)]
     assert sum(changed) == 2  # two batch visits completed
-    total = st_.memos[0].copy()
-    for m in st_.memos[1:]:
-        total = total + m
+    total = tree_total(st_.memos)  # G is the fixed-tree sum of the memos
     assert np.array_equal(total.N, st_.stats.N) and np.array_equal(total.S, st_.stats.S)
     assert est.summaries_ is st_.stats
     assert np.isfinite(est.score(X))

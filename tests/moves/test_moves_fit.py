@@ -5,6 +5,7 @@ import warnings
 from collections import defaultdict
 
 import numpy as np
+from conftest import tree_total
 import pytest
 from bnpcore import DPMixture
 from bnpcore.datasets import make_1d_normal, make_gaussian_mixture, make_toy_patches
@@ -41,9 +42,7 @@ def audited(monkeypatch):
                 assert _identical(before, _snapshot(st)), f"rejected {cls.kind} changed the model"
                 assert new == elbo
             else:
-                total = st.memos[0].copy()
-                for m in st.memos[1:]:
-                    total = total + m
+                total = tree_total(st.memos)
                 for memo in st.memos:
                     assert np.array_equal(memo.uids, st.stats.uids)
                 np.testing.assert_allclose(st.stats.N, total.N, rtol=1e-12, atol=1e-9)

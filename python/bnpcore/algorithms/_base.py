@@ -64,17 +64,54 @@ class FitState:
         memos = [None if m is None else fn(m) for m in self.memos]
         frozen = [fn(m) for m in self.frozen]
         self.stats, self.memos, self.frozen = stats, memos, frozen
+        self._tree = {}
 
     def recompute_total(self) -> None:
-        """G = Σ_b memo[b] in batch-index order, then the frozen memos in arrival order
-        (removes drift; spec 01 §10). No-op while no batch has been summarised."""
-        memos = [m for m in self.memos if m is not None] + list(self.frozen)
-        if not memos:
-            return
-        total = memos[0].copy()
-        for m in memos[1:]:
-            total = total + m
-        self.stats = total
+        """G = Σ_b memo[b] by a fixed binary tree over the batch index (then the frozen memos in
+        arrival order). No-op while no batch has been summarised.
+
+        The tree makes G a deterministic function of the memos: independent of the visiting
+        order and free of subtract/add drift, and bit-identical when a revisited batch returns
+        the same summaries. This matters for ill-conditioned posteriors (e.g. zero-mean patches,
+        whose scatter matrices are singular along the constant direction), where the
+        ``G - old + new`` round-off is amplified into visible ELBO noise."""
+        self._tree = {}
+        self._refresh_total()
+
+    def set_memo(self, b: int, new) -> None:
+        """Replace the memo of batch ``b`` and update G along one root-to-leaf path
+        (O(log B) additions of summaries)."""
+        tree = self.__dict__.setdefault("_tree", {})
+        self.memos[b] = new
+        lo, hi = 0, len(self.memos)
+        while True:
+            tree.pop((lo, hi), None)
+            if hi - lo == 1:
+                break
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if b < mid else (mid, hi)
+        self._refresh_total()
+
+    def _tree_sum(self, lo: int, hi: int):
+        tree = self.__dict__.setdefault("_tree", {})
+        key = (lo, hi)
+        if key not in tree:
+            if hi - lo == 1:
+                val = self.memos[lo]
+            else:
+                mid = (lo + hi) // 2
+                a, b = self._tree_sum(lo, mid), self._tree_sum(mid, hi)
+                val = a if b is None else (b if a is None else a + b)
+            tree[key] = val
+        return tree[key]
+
+    def _refresh_total(self) -> None:
+        root = self._tree_sum(0, len(self.memos)) if self.memos else None
+        total = None if root is None else root.copy()  # G never aliases a cached tree node
+        for m in self.frozen:
+            total = m.copy() if total is None else total + m
+        if total is not None:
+            self.stats = total
 
 
 class Timer:

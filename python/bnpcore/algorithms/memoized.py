@@ -48,13 +48,8 @@ def run_memoized_lap(model, source, state: FitState, *, n_threads=None, moves=No
         opts = moves.batch_options(model, state, b) if moves is not None else {}
         out = model.local_step(Xb, state.stats, n_threads=n_threads, **opts)
         new = model.stats_from_output(out, state.stats.uids)
-        old = state.memos[b]
-        if old is None:
-            state.stats = new.copy() if state.init_active else state.stats + new
-            state.init_active = False
-        else:
-            state.stats = state.stats - old + new
-        state.memos[b] = new
+        state.set_memo(b, new)  # G = tree sum of the memos (exact global step follows)
+        state.init_active = False
         if moves is not None:
             moves.after_batch(model, state, b, out, X=Xb)
         if exact:
