@@ -9,6 +9,19 @@
 /// Rows per leaf of the reduction tree.
 pub const CHUNK_ROWS: usize = 512;
 
+/// Rows per tile inside a leaf of the local step (features and log weights of one tile are kept
+/// in scratch buffers that are reused from tile to tile).
+pub const TILE_ROWS: usize = 256;
+
+/// Rows per leaf of the local step's reduction tree for a batch of `n` rows: about 32 leaves,
+/// between 512 and 8192 rows, a multiple of [`TILE_ROWS`]. Depends on `n` only (never on the
+/// thread count), so results stay bit-identical for any number of threads; large leaves
+/// amortise the per-leaf `K × F` summary accumulators.
+pub fn leaf_rows(n: usize) -> usize {
+    let target = n.div_ceil(32).div_ceil(TILE_ROWS) * TILE_ROWS;
+    target.clamp(2 * TILE_ROWS, 32 * TILE_ROWS)
+}
+
 /// Map every leaf range `[start, end)` with `leaf` and combine the results with `combine(left,
 /// right)` in index order. Returns `None` for `n == 0`.
 pub fn tree_reduce<T, L, C>(n: usize, chunk: usize, leaf: &L, combine: &C) -> Option<T>

@@ -123,6 +123,9 @@ impl ObsModel for Bern {
         }
         Ok(LogLikTable::Lin { feat: FeatureMap::Identity, w, cst })
     }
+    fn feature_map(&self) -> FeatureMap {
+        FeatureMap::Identity
+    }
     fn summarize_block(&self, x: ArrayView2<f64>, resp: ArrayView2<f64>, s: ArrayViewMut2<f64>) {
         gemm(1.0, resp.t(), x, 1.0, s);
     }

@@ -172,6 +172,9 @@ impl ObsModel for DiagGauss {
         self.table(post, true)
     }
 
+    fn feature_map(&self) -> FeatureMap {
+        FeatureMap::WithSquares
+    }
     fn summarize_block(&self, x: ArrayView2<f64>, resp: ArrayView2<f64>, mut s: ArrayViewMut2<f64>) {
         let d = self.d;
         gemm(1.0, resp.t(), x, 1.0, s.slice_mut(s![.., 0..d]));

@@ -17,7 +17,7 @@ use std::f64::consts::PI;
 use ndarray::{s, Array1, Array2, ArrayD, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
 use rayon::prelude::*;
 
-use super::{LogLikTable, ObsModel};
+use super::{FeatureMap, LogLikTable, ObsModel};
 use crate::error::{Error, Result};
 use crate::linalg::{cholesky, gemm, inv_lower, logdet_from_chol, trace_inv_times};
 use crate::special::{multidigamma_sum, multigammaln};
@@ -123,6 +123,51 @@ impl Gauss {
         }
     }
 
+    /// Vech table of `−½ (x − m̂_k)ᵀ (scale_k B̂_k⁻¹) (x − m̂_k) + cst_k` (see [`FeatureMap::Vech`]).
+    fn vech_table(&self, post: &GaussPost, scale: ArrayView1<f64>, mut cst: Array1<f64>) -> LogLikTable {
+        let d = self.d;
+        let k = post.nu.len();
+        let fm = self.feature_map();
+        let f = fm.dim(d);
+        let lin = if self.zero_mean { 0 } else { d };
+        let mut w = Array2::<f64>::zeros((f, k));
+        let cols: Vec<(Array1<f64>, f64)> = (0..k)
+            .into_par_iter()
+            .map(|j| {
+                // Λ = scale · L⁻ᵀ L⁻¹
+                let li = &post.chol_inv[j];
+                let mut lam = Array2::<f64>::zeros((d, d));
+                gemm(scale[j], li.t(), li.view(), 0.0, lam.view_mut());
+                let mut col = Array1::<f64>::zeros(f);
+                let mut p = lin;
+                for i in 0..d {
+                    col[p] = -0.5 * lam[[i, i]];
+                    p += 1;
+                    for jj in i + 1..d {
+                        col[p] = -0.5 * (lam[[i, jj]] + lam[[jj, i]]);
+                        p += 1;
+                    }
+                }
+                let mut extra = 0.0;
+                if !self.zero_mean {
+                    // δ = m̂ − c: −½(y − δ)ᵀΛ(y − δ) = −½ yᵀΛy + (Λδ)·y − ½ δᵀΛδ
+                    let delta = &post.mean.row(j) - &self.m;
+                    let ld = lam.dot(&delta);
+                    for i in 0..d {
+                        col[i] = ld[i];
+                    }
+                    extra = -0.5 * delta.dot(&ld);
+                }
+                (col, extra)
+            })
+            .collect();
+        for (j, (col, extra)) in cols.into_iter().enumerate() {
+            w.column_mut(j).assign(&col);
+            cst[j] += extra;
+        }
+        LogLikTable::Lin { feat: fm, w, cst }
+    }
+
     fn e_logdet_lambda(&self, post: &GaussPost, k: usize) -> f64 {
         multidigamma_sum(post.nu[k], self.d) + self.d as f64 * 2f64.ln() - post.logdet[k]
     }
@@ -213,81 +258,90 @@ impl ObsModel for Gauss {
     fn e_log_lik_table(&self, post: &GaussPost) -> LogLikTable {
         let d = self.d as f64;
         let k = post.nu.len();
-        let mut a = Vec::with_capacity(k);
-        let mut b = Array2::zeros((k, self.d));
         let mut cst = Array1::zeros(k);
         for j in 0..k {
-            // A = sqrt(ν̂) L⁻ᵀ
-            let aj = post.chol_inv[j].t().to_owned() * post.nu[j].sqrt();
-            if !self.zero_mean {
-                b.row_mut(j).assign(&post.mean.row(j).dot(&aj));
-            }
             let mut c = -0.5 * d * (2.0 * PI).ln() + 0.5 * self.e_logdet_lambda(post, j);
             if !self.zero_mean {
                 c -= 0.5 * d / post.kappa[j];
             }
             cst[j] = c;
-            a.push(aj);
         }
-        LogLikTable::Quad { a, b, cst }
+        // E[Λ_k] = ν̂_k B̂_k⁻¹
+        self.vech_table(post, post.nu.view(), cst)
     }
 
     fn plugin_table(&self, post: &GaussPost) -> Result<LogLikTable> {
         // N(x | m̂, Σ̂) with Σ̂ = B̂ / (ν̂ − D − 1), Σ̂⁻¹ = (ν̂ − D − 1) B̂⁻¹
         let d = self.d as f64;
         let k = post.nu.len();
-        let mut a = Vec::with_capacity(k);
-        let mut b = Array2::zeros((k, self.d));
         let mut cst = Array1::zeros(k);
+        let mut scale = Array1::zeros(k);
         for j in 0..k {
-            let scale = post.nu[j] - d - 1.0;
-            if !(scale > 0.0) {
+            let sc = post.nu[j] - d - 1.0;
+            if !(sc > 0.0) {
                 return Err(Error::param(
                     "prior_dof",
                     format!("posterior-mean covariance needs nu_hat > D + 1 (cluster {j} has {})", post.nu[j]),
                 ));
             }
-            let aj = post.chol_inv[j].t().to_owned() * scale.sqrt();
-            if !self.zero_mean {
-                b.row_mut(j).assign(&post.mean.row(j).dot(&aj));
-            }
-            let logdet_sigma = post.logdet[j] - d * scale.ln();
+            let logdet_sigma = post.logdet[j] - d * sc.ln();
             cst[j] = -0.5 * d * (2.0 * PI).ln() - 0.5 * logdet_sigma;
-            a.push(aj);
+            scale[j] = sc;
         }
-        Ok(LogLikTable::Quad { a, b, cst })
+        Ok(self.vech_table(post, scale.view(), cst))
     }
 
     fn summarize_block(&self, x: ArrayView2<f64>, resp: ArrayView2<f64>, mut s: ArrayViewMut2<f64>) {
+        let fm = self.feature_map();
+        let mut buf = Vec::new();
+        let phi = fm.apply(x, &mut buf);
+        let k = resp.ncols();
+        let mut acc = Array2::<f64>::zeros((k, phi.ncols()));
+        gemm(1.0, resp.t(), phi, 0.0, acc.view_mut());
+        let n = resp.sum_axis(Axis(0));
+        s += &self.acc_finish(n.view(), acc);
+    }
+
+    fn feature_map(&self) -> FeatureMap {
+        FeatureMap::Vech { d: self.d, center: if self.zero_mean { None } else { Some(self.m.clone()) } }
+    }
+
+    fn acc_finish(&self, n: ArrayView1<f64>, acc: Array2<f64>) -> Array2<f64> {
         let d = self.d;
+        let k = acc.nrows();
         let off = self.sxx_offset();
-        if !self.zero_mean {
-            // Sx += Rᵀ X
-            gemm(1.0, resp.t(), x, 1.0, s.slice_mut(s![.., 0..d]));
-        }
-        let mut z = Array2::<f64>::zeros(x.dim());
-        for k in 0..resp.ncols() {
-            let rk = resp.column(k);
-            if rk.iter().all(|&r| r == 0.0) {
-                continue;
+        let lin = if self.zero_mean { 0 } else { d };
+        let mut out = Array2::<f64>::zeros((k, self.stat_dim()));
+        for j in 0..k {
+            let a = acc.row(j);
+            let a = a.as_slice().expect("contiguous");
+            let mut o = out.row_mut(j);
+            let o = o.as_slice_mut().expect("contiguous");
+            let mut p = lin;
+            for i in 0..d {
+                for jj in i..d {
+                    let v = a[p];
+                    o[off + i * d + jj] = v;
+                    o[off + jj * d + i] = v;
+                    p += 1;
+                }
             }
-            ndarray::Zip::from(z.rows_mut()).and(x.rows()).and(&rk).for_each(|mut zr, xr, &r| {
-                zr.assign(&(&xr * r));
-            });
-            let mut row = s.row_mut(k);
-            match row.slice_mut(s![off..off + d * d]).into_shape_with_order((d, d)) {
-                Ok(sxx) => gemm(1.0, z.t(), x, 1.0, sxx),
-                Err(_) => {
-                    // strided statistic row (caller-provided view): accumulate through a copy
-                    let mut tmp = Array2::<f64>::zeros((d, d));
-                    gemm(1.0, z.t(), x, 0.0, tmp.view_mut());
-                    let mut flat = row.slice_mut(s![off..off + d * d]);
-                    for (o, t) in flat.iter_mut().zip(tmp.iter()) {
-                        *o += t;
+            if !self.zero_mean {
+                // un-centre: x = y + c
+                let c = self.m.as_slice().expect("contiguous");
+                let nk = n[j];
+                let sy = &a[..d];
+                for i in 0..d {
+                    o[i] = sy[i] + nk * c[i];
+                }
+                for i in 0..d {
+                    for jj in 0..d {
+                        o[off + i * d + jj] += c[i] * sy[jj] + sy[i] * c[jj] + nk * c[i] * c[jj];
                     }
                 }
             }
         }
+        out
     }
 
     fn e_log_lik_sum_from_stats(&self, post: &GaussPost, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Array1<f64> {

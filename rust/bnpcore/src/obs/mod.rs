@@ -29,19 +29,14 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::linalg::gemm;
 
-/// Per-cluster log-likelihood form evaluated by the local step.
+/// Per-cluster log-likelihood form evaluated by the local step: linear in a feature map,
+/// `out[n,k] = φ(x_n) · W[:,k] + cst_k`.
+///
+/// Every model's summary statistic is linear in the same features, so the local step builds
+/// `φ` once per row tile and uses it twice: `W = φ(X) Wt` (log weights) and `Acc += Rᵀ φ(X)`
+/// (summaries, see [`ObsModel::acc_finish`]). Both are large matrix products.
 #[derive(Debug, Clone)]
 pub enum LogLikTable {
-    /// `out[n,k] = cst_k − ½ ‖x_n A_k − b_k‖²` (full-covariance Gaussians; `A_k` is a scaled
-    /// inverse-transposed Cholesky factor, `b_k = m_kᵀ A_k`).
-    Quad {
-        /// `D × D` matrices, one per cluster
-        a: Vec<Array2<f64>>,
-        /// `K × D` offsets (zeros for zero-mean models)
-        b: Array2<f64>,
-        /// `K` constants
-        cst: Array1<f64>,
-    },
     /// `out[n,k] = φ(x_n) · W[:,k] + cst_k` with a feature map `φ`.
     Lin {
         /// feature map applied to the rows
@@ -53,76 +48,147 @@ pub enum LogLikTable {
     },
 }
 
-/// Feature map of a [`LogLikTable::Lin`] table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Feature map of a [`LogLikTable`].
+#[derive(Debug, Clone, PartialEq)]
 pub enum FeatureMap {
     /// `φ(x) = x`
     Identity,
     /// `φ(x) = [x, x²]` (diagonal Gaussians)
     WithSquares,
+    /// Full-covariance Gaussians (spec 04 §8.1, "vech" form): with `y = x − c`,
+    /// `φ(x) = [y, vech(y yᵀ)]` (zero mean: `c = 0` and no linear part), where
+    /// `vech(y yᵀ) = (y_i y_j)_{i ≤ j}` row by row. A quadratic form is then
+    /// `yᵀ A y = vech(y yᵀ) · vech'(A)` with the off-diagonal entries of `vech'(A)` doubled,
+    /// which halves the work of the whitening formulation (`D(D+1)/2` instead of `D²` per
+    /// row and cluster).
+    Vech {
+        /// data dimension
+        d: usize,
+        /// centre `c` (full-covariance model; the prior mean) or `None` (zero mean)
+        center: Option<Array1<f64>>,
+    },
+}
+
+/// Number of entries of `vech` of a `d × d` matrix.
+pub fn vech_len(d: usize) -> usize {
+    d * (d + 1) / 2
+}
+
+impl FeatureMap {
+    /// Feature dimension for `d` data columns.
+    pub fn dim(&self, d: usize) -> usize {
+        match self {
+            FeatureMap::Identity => d,
+            FeatureMap::WithSquares => 2 * d,
+            FeatureMap::Vech { d, center } => vech_len(*d) + if center.is_some() { *d } else { 0 },
+        }
+    }
+
+    /// Features of a block of rows. Returns `x` itself for the identity map, otherwise a view of
+    /// `buf` (resized as needed, never shrunk).
+    pub fn apply<'a>(&self, x: ArrayView2<'a, f64>, buf: &'a mut Vec<f64>) -> ArrayView2<'a, f64> {
+        let rows = x.nrows();
+        let d = x.ncols();
+        let f = self.dim(d);
+        if let FeatureMap::Identity = self {
+            return x;
+        }
+        if buf.len() < rows * f {
+            buf.resize(rows * f, 0.0);
+        }
+        let out = &mut buf[..rows * f];
+        match self {
+            FeatureMap::Identity => unreachable!(),
+            FeatureMap::WithSquares => {
+                for (n, xr) in x.rows().into_iter().enumerate() {
+                    let o = &mut out[n * f..(n + 1) * f];
+                    for j in 0..d {
+                        let v = xr[j];
+                        o[j] = v;
+                        o[d + j] = v * v;
+                    }
+                }
+            }
+            FeatureMap::Vech { center, .. } => {
+                let mut y = vec![0.0; d];
+                let lin = if center.is_some() { d } else { 0 };
+                for (n, xr) in x.rows().into_iter().enumerate() {
+                    match center {
+                        Some(c) => {
+                            for j in 0..d {
+                                y[j] = xr[j] - c[j];
+                            }
+                        }
+                        None => {
+                            for j in 0..d {
+                                y[j] = xr[j];
+                            }
+                        }
+                    }
+                    let o = &mut out[n * f..(n + 1) * f];
+                    o[..lin].copy_from_slice(&y[..lin]);
+                    let mut p = lin;
+                    for i in 0..d {
+                        let yi = y[i];
+                        let seg = &mut o[p..p + d - i];
+                        for (s, &yj) in seg.iter_mut().zip(&y[i..]) {
+                            *s = yi * yj;
+                        }
+                        p += d - i;
+                    }
+                }
+            }
+        }
+        ArrayView2::from_shape((rows, f), &buf[..rows * f]).expect("feature buffer")
+    }
 }
 
 impl LogLikTable {
     /// Number of clusters in the table.
     pub fn n_clusters(&self) -> usize {
         match self {
-            LogLikTable::Quad { cst, .. } | LogLikTable::Lin { cst, .. } => cst.len(),
+            LogLikTable::Lin { cst, .. } => cst.len(),
+        }
+    }
+
+    /// The feature map of the table.
+    pub fn feature_map(&self) -> &FeatureMap {
+        match self {
+            LogLikTable::Lin { feat, .. } => feat,
         }
     }
 
     /// Keep only the listed clusters (in that order).
     pub fn select(&self, cols: &[usize]) -> LogLikTable {
         match self {
-            LogLikTable::Quad { a, b, cst } => LogLikTable::Quad {
-                a: cols.iter().map(|&k| a[k].clone()).collect(),
-                b: b.select(Axis(0), cols),
-                cst: cst.select(Axis(0), cols),
-            },
             LogLikTable::Lin { feat, w, cst } => {
-                LogLikTable::Lin { feat: *feat, w: w.select(Axis(1), cols), cst: cst.select(Axis(0), cols) }
+                LogLikTable::Lin { feat: feat.clone(), w: w.select(Axis(1), cols), cst: cst.select(Axis(0), cols) }
+            }
+        }
+    }
+
+    /// Evaluate the table on precomputed features `phi = φ(x)` (`rows × F`): `out` (`rows × K`)
+    /// is overwritten with `φ W + cst`.
+    pub fn eval_features(&self, phi: ArrayView2<f64>, mut out: ArrayViewMut2<f64>) {
+        match self {
+            LogLikTable::Lin { w, cst, .. } => {
+                gemm(1.0, phi, w.view(), 0.0, out.view_mut());
+                let c = cst.as_slice().expect("contiguous");
+                for mut row in out.rows_mut() {
+                    match row.as_slice_mut() {
+                        Some(r) => r.iter_mut().zip(c).for_each(|(o, &v)| *o += v),
+                        None => row += cst,
+                    }
+                }
             }
         }
     }
 
     /// Evaluate the table on a block of rows: `out` is `rows × K` and is overwritten.
-    pub fn eval_block(&self, x: ArrayView2<f64>, mut out: ArrayViewMut2<f64>) {
-        let rows = x.nrows();
-        match self {
-            LogLikTable::Quad { a, b, cst } => {
-                let d = x.ncols();
-                let mut y = Array2::<f64>::zeros((rows, d));
-                for (k, ak) in a.iter().enumerate() {
-                    gemm(1.0, x, ak.view(), 0.0, y.view_mut());
-                    let bk = b.row(k);
-                    let bk = bk.as_slice().expect("contiguous");
-                    let c = cst[k];
-                    for n in 0..rows {
-                        let yr = y.row(n);
-                        let yr = yr.as_slice().expect("contiguous");
-                        let mut acc = 0.0;
-                        for j in 0..d {
-                            let t = yr[j] - bk[j];
-                            acc += t * t;
-                        }
-                        out[[n, k]] = c - 0.5 * acc;
-                    }
-                }
-            }
-            LogLikTable::Lin { feat, w, cst } => {
-                match feat {
-                    FeatureMap::Identity => gemm(1.0, x, w.view(), 0.0, out.view_mut()),
-                    FeatureMap::WithSquares => {
-                        let d = x.ncols();
-                        gemm(1.0, x, w.slice(s![0..d, ..]), 0.0, out.view_mut());
-                        let sq = x.mapv(|v| v * v);
-                        gemm(1.0, sq.view(), w.slice(s![d..2 * d, ..]), 1.0, out.view_mut());
-                    }
-                }
-                for mut row in out.rows_mut() {
-                    row += cst;
-                }
-            }
-        }
+    pub fn eval_block(&self, x: ArrayView2<f64>, out: ArrayViewMut2<f64>) {
+        let mut buf = Vec::new();
+        let phi = self.feature_map().apply(x, &mut buf);
+        self.eval_features(phi, out);
     }
 }
 
@@ -166,6 +232,13 @@ pub trait ObsModel: Send + Sync {
     fn plugin_table(&self, post: &Self::Post) -> Result<LogLikTable>;
     /// Accumulate `S += Σ_n r_nk s(x_n)` for a block (`resp` is `rows × K`).
     fn summarize_block(&self, x: ArrayView2<f64>, resp: ArrayView2<f64>, s: ArrayViewMut2<f64>);
+    /// Feature map of the model's tables; the summary accumulator is `Acc_k = Σ_n r_nk φ(x_n)`.
+    fn feature_map(&self) -> FeatureMap;
+    /// Statistics `S` (`K × stat_dim`) from counts `N` and the feature accumulator `Acc`
+    /// (`K × F`). The default is the identity (statistic = features).
+    fn acc_finish(&self, _n: ArrayView1<f64>, acc: Array2<f64>) -> Array2<f64> {
+        acc
+    }
     /// `Σ_n r_nk E_q[log F(x_n|φ_k)]` from summaries `(n, s)` (spec 01 P5).
     fn e_log_lik_sum_from_stats(&self, post: &Self::Post, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Array1<f64>;
     /// Point estimates `(name, array)` (spec 01 §10.1).
@@ -438,10 +511,14 @@ impl Obs {
 pub fn eval_table(table: &LogLikTable, x: ArrayView2<f64>) -> Array2<f64> {
     let k = table.n_clusters();
     let mut out = Array2::<f64>::zeros((x.nrows(), k));
-    out.axis_chunks_iter_mut(Axis(0), crate::parallel::CHUNK_ROWS)
+    let tile = crate::parallel::TILE_ROWS;
+    out.axis_chunks_iter_mut(Axis(0), tile)
         .into_par_iter()
-        .zip(x.axis_chunks_iter(Axis(0), crate::parallel::CHUNK_ROWS).into_par_iter())
-        .for_each(|(o, xb)| table.eval_block(xb, o));
+        .zip(x.axis_chunks_iter(Axis(0), tile).into_par_iter())
+        .for_each_init(Vec::new, |buf, (o, xb)| {
+            let phi = table.feature_map().apply(xb, buf);
+            table.eval_features(phi, o);
+        });
     out
 }
 
@@ -452,6 +529,5 @@ pub(crate) fn lin_sum_from_stats(table: &LogLikTable, n: ArrayView1<f64>, s: Arr
         LogLikTable::Lin { w, cst, .. } => {
             Array1::from_iter((0..n.len()).map(|k| s.row(k).dot(&w.column(k)) + n[k] * cst[k]))
         }
-        LogLikTable::Quad { .. } => unreachable!("linear table expected"),
     }
 }
