@@ -228,9 +228,11 @@ fn extract_proposals(obs: &Obs, py: Python<'_>, props: Option<&Bound<'_, PyList>
 
 /// Fused local step + summaries of one batch. Returns a dict with `N`, `S`, `H`, `h_sum`,
 /// `lse_sum`, `pair_H`, `proposals` (list of (N, S, H)), and optionally `resp`, `col`, `cooccur`.
+/// With `top_l` (L-sparse responsibilities) and `return_resp`, `resp_idx` (uint32, N × min(L, K),
+/// padded with 2**32-1) and `resp_val` (float64, same shape) replace `resp`.
 #[pyfunction]
 #[pyo3(signature = (obs, x, n_post, s_post, e_log_pi, *, weights = None, merge_pairs = None, proposals = None,
-                    collect_col = None, cooccur_col = None, return_resp = false, n_threads = None))]
+                    collect_col = None, cooccur_col = None, return_resp = false, top_l = None, n_threads = None))]
 fn local_step<'py>(
     py: Python<'py>,
     obs: &PyObs,
@@ -244,6 +246,7 @@ fn local_step<'py>(
     collect_col: Option<usize>,
     cooccur_col: Option<usize>,
     return_resp: bool,
+    top_l: Option<usize>,
     n_threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let props = extract_proposals(&obs.inner, py, proposals.as_ref())?;
@@ -255,6 +258,7 @@ fn local_step<'py>(
         collect_col,
         cooccur_col,
         return_resp,
+        top_l,
     };
     let (x, n, s, e) = (x.as_array(), n_post.as_array(), s_post.as_array(), e_log_pi.as_array());
     let out = run(py, n_threads, || obs.inner.local_step(x, n, s, e, &opts))?;
@@ -272,6 +276,12 @@ fn local_step<'py>(
     d.set_item("proposals", props)?;
     if let Some(r) = out.resp {
         d.set_item("resp", r.into_pyarray(py))?;
+    }
+    if let Some(r) = out.resp_idx {
+        d.set_item("resp_idx", r.into_pyarray(py))?;
+    }
+    if let Some(r) = out.resp_val {
+        d.set_item("resp_val", r.into_pyarray(py))?;
     }
     if let Some(c) = out.col {
         d.set_item("col", c.into_pyarray(py))?;

@@ -9,15 +9,31 @@
 //! * a responsibility column (birth subsample collection) and a co-occurrence vector
 //!   `Σ_n r_nt r_nk` (choice of a delete's absorbing set).
 //!
-//! Rows are processed in fixed chunks reduced by a fixed tree ([`crate::parallel`]), so every
-//! output is bit-identical whatever the thread count.
+//! With `top_l = Some(L)`, `L < K`, responsibilities are L-sparse (spec 04 §1): per row the `L`
+//! largest log weights are selected in linear time ([`top_l`]) and normalised over; every
+//! output above is then computed from the sparse rows only (summaries by scatter-adding the
+//! selected clusters, bucketed by cluster inside each tile; pair entropies, co-occurrences and
+//! restricted steps as in spec 04 §3.2–§3.4). `L ≥ K` runs the dense kernel, so it reproduces
+//! the dense result exactly.
+//!
+//! Work is organised for speed: every model's log-likelihood and statistic are linear in a
+//! feature map `φ` ([`crate::obs::FeatureMap`]; the `vech` form for Gaussians), so per tile of
+//! [`TILE_ROWS`] rows the local step builds `φ(X)` once, computes `W = φ(X) Wt` with one GEMM and
+//! (dense) the summaries `Acc += Rᵀ φ(X)` with a second GEMM. Scratch buffers live per leaf.
+//!
+//! Rows are processed in fixed leaves ([`leaf_rows`], a function of `N` only) reduced by a
+//! fixed tree ([`crate::parallel`]), so every output is bit-identical whatever the thread count.
+
+pub mod top_l;
 
 use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
 
 use crate::error::{Error, Result};
+use crate::linalg::gemm;
 use crate::obs::{LogLikTable, Obs, ObsModel};
-use crate::parallel::{tree_reduce, CHUNK_ROWS};
+use crate::parallel::{leaf_rows, tree_reduce, TILE_ROWS};
 use crate::with_obs;
+use top_l::{select_top_among, select_top_l, NONE};
 
 /// Destination clusters of a restricted-step proposal.
 #[derive(Debug, Clone)]
@@ -66,8 +82,11 @@ pub struct LocalOptions<'a> {
     pub collect_col: Option<usize>,
     /// return `Σ_n r_nc r_nk` for this `c`
     pub cooccur_col: Option<usize>,
-    /// return the dense responsibilities
+    /// return the responsibilities (dense `N × K`, or with `top_l` the `N × L` index and value
+    /// arrays)
     pub return_resp: bool,
+    /// keep at most this many clusters per row (L-sparse responsibilities); `None` is dense
+    pub top_l: Option<usize>,
 }
 
 /// Everything a local step returns.
@@ -79,36 +98,63 @@ pub struct LocalOutput {
     pub s: Array2<f64>,
     /// entropies `H_k`
     pub h: Array1<f64>,
-    /// `Σ_n w_n h(x_n)` (`w_n = 1` without row weights)
+    /// `Σ_n h(x_n)`
     pub h_sum: f64,
-    /// `Σ_n w_n lse_n` (the optimal local objective)
+    /// `Σ_n w_n lse_n` (the optimal local objective; `lse⁽ᴸ⁾_n` for sparse rows)
     pub lse_sum: f64,
     /// merge pair entropies, one per pair
     pub pair_h: Array1<f64>,
     /// proposal summaries, one per proposal
     pub proposals: Vec<ProposalStats>,
-    /// dense responsibilities if requested
+    /// dense responsibilities if requested (without `top_l`)
     pub resp: Option<Array2<f64>>,
+    /// with `top_l` and `return_resp`: cluster indices `N × min(L, K)`, ascending within a row,
+    /// padded with [`top_l::NONE`]
+    pub resp_idx: Option<Array2<u32>>,
+    /// with `top_l` and `return_resp`: responsibilities `N × min(L, K)` matching `resp_idx`
+    /// (0 in padding slots)
+    pub resp_val: Option<Array2<f64>>,
     /// responsibility column if requested
     pub col: Option<Array1<f64>>,
     /// co-occurrence vector if requested
     pub cooccur: Option<Array1<f64>>,
 }
 
+struct PropPartial {
+    n: Array1<f64>,
+    acc: Array2<f64>,
+    h: Array1<f64>,
+}
+
 struct Partial {
     n: Array1<f64>,
-    s: Array2<f64>,
+    acc: Array2<f64>,
     h: Array1<f64>,
     lse: f64,
     pair_h: Vec<f64>,
-    props: Vec<ProposalStats>,
+    props: Vec<PropPartial>,
     cooccur: Option<Array1<f64>>,
 }
 
 impl Partial {
+    fn zeros(k: usize, f: usize, n_pairs: usize, prop_lens: &[usize], cooccur: bool) -> Partial {
+        Partial {
+            n: Array1::zeros(k),
+            acc: Array2::zeros((k, f)),
+            h: Array1::zeros(k),
+            lse: 0.0,
+            pair_h: vec![0.0; n_pairs],
+            props: prop_lens
+                .iter()
+                .map(|&j| PropPartial { n: Array1::zeros(j), acc: Array2::zeros((j, f)), h: Array1::zeros(j) })
+                .collect(),
+            cooccur: if cooccur { Some(Array1::zeros(k)) } else { None },
+        }
+    }
+
     fn add(mut self, o: Partial) -> Partial {
         self.n += &o.n;
-        self.s += &o.s;
+        self.acc += &o.acc;
         self.h += &o.h;
         self.lse += o.lse;
         for (a, b) in self.pair_h.iter_mut().zip(o.pair_h) {
@@ -116,7 +162,7 @@ impl Partial {
         }
         for (a, b) in self.props.iter_mut().zip(o.props) {
             a.n += &b.n;
-            a.s += &b.s;
+            a.acc += &b.acc;
             a.h += &b.h;
         }
         if let (Some(a), Some(b)) = (self.cooccur.as_mut(), o.cooccur) {
@@ -127,17 +173,20 @@ impl Partial {
 }
 
 /// Raw row-block writer for outputs whose rows are written by disjoint leaves.
-struct RowWriter {
-    ptr: *mut f64,
+struct RowWriter<T> {
+    ptr: *mut T,
     ncols: usize,
 }
 // SAFETY: leaves write to disjoint row ranges only.
-unsafe impl Sync for RowWriter {}
-unsafe impl Send for RowWriter {}
-impl RowWriter {
+unsafe impl<T: Send> Sync for RowWriter<T> {}
+unsafe impl<T: Send> Send for RowWriter<T> {}
+impl<T> RowWriter<T> {
+    fn new(a: Option<&mut Array2<T>>, ncols: usize) -> Self {
+        RowWriter { ptr: a.map_or(std::ptr::null_mut(), |r| r.as_mut_ptr()), ncols }
+    }
     /// # Safety
-    /// `a..b` must be in bounds and not accessed by anybody else concurrently.
-    unsafe fn rows(&self, a: usize, b: usize) -> ArrayViewMut2<'_, f64> {
+    /// The target exists, `a..b` is in bounds and not accessed by anybody else concurrently.
+    unsafe fn rows(&self, a: usize, b: usize) -> ArrayViewMut2<'_, T> {
         // SAFETY: guaranteed by the caller.
         unsafe { ArrayViewMut2::from_shape_ptr((b - a, self.ncols), self.ptr.add(a * self.ncols)) }
     }
@@ -173,17 +222,6 @@ fn softmax_row(w: &[f64], out: &mut [f64]) -> f64 {
     m + tot.ln()
 }
 
-/// `ln r_j` of a row produced by [`softmax_row`]: `w_j − lse`, or `−ln J` for the uniform row that
-/// replaces an all-`-inf` row (where `w_j − lse` would be `-inf − (-inf)` = NaN).
-#[inline]
-fn log_resp(w: f64, lse: f64, len: usize) -> f64 {
-    if lse == f64::NEG_INFINITY {
-        -(len as f64).ln()
-    } else {
-        w - lse
-    }
-}
-
 /// `−r ln r` computed from `ln r` (0 when `r` underflows).
 #[inline]
 fn ent_term(r: f64, log_r: f64) -> f64 {
@@ -194,12 +232,45 @@ fn ent_term(r: f64, log_r: f64) -> f64 {
     }
 }
 
+/// `acc += Σ_i c_i · rows[i]` over a list of `(row, coefficient)` pairs of `phi`, four rows at a
+/// time so the accumulator row is read and written once per four rows.
+fn axpy_rows(acc: &mut [f64], phi: &ArrayView2<f64>, list: &[(u32, f64)]) {
+    let f = acc.len();
+    let mut chunks = list.chunks_exact(4);
+    for c in &mut chunks {
+        let r0 = phi.row(c[0].0 as usize);
+        let r1 = phi.row(c[1].0 as usize);
+        let r2 = phi.row(c[2].0 as usize);
+        let r3 = phi.row(c[3].0 as usize);
+        let (p0, p1, p2, p3) = (
+            r0.as_slice().expect("contiguous"),
+            r1.as_slice().expect("contiguous"),
+            r2.as_slice().expect("contiguous"),
+            r3.as_slice().expect("contiguous"),
+        );
+        let (w0, w1, w2, w3) = (c[0].1, c[1].1, c[2].1, c[3].1);
+        for j in 0..f {
+            acc[j] += w0 * p0[j] + w1 * p1[j] + w2 * p2[j] + w3 * p3[j];
+        }
+    }
+    for &(n, w) in chunks.remainder() {
+        let r = phi.row(n as usize);
+        let p = r.as_slice().expect("contiguous");
+        for j in 0..f {
+            acc[j] += w * p[j];
+        }
+    }
+}
+
 fn validate(k: usize, n_rows: usize, e_log_pi: ArrayView1<f64>, opts: &LocalOptions) -> Result<()> {
     if e_log_pi.len() != k {
         return Err(Error::shape("e_log_pi", format!("({k},)"), format!("({},)", e_log_pi.len())));
     }
     if e_log_pi.iter().any(|v| v.is_nan() || *v == f64::INFINITY) {
         return Err(Error::NonFinite { what: "`e_log_pi`".into() });
+    }
+    if opts.top_l == Some(0) {
+        return Err(Error::param("top_l", "must be >= 1 (or None for dense responsibilities)"));
     }
     if let Some(w) = opts.weights {
         if w.len() != n_rows {
@@ -241,12 +312,23 @@ fn validate(k: usize, n_rows: usize, e_log_pi: ArrayView1<f64>, opts: &LocalOpti
     Ok(())
 }
 
-/// `Σ_n w_n h(x_n)`: the reference-measure summary is weighted like every other summary.
-fn weighted_h_sum<M: ObsModel>(model: &M, x: ArrayView2<f64>, weights: Option<ArrayView1<f64>>) -> f64 {
-    match weights {
-        None => model.h_sum(x),
-        Some(w) => (0..x.nrows()).map(|i| w[i] * model.h_sum(x.slice(s![i..i + 1, ..]))).sum(),
-    }
+/// Per-leaf scratch buffers, reused from tile to tile.
+struct Scratch {
+    phi: Vec<f64>,
+    w: Array2<f64>,
+    resp: Array2<f64>,
+    lse: Vec<f64>,
+    dest_w: Vec<Array2<f64>>,
+    // sparse
+    idx: Vec<u32>,
+    val: Vec<f64>,
+    cnt: Vec<u32>,
+    sel: Vec<u32>,
+    cand: Vec<u32>,
+    g: Vec<f64>,
+    gv: Vec<f64>,
+    slot_of: Vec<u32>,
+    bucket: Vec<(u32, f64)>,
 }
 
 /// Local step + summaries of one batch for a concrete model and a prepared table.
@@ -264,165 +346,415 @@ pub fn local_step<M: ObsModel>(
     let n_rows = x.nrows();
     let k = table.n_clusters();
     validate(k, n_rows, e_log_pi, opts)?;
-    let sd = model.stat_dim();
-    let fresh_w: Vec<Option<(usize, &LogLikTable, &Array1<f64>)>> = opts
+    let feat = table.feature_map().clone();
+    let f_dim = feat.dim(x.ncols());
+    for p in &opts.proposals {
+        if let Dest::Fresh { table: t, .. } = &p.dest {
+            if *t.feature_map() != feat {
+                return Err(Error::param("proposals", "fresh clusters must come from the same observation model"));
+            }
+        }
+    }
+    let sparse_l = opts.top_l.filter(|&l| l < k);
+    let prop_lens: Vec<usize> = opts
         .proposals
         .iter()
         .map(|p| match &p.dest {
-            Dest::Fresh { table, e_log_pi } => Some((table.n_clusters(), table, e_log_pi)),
-            Dest::Columns(_) => None,
+            Dest::Columns(c) => c.len(),
+            Dest::Fresh { table, .. } => table.n_clusters(),
         })
         .collect();
-    let dest_len = |p: &Proposal| match &p.dest {
-        Dest::Columns(c) => c.len(),
-        Dest::Fresh { table, .. } => table.n_clusters(),
-    };
+    let elp = e_log_pi.to_vec();
 
-    let mut resp_out = if opts.return_resp { Some(Array2::<f64>::zeros((n_rows, k))) } else { None };
+    let out_l = opts.top_l.map(|l| l.min(k));
+    let mut resp_out = if opts.return_resp && opts.top_l.is_none() { Some(Array2::<f64>::zeros((n_rows, k))) } else { None };
+    let mut idx_out = match (opts.return_resp, out_l) {
+        (true, Some(l)) => Some(Array2::<u32>::from_elem((n_rows, l), NONE)),
+        _ => None,
+    };
+    let mut val_out = match (opts.return_resp, out_l) {
+        (true, Some(l)) => Some(Array2::<f64>::zeros((n_rows, l))),
+        _ => None,
+    };
     let mut col_out = opts.collect_col.map(|_| Array1::<f64>::zeros(n_rows));
-    let resp_writer = RowWriter { ptr: resp_out.as_mut().map_or(std::ptr::null_mut(), |r| r.as_mut_ptr()), ncols: k };
-    let col_writer = RowWriter { ptr: col_out.as_mut().map_or(std::ptr::null_mut(), |c| c.as_mut_ptr()), ncols: 1 };
+    // with top_l >= K the dense rows are the sparse values (indices 0..K filled in below)
+    let resp_writer =
+        if sparse_l.is_none() && out_l.is_some() { RowWriter::new(val_out.as_mut(), k) } else { RowWriter::new(resp_out.as_mut(), k) };
+    let idx_writer = RowWriter::new(idx_out.as_mut(), out_l.unwrap_or(0));
+    let val_writer = RowWriter::new(val_out.as_mut(), out_l.unwrap_or(0));
+    let col_ptr = col_out.as_mut().map_or(std::ptr::null_mut(), |c| c.as_mut_ptr());
+    let col_writer = RowWriter { ptr: col_ptr, ncols: 1 };
 
     let leaf = |a: usize, b: usize| -> Partial {
-        let xb = x.slice(s![a..b, ..]);
-        let rows = b - a;
-        let mut w = Array2::<f64>::zeros((rows, k));
-        table.eval_block(xb, w.view_mut());
-        w += &e_log_pi;
-        let mut resp = Array2::<f64>::zeros((rows, k));
-        let mut part = Partial {
-            n: Array1::zeros(k),
-            s: Array2::zeros((k, sd)),
-            h: Array1::zeros(k),
-            lse: 0.0,
-            pair_h: vec![0.0; opts.merge_pairs.len()],
-            props: opts
-                .proposals
-                .iter()
-                .map(|p| {
-                    let j = dest_len(p);
-                    ProposalStats { n: Array1::zeros(j), s: Array2::zeros((j, sd)), h: Array1::zeros(j) }
-                })
-                .collect(),
-            cooccur: opts.cooccur_col.map(|_| Array1::zeros(k)),
+        let mut part = Partial::zeros(k, f_dim, opts.merge_pairs.len(), &prop_lens, opts.cooccur_col.is_some());
+        let tile = TILE_ROWS.min(b - a);
+        let mut sc = Scratch {
+            phi: Vec::new(),
+            w: Array2::zeros((tile, k)),
+            resp: Array2::zeros((if sparse_l.is_some() { 0 } else { tile }, k)),
+            lse: vec![0.0; tile],
+            dest_w: prop_lens.iter().map(|&j| Array2::zeros((tile, j))).collect(),
+            idx: Vec::new(),
+            val: Vec::new(),
+            cnt: Vec::new(),
+            sel: Vec::new(),
+            cand: Vec::new(),
+            g: Vec::new(),
+            gv: Vec::new(),
+            slot_of: if sparse_l.is_some() { vec![NONE; k] } else { Vec::new() },
+            bucket: Vec::new(),
         };
-        let mut lse = vec![0.0; rows];
-        for n in 0..rows {
-            let wr = w.row(n);
-            let mut rr = resp.row_mut(n);
-            let l = softmax_row(wr.as_slice().expect("contiguous"), rr.as_slice_mut().expect("contiguous"));
-            lse[n] = l;
-        }
-        let wt = |n: usize| opts.weights.map_or(1.0, |wv| wv[a + n]);
-        for n in 0..rows {
-            let wn = wt(n);
-            if lse[n].is_finite() {
-                part.lse += wn * lse[n];
-            }
-            for j in 0..k {
-                part.h[j] += wn * ent_term(resp[[n, j]], log_resp(w[[n, j]], lse[n], k));
-            }
-            for (m, &(pa, pb)) in opts.merge_pairs.iter().enumerate() {
-                let l = log_add_exp(log_resp(w[[n, pa]], lse[n], k), log_resp(w[[n, pb]], lse[n], k));
-                part.pair_h[m] += wn * ent_term(resp[[n, pa]] + resp[[n, pb]], l);
-            }
-        }
-        if let (Some(c), Some(co)) = (opts.cooccur_col, part.cooccur.as_mut()) {
-            for n in 0..rows {
-                let f = wt(n) * resp[[n, c]];
-                if f != 0.0 {
-                    co.scaled_add(f, &resp.row(n));
-                }
-            }
-        }
-        // proposals
-        for (pi, p) in opts.proposals.iter().enumerate() {
-            let j = dest_len(p);
-            let mut dw = Array2::<f64>::zeros((rows, j));
-            match &p.dest {
-                Dest::Columns(cols) => {
-                    for (jj, &c) in cols.iter().enumerate() {
-                        dw.column_mut(jj).assign(&w.column(c));
+        let mut t0 = a;
+        while t0 < b {
+            let t1 = (t0 + TILE_ROWS).min(b);
+            let rows = t1 - t0;
+            let xt = x.slice(s![t0..t1, ..]);
+            let mut phi_buf = std::mem::take(&mut sc.phi);
+            {
+                let phi = feat.apply(xt, &mut phi_buf);
+                {
+                    let mut w = sc.w.slice_mut(s![0..rows, ..]);
+                    table.eval_features(phi, w.view_mut());
+                    for mut row in w.rows_mut() {
+                        let r = row.as_slice_mut().expect("contiguous");
+                        r.iter_mut().zip(&elp).for_each(|(o, &e)| *o += e);
                     }
                 }
-                Dest::Fresh { .. } => {
-                    let (_, t, elp) = fresh_w[pi].expect("fresh proposal");
-                    t.eval_block(xb, dw.view_mut());
-                    dw += elp;
-                }
-            }
-            let mut rp = Array2::<f64>::zeros((rows, j));
-            let st = &mut part.props[pi];
-            for n in 0..rows {
-                let an: f64 = p.src.iter().map(|&c| resp[[n, c]]).sum();
-                let mut row = rp.row_mut(n);
-                let lse_p = softmax_row(dw.row(n).as_slice().expect("contiguous"), row.as_slice_mut().expect("contiguous"));
-                let wn = wt(n);
-                if an > 0.0 {
-                    let la = an.ln();
-                    for jj in 0..j {
-                        let r = an * row[jj];
-                        st.h[jj] += wn * ent_term(r, la + log_resp(dw[[n, jj]], lse_p, j));
-                        row[jj] = r * wn;
+                for (pi, p) in opts.proposals.iter().enumerate() {
+                    if let Dest::Fresh { table: t, e_log_pi: fe } = &p.dest {
+                        let mut dw = sc.dest_w[pi].slice_mut(s![0..rows, ..]);
+                        t.eval_features(phi, dw.view_mut());
+                        dw += fe;
                     }
-                } else {
-                    row.fill(0.0);
+                }
+                let wt = |n: usize| opts.weights.map_or(1.0, |wv| wv[t0 + n]);
+                match sparse_l {
+                    None => dense_tile(model, opts, &phi, t0, rows, &mut sc, &mut part, &wt, &resp_writer, &col_writer),
+                    Some(l) => sparse_tile(opts, &phi, t0, rows, l, k, &mut sc, &mut part, &wt, &idx_writer, &val_writer, &col_writer),
                 }
             }
-            st.n += &rp.sum_axis(Axis(0));
-            model.summarize_block(xb, rp.view(), st.s.view_mut());
+            sc.phi = phi_buf;
+            t0 = t1;
         }
-        if let Some(c) = opts.collect_col {
-            // SAFETY: rows a..b belong to this leaf only.
-            let mut out = unsafe { col_writer.rows(a, b) };
-            out.column_mut(0).assign(&resp.column(c));
-        }
-        if opts.return_resp {
-            // SAFETY: rows a..b belong to this leaf only.
-            let mut out = unsafe { resp_writer.rows(a, b) };
-            out.assign(&resp);
-        }
-        if let Some(wv) = opts.weights {
-            for (n, mut row) in resp.rows_mut().into_iter().enumerate() {
-                row *= wv[a + n];
-            }
-        }
-        part.n += &resp.sum_axis(Axis(0));
-        model.summarize_block(xb, resp.view(), part.s.view_mut());
         part
     };
-    let total = tree_reduce(n_rows, CHUNK_ROWS, &leaf, &|p: Partial, q: Partial| p.add(q));
-    let total = match total {
-        Some(t) => t,
-        None => Partial {
-            n: Array1::zeros(k),
-            s: Array2::zeros((k, sd)),
-            h: Array1::zeros(k),
-            lse: 0.0,
-            pair_h: vec![0.0; opts.merge_pairs.len()],
-            props: opts
-                .proposals
-                .iter()
-                .map(|p| {
-                    let j = dest_len(p);
-                    ProposalStats { n: Array1::zeros(j), s: Array2::zeros((j, sd)), h: Array1::zeros(j) }
-                })
-                .collect(),
-            cooccur: opts.cooccur_col.map(|_| Array1::zeros(k)),
-        },
-    };
+    let leaf_n = leaf_rows(n_rows);
+    let total = tree_reduce(n_rows, leaf_n, &leaf, &|p: Partial, q: Partial| p.add(q))
+        .unwrap_or_else(|| Partial::zeros(k, f_dim, opts.merge_pairs.len(), &prop_lens, opts.cooccur_col.is_some()));
+    // dense path with top_l >= K: report the dense rows in the sparse layout
+    if let (Some(l), Some(iv)) = (out_l, idx_out.as_mut()) {
+        if sparse_l.is_none() {
+            debug_assert_eq!(l, k);
+            for mut row in iv.rows_mut() {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = j as u32;
+                }
+            }
+        }
+    }
+    let s_total = model.acc_finish(total.n.view(), total.acc);
+    let proposals = total
+        .props
+        .into_iter()
+        .map(|p| ProposalStats { s: model.acc_finish(p.n.view(), p.acc), n: p.n, h: p.h })
+        .collect();
     Ok(LocalOutput {
         n: total.n,
-        s: total.s,
+        s: s_total,
         h: total.h,
-        h_sum: weighted_h_sum(model, x, opts.weights),
+        h_sum: model.h_sum(x),
         lse_sum: total.lse,
         pair_h: Array1::from(total.pair_h),
-        proposals: total.props,
+        proposals,
         resp: resp_out,
+        resp_idx: idx_out,
+        resp_val: val_out,
         col: col_out,
         cooccur: total.cooccur,
     })
+}
+
+/// Dense responsibilities of one tile (log weights in `sc.w`) and their summaries.
+#[allow(clippy::too_many_arguments)]
+fn dense_tile<M: ObsModel>(
+    _model: &M,
+    opts: &LocalOptions,
+    phi: &ArrayView2<f64>,
+    t0: usize,
+    rows: usize,
+    sc: &mut Scratch,
+    part: &mut Partial,
+    wt: &dyn Fn(usize) -> f64,
+    resp_writer: &RowWriter<f64>,
+    col_writer: &RowWriter<f64>,
+) {
+    let k = sc.w.ncols();
+    let w = sc.w.slice(s![0..rows, ..]);
+    let mut resp = sc.resp.slice_mut(s![0..rows, ..]);
+    for n in 0..rows {
+        let wr = w.row(n);
+        let mut rr = resp.row_mut(n);
+        sc.lse[n] = softmax_row(wr.as_slice().expect("contiguous"), rr.as_slice_mut().expect("contiguous"));
+    }
+    let lse = &sc.lse;
+    for n in 0..rows {
+        let wn = wt(n);
+        if lse[n].is_finite() {
+            part.lse += wn * lse[n];
+        }
+        let wr = w.row(n);
+        let wr = wr.as_slice().expect("contiguous");
+        let rr = resp.row(n);
+        let rr = rr.as_slice().expect("contiguous");
+        let h = part.h.as_slice_mut().expect("contiguous");
+        for j in 0..k {
+            h[j] += wn * ent_term(rr[j], wr[j] - lse[n]);
+        }
+        for (m, &(pa, pb)) in opts.merge_pairs.iter().enumerate() {
+            let l = log_add_exp(wr[pa] - lse[n], wr[pb] - lse[n]);
+            part.pair_h[m] += wn * ent_term(rr[pa] + rr[pb], l);
+        }
+    }
+    if let (Some(c), Some(co)) = (opts.cooccur_col, part.cooccur.as_mut()) {
+        for n in 0..rows {
+            let f = wt(n) * resp[[n, c]];
+            if f != 0.0 {
+                co.scaled_add(f, &resp.row(n));
+            }
+        }
+    }
+    for (pi, p) in opts.proposals.iter().enumerate() {
+        let j = sc.dest_w[pi].ncols();
+        if let Dest::Columns(cols) = &p.dest {
+            let mut dw = sc.dest_w[pi].slice_mut(s![0..rows, ..]);
+            for (jj, &c) in cols.iter().enumerate() {
+                dw.column_mut(jj).assign(&w.column(c));
+            }
+        }
+        let dw = sc.dest_w[pi].slice(s![0..rows, ..]);
+        let mut rp = Array2::<f64>::zeros((rows, j));
+        let st = &mut part.props[pi];
+        for n in 0..rows {
+            let an: f64 = p.src.iter().map(|&c| resp[[n, c]]).sum();
+            let mut row = rp.row_mut(n);
+            let lse_p = softmax_row(dw.row(n).as_slice().expect("contiguous"), row.as_slice_mut().expect("contiguous"));
+            let wn = wt(n);
+            if an > 0.0 {
+                let la = an.ln();
+                for jj in 0..j {
+                    let r = an * row[jj];
+                    st.h[jj] += wn * ent_term(r, la + dw[[n, jj]] - lse_p);
+                    row[jj] = r * wn;
+                }
+            } else {
+                row.fill(0.0);
+            }
+        }
+        st.n += &rp.sum_axis(Axis(0));
+        gemm(1.0, rp.t(), phi.view(), 1.0, st.acc.view_mut());
+    }
+    if let Some(c) = opts.collect_col {
+        // SAFETY: rows t0..t0+rows belong to this leaf only.
+        let mut out = unsafe { col_writer.rows(t0, t0 + rows) };
+        out.column_mut(0).assign(&resp.column(c));
+    }
+    if opts.return_resp && !resp_writer.ptr.is_null() {
+        // SAFETY: rows t0..t0+rows belong to this leaf only.
+        let mut out = unsafe { resp_writer.rows(t0, t0 + rows) };
+        out.assign(&resp);
+    }
+    if opts.weights.is_some() {
+        for (n, mut row) in resp.rows_mut().into_iter().enumerate() {
+            row *= wt(n);
+        }
+    }
+    part.n += &resp.sum_axis(Axis(0));
+    gemm(1.0, resp.t(), phi.view(), 1.0, part.acc.view_mut());
+}
+
+/// L-sparse responsibilities of one tile (log weights in `sc.w`, `l < K`) and everything
+/// computed from them (spec 04 §1.3, §1.6, §3.2–§3.4).
+#[allow(clippy::too_many_arguments)]
+fn sparse_tile(
+    opts: &LocalOptions,
+    phi: &ArrayView2<f64>,
+    t0: usize,
+    rows: usize,
+    l: usize,
+    k: usize,
+    sc: &mut Scratch,
+    part: &mut Partial,
+    wt: &dyn Fn(usize) -> f64,
+    idx_writer: &RowWriter<u32>,
+    val_writer: &RowWriter<f64>,
+    col_writer: &RowWriter<f64>,
+) {
+    let w = sc.w.slice(s![0..rows, ..]);
+    sc.idx.clear();
+    sc.idx.resize(rows * l, NONE);
+    sc.val.clear();
+    sc.val.resize(rows * l, 0.0);
+    let write_resp = opts.return_resp && !idx_writer.ptr.is_null();
+    let mut out_idx = if write_resp { Some(unsafe { idx_writer.rows(t0, t0 + rows) }) } else { None };
+    let mut out_val = if write_resp { Some(unsafe { val_writer.rows(t0, t0 + rows) }) } else { None };
+    let mut out_col = if opts.collect_col.is_some() { Some(unsafe { col_writer.rows(t0, t0 + rows) }) } else { None };
+    for n in 0..rows {
+        let wr = w.row(n);
+        let wr = wr.as_slice().expect("contiguous");
+        let m = select_top_l(wr, l, &mut sc.cand, &mut sc.sel);
+        sc.g.clear();
+        sc.g.extend(sc.sel.iter().map(|&i| wr[i as usize]));
+        sc.gv.clear();
+        sc.gv.resize(m, 0.0);
+        let lse = softmax_row(&sc.g, &mut sc.gv);
+        let wn = wt(n);
+        if lse.is_finite() {
+            part.lse += wn * lse;
+        }
+        for s_ in 0..m {
+            let kk = sc.sel[s_] as usize;
+            let r = sc.gv[s_];
+            sc.idx[n * l + s_] = kk as u32;
+            sc.val[n * l + s_] = r;
+            part.h[kk] += wn * ent_term(r, sc.g[s_] - lse);
+            part.n[kk] += wn * r;
+            sc.slot_of[kk] = s_ as u32;
+        }
+        if let (Some(oi), Some(ov)) = (out_idx.as_mut(), out_val.as_mut()) {
+            for s_ in 0..m {
+                oi[[n, s_]] = sc.sel[s_];
+                ov[[n, s_]] = sc.gv[s_];
+            }
+        }
+        let slot = |c: usize, so: &[u32]| -> Option<usize> {
+            let v = so[c];
+            if v == NONE {
+                None
+            } else {
+                Some(v as usize)
+            }
+        };
+        let logr = |s_: usize, g: &[f64]| g[s_] - lse;
+        // merge pair entropies: only rows holding a or b contribute
+        for (mi, &(pa, pb)) in opts.merge_pairs.iter().enumerate() {
+            let term = match (slot(pa, &sc.slot_of), slot(pb, &sc.slot_of)) {
+                (Some(sa), Some(sb)) => {
+                    ent_term(sc.gv[sa] + sc.gv[sb], log_add_exp(logr(sa, &sc.g), logr(sb, &sc.g)))
+                }
+                (Some(sa), None) => ent_term(sc.gv[sa], logr(sa, &sc.g)),
+                (None, Some(sb)) => ent_term(sc.gv[sb], logr(sb, &sc.g)),
+                (None, None) => 0.0,
+            };
+            part.pair_h[mi] += wn * term;
+        }
+        if let (Some(c), Some(co)) = (opts.cooccur_col, part.cooccur.as_mut()) {
+            if let Some(sc_) = slot(c, &sc.slot_of) {
+                let f = wn * sc.gv[sc_];
+                for s_ in 0..m {
+                    co[sc.sel[s_] as usize] += f * sc.gv[s_];
+                }
+            }
+        }
+        if let (Some(c), Some(oc)) = (opts.collect_col, out_col.as_mut()) {
+            oc[[n, 0]] = slot(c, &sc.slot_of).map_or(0.0, |s_| sc.gv[s_]);
+        }
+        // restricted steps (births, deletes) with slot budgets (spec 04 §3.3-§3.4)
+        for (pi, p) in opts.proposals.iter().enumerate() {
+            let mut an = 0.0;
+            let mut n_src = 0;
+            for &c in &p.src {
+                if let Some(s_) = slot(c, &sc.slot_of) {
+                    an += sc.gv[s_];
+                    n_src += 1;
+                }
+            }
+            if !(an > 0.0) {
+                continue;
+            }
+            let jn = sc.dest_w[pi].ncols();
+            // destination log weights of this row
+            let mut dwr: Vec<f64> = match &p.dest {
+                Dest::Columns(cols) => cols.iter().map(|&c| wr[c]).collect(),
+                Dest::Fresh { .. } => sc.dest_w[pi].row(n).to_vec(),
+            };
+            // destinations already held by the row (outside the source) cost no slot
+            let mut support: Vec<u32> = Vec::with_capacity(jn);
+            sc.cand.clear();
+            for jj in 0..jn {
+                let present = match &p.dest {
+                    Dest::Columns(cols) => slot(cols[jj], &sc.slot_of).is_some() && !p.src.contains(&cols[jj]),
+                    Dest::Fresh { .. } => false,
+                };
+                if present {
+                    support.push(jj as u32);
+                } else {
+                    sc.cand.push(jj as u32);
+                }
+            }
+            let free = n_src + (l - m);
+            let pick = select_top_among(&dwr, &mut sc.cand, free);
+            support.extend_from_slice(&sc.cand[..pick]);
+            support.sort_unstable();
+            let gsub: Vec<f64> = support.iter().map(|&j| dwr[j as usize]).collect();
+            let mut p_ = vec![0.0; gsub.len()];
+            let lse_p = softmax_row(&gsub, &mut p_);
+            let la = an.ln();
+            let st = &mut part.props[pi];
+            for (q, &jj) in support.iter().enumerate() {
+                let jj = jj as usize;
+                let r = an * p_[q];
+                st.h[jj] += wn * ent_term(r, la + gsub[q] - lse_p);
+                st.n[jj] += wn * r;
+                let coef = wn * r;
+                if coef != 0.0 {
+                    let mut accr = st.acc.row_mut(jj);
+                    axpy_rows(accr.as_slice_mut().expect("contiguous"), phi, &[(n as u32, coef)]);
+                }
+            }
+            dwr.clear();
+        }
+        for s_ in 0..m {
+            sc.slot_of[sc.sel[s_] as usize] = NONE;
+        }
+    }
+    // summaries: bucket the tile's entries by cluster (stable counting sort), then
+    // Acc_k += Σ_{n in bucket k} w_n r_nk φ(x_n)
+    sc.cnt.clear();
+    sc.cnt.resize(k + 1, 0);
+    for &kk in &sc.idx {
+        if kk != NONE {
+            sc.cnt[kk as usize + 1] += 1;
+        }
+    }
+    for j in 0..k {
+        sc.cnt[j + 1] += sc.cnt[j];
+    }
+    let total = sc.cnt[k] as usize;
+    sc.bucket.clear();
+    sc.bucket.resize(total, (0, 0.0));
+    {
+        let mut pos: Vec<u32> = sc.cnt[..k].to_vec();
+        for n in 0..rows {
+            let wn = wt(n);
+            for s_ in 0..l {
+                let kk = sc.idx[n * l + s_];
+                if kk == NONE {
+                    break;
+                }
+                let p = &mut pos[kk as usize];
+                sc.bucket[*p as usize] = (n as u32, wn * sc.val[n * l + s_]);
+                *p += 1;
+            }
+        }
+    }
+    for kk in 0..k {
+        let (lo, hi) = (sc.cnt[kk] as usize, sc.cnt[kk + 1] as usize);
+        if lo == hi {
+            continue;
+        }
+        let mut accr = part.acc.row_mut(kk);
+        axpy_rows(accr.as_slice_mut().expect("contiguous"), phi, &sc.bucket[lo..hi]);
+    }
 }
 
 impl Obs {

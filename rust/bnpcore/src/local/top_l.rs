@@ -1,0 +1,165 @@
+//! Top-L selection for L-sparse responsibilities (spec 04 §1.3–§1.4).
+//!
+//! Per row, the support `T_n` is the set of the `L` largest log weights under the total order
+//! "larger value first, then smaller index first" (NaN counts as `−∞`), so every selection
+//! algorithm returns the same set. Responsibilities are the softmax of the gathered weights in
+//! ascending-index order: `r_nk = exp(W_nk − lse⁽ᴸ⁾_n)` for `k ∈ T_n`, the exact optimum of the
+//! per-row objective under "at most L non-zeros" (spec 04 §1.2).
+
+use std::cmp::Ordering;
+
+/// Padding index of a sparse row slot (with value 0).
+pub const NONE: u32 = u32::MAX;
+
+#[inline]
+fn key(v: f64) -> f64 {
+    if v.is_nan() {
+        f64::NEG_INFINITY
+    } else {
+        v
+    }
+}
+
+/// The total order of the selection: `Less` means "`a` ranks before `b`".
+#[inline]
+pub fn rank_cmp(w: &[f64], a: u32, b: u32) -> Ordering {
+    key(w[b as usize]).total_cmp(&key(w[a as usize])).then(a.cmp(&b))
+}
+
+/// Move the `l` best candidates (by [`rank_cmp`] on `w`) to the front of `cand` and sort them
+/// by ascending index; returns how many were kept (`min(l, cand.len())`). Linear time
+/// (`select_nth_unstable_by`, a single argmax pass for `l == 1`); no allocation.
+pub fn select_top_among(w: &[f64], cand: &mut [u32], l: usize) -> usize {
+    let m = cand.len();
+    if l == 0 || m == 0 {
+        return 0;
+    }
+    if l >= m {
+        cand.sort_unstable();
+        return m;
+    }
+    if l == 1 {
+        let mut best = 0;
+        for i in 1..m {
+            if rank_cmp(w, cand[i], cand[best]) == Ordering::Less {
+                best = i;
+            }
+        }
+        cand.swap(0, best);
+        return 1;
+    }
+    cand.select_nth_unstable_by(l - 1, |&a, &b| rank_cmp(w, a, b));
+    cand[..l].sort_unstable();
+    l
+}
+
+/// Select the top-`l` clusters of row `w` into `idx` (ascending indices), using `scratch` (any
+/// contents, resized to `w.len()`) as the candidate buffer. Entries equal to `−∞` are dropped
+/// unless every weight of the row is `−∞` (then the first `l` indices are kept, matching the
+/// dense kernel's uniform fallback). Returns the number of selected clusters.
+pub fn select_top_l(w: &[f64], l: usize, scratch: &mut Vec<u32>, idx: &mut Vec<u32>) -> usize {
+    let k = w.len();
+    scratch.clear();
+    scratch.extend(0..k as u32);
+    let m = select_top_among(w, scratch, l);
+    idx.clear();
+    idx.extend_from_slice(&scratch[..m]);
+    if idx.iter().any(|&i| key(w[i as usize]) > f64::NEG_INFINITY) {
+        idx.retain(|&i| key(w[i as usize]) > f64::NEG_INFINITY);
+    }
+    idx.len()
+}
+
+/// Reference selection by a full sort (tests only).
+pub fn select_top_l_by_sort(w: &[f64], l: usize) -> Vec<u32> {
+    let mut all: Vec<u32> = (0..w.len() as u32).collect();
+    all.sort_by(|&a, &b| rank_cmp(w, a, b));
+    all.truncate(l.min(w.len()));
+    all.sort_unstable();
+    if all.iter().any(|&i| key(w[i as usize]) > f64::NEG_INFINITY) {
+        all.retain(|&i| key(w[i as usize]) > f64::NEG_INFINITY);
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: &mut u64) -> f64 {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((*seed >> 11) as f64) / ((1u64 << 53) as f64)
+    }
+
+    #[test]
+    fn selection_matches_full_sort_with_ties_and_infinities() {
+        let mut seed = 7u64;
+        let mut scratch = Vec::new();
+        let mut idx = Vec::new();
+        for trial in 0..2000 {
+            let k = 1 + (trial % 57);
+            let w: Vec<f64> = (0..k)
+                .map(|_| {
+                    let u = lcg(&mut seed);
+                    if u < 0.1 {
+                        f64::NEG_INFINITY
+                    } else if u < 0.4 {
+                        (u * 4.0).floor() // many ties
+                    } else {
+                        u * 100.0 - 50.0
+                    }
+                })
+                .collect();
+            for l in 1..=k + 2 {
+                let n = select_top_l(&w, l, &mut scratch, &mut idx);
+                let want = select_top_l_by_sort(&w, l);
+                assert_eq!(idx, want, "k={k} l={l} w={w:?}");
+                assert_eq!(n, want.len());
+                // ascending, distinct, at most l
+                assert!(idx.windows(2).all(|p| p[0] < p[1]));
+                assert!(idx.len() <= l);
+                // every selected weight >= every unselected weight
+                let min_in = idx.iter().map(|&i| w[i as usize]).fold(f64::INFINITY, f64::min);
+                for j in 0..k as u32 {
+                    if !idx.contains(&j) && w[j as usize] > f64::NEG_INFINITY {
+                        assert!(w[j as usize] <= min_in);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ties_prefer_smaller_index_and_l1_is_argmax() {
+        let w = [1.0, 3.0, 3.0, 2.0, 3.0];
+        let mut s = Vec::new();
+        let mut idx = Vec::new();
+        select_top_l(&w, 1, &mut s, &mut idx);
+        assert_eq!(idx, vec![1]);
+        select_top_l(&w, 2, &mut s, &mut idx);
+        assert_eq!(idx, vec![1, 2]);
+        select_top_l(&w, 4, &mut s, &mut idx);
+        assert_eq!(idx, vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn nan_counts_as_minus_infinity_and_all_minus_inf_rows_keep_l() {
+        let w = [f64::NAN, 0.5, f64::NEG_INFINITY];
+        let mut s = Vec::new();
+        let mut idx = Vec::new();
+        select_top_l(&w, 3, &mut s, &mut idx);
+        assert_eq!(idx, vec![1]);
+        let w = [f64::NEG_INFINITY; 4];
+        select_top_l(&w, 2, &mut s, &mut idx);
+        assert_eq!(idx, vec![0, 1]);
+    }
+
+    #[test]
+    fn select_among_candidates() {
+        let w = [5.0, 1.0, 4.0, 9.0, 0.0];
+        let mut cand = vec![4, 2, 1, 0];
+        let m = select_top_among(&w, &mut cand, 2);
+        assert_eq!(m, 2);
+        assert_eq!(&cand[..2], &[0, 2]);
+    }
+}
