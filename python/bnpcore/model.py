@@ -16,20 +16,43 @@ class Model:
 
     Global parameters are *effective summaries* ``(N, S)``: the posterior of every cluster is
     ``prior ⊕ (N_k, S_k)`` and the allocation posterior depends on ``N`` only.
+
+    ``top_l`` (int or None) makes every local step L-sparse: each row keeps its ``top_l``
+    largest log weights, renormalised (spec 04 §1); None is dense.
     """
 
-    def __init__(self, alloc, obs):
+    def __init__(self, alloc, obs, top_l=None):
         self.alloc = alloc
         self.obs = obs
+        self.top_l = top_l
 
     # ----------------------------------------------------------------- local step
     def local_step(self, X, glob: SuffStats, *, n_threads=None, **options) -> dict:
-        """Fused local step + summaries of a batch with global parameters ``glob`` (Rust)."""
+        """Fused local step + summaries of a batch with global parameters ``glob`` (Rust).
+
+        The model's ``top_l`` is used unless ``top_l`` is given in ``options``.
+        """
         from bnpcore import _core
 
+        options.setdefault("top_l", self.top_l)
         return _core.local_step(
             self.obs.core, X, glob.N, glob.S, self.alloc.e_log_pi(glob.N), n_threads=n_threads, **options
         )
+
+    @staticmethod
+    def resp_from_output(out: dict, n_components: int) -> np.ndarray:
+        """Dense responsibilities ``(n_samples, n_components)`` of a local step run with
+        ``return_resp=True``: ``out["resp"]``, or the L-sparse ``resp_idx``/``resp_val`` rows
+        scattered into a dense array (padding index ``2**32-1`` is skipped)."""
+        if "resp" in out:
+            return out["resp"]
+        idx = out["resp_idx"]
+        val = out["resp_val"]
+        R = np.zeros((idx.shape[0], n_components))
+        keep = idx != np.iinfo(np.uint32).max
+        rows = np.broadcast_to(np.arange(idx.shape[0])[:, None], idx.shape)
+        R[rows[keep], idx[keep].astype(np.intp)] = val[keep]
+        return R
 
     @staticmethod
     def stats_from_output(out: dict, uids) -> SuffStats:

@@ -94,3 +94,71 @@ def proposal_summaries(kind, X, R, src_cols, dest_W):
     R_new = a[:, None] * P
     N, S = summarize(kind, X, R_new)
     return N, S, entropy(R_new)
+
+
+def top_l_resp(W, top_l):
+    """L-sparse responsibilities from log weights (spec 04 §1.2-§1.3), by a full sort per row.
+
+    T_n = indices of the top_l largest W_nk under the order (larger value first, then smaller
+    index first); entries equal to -inf are dropped unless the whole row is -inf.
+    r_nk = exp(W_nk - lse_n^(L)) for k in T_n, lse_n^(L) = log sum_{k in T_n} exp(W_nk); 0 elsewhere.
+    top_l >= K gives the dense softmax.
+
+    Returns
+    -------
+    R : ndarray of shape (n_samples, n_components) with at most top_l non-zeros per row.
+    """
+    W = np.atleast_2d(np.asarray(W, dtype=float))
+    n, K = W.shape
+    R = np.zeros((n, K))
+    for i in range(n):
+        w = W[i]
+        order = sorted(range(K), key=lambda k: (-w[k], k))[: min(top_l, K)]
+        if np.isfinite(w[order]).any():
+            order = [k for k in order if w[k] > -np.inf]
+        sel = np.sort(np.asarray(order, dtype=int))
+        R[i, sel] = _softmax_rows(w[sel][None, :])[0]
+    return R
+
+
+def top_l_local_step(kind, prior, alloc, gamma, N_post, S_post, X, top_l):
+    """L-sparse local step (spec 04 §1): W_nk as in :func:`local_step`, then
+    :func:`top_l_resp` (keep the top_l largest W_nk per row and renormalise over them).
+
+    Returns
+    -------
+    R : ndarray of shape (n_samples, n_components), rows on the simplex with <= top_l non-zeros.
+    """
+    W = e_log_lik(kind, prior, N_post, S_post, X) + e_log_pi(alloc, N_post, gamma)[None, :]
+    return top_l_resp(W, top_l)
+
+
+def top_l_proposal_summaries(kind, X, R, W_dest, src_cols, top_l, dest_cols=None):
+    """Restricted-step summaries with L-sparse rows and slot budgets (spec 04 §3.3-§3.4).
+
+    For each row n with mass a_n = sum_{k in src_cols} r_nk > 0: the destinations already
+    held by the row outside the source (only for existing ``dest_cols``) are always kept, plus the
+    ``f_n = |src ∩ T_n| + (top_l - nnz_n)`` best remaining destinations by W_dest (ties: smaller
+    position); p_n = softmax of W_dest over that support; r'_nj = a_n p_nj. Rows without source
+    mass get r' = 0. Returns N', S', H' of r' (as :func:`proposal_summaries`).
+    """
+    R = np.atleast_2d(np.asarray(R, dtype=float))
+    W_dest = np.atleast_2d(np.asarray(W_dest, dtype=float))
+    n, J = W_dest.shape
+    src = list(src_cols)
+    R_new = np.zeros((n, J))
+    for i in range(n):
+        a = R[i, src].sum()
+        if not a > 0:
+            continue
+        nnz = int(np.count_nonzero(R[i]))
+        n_src = int(np.count_nonzero(R[i, src]))
+        present = []
+        if dest_cols is not None:
+            present = [j for j, c in enumerate(dest_cols) if R[i, c] > 0 and c not in src]
+        rest = [j for j in range(J) if j not in present]
+        rest = sorted(rest, key=lambda j: (-W_dest[i, j], j))[: n_src + top_l - nnz]
+        sel = np.sort(np.asarray(present + rest, dtype=int))
+        R_new[i, sel] = a * _softmax_rows(W_dest[i, sel][None, :])[0]
+    N, S = summarize(kind, X, R_new)
+    return N, S, entropy(R_new)

@@ -172,7 +172,7 @@ class _BaseMixture(BaseEstimator):
         )
 
     def _make_model(self, obs_model: ObsModel) -> Model:
-        return Model(make_alloc(self._alloc_name, self.gamma), obs_model)
+        return Model(make_alloc(self._alloc_name, self.gamma), obs_model, top_l=self.top_l)
 
     def _make_source(self, X, seed=None):
         """A batch source over ``X`` (see :mod:`bnpcore.data.sources`).
@@ -534,7 +534,8 @@ class _BaseMixture(BaseEstimator):
         """
         X = self._check_X(X)
         model = self._make_model(self.obs_model_)
-        return model.local_step(X, self.summaries_, n_threads=self.n_threads, return_resp=True)["resp"]
+        out = model.local_step(X, self.summaries_, n_threads=self.n_threads, return_resp=True)
+        return model.resp_from_output(out, self.summaries_.N.shape[0])
 
     def predict(self, X) -> np.ndarray:
         """Most responsible cluster of each row (argmax of :meth:`predict_proba`)."""
