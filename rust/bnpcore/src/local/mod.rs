@@ -201,6 +201,11 @@ fn log_add_exp(a: f64, b: f64) -> f64 {
     m + ((a - m).exp() + (b - m).exp()).ln()
 }
 
+/// Responsibilities below `exp(EXP_CUTOFF)` (≈ 1e-261 of the row's largest) are set to 0: they
+/// cannot change any summary beyond round-off, and keeping them would let subnormal numbers
+/// into the summary GEMM, where each one costs a slow microcode assist on x86.
+const EXP_CUTOFF: f64 = -600.0;
+
 /// Softmax of `w` in place into `out`; returns the log-sum-exp. Rows of `-inf` get a uniform
 /// distribution (never NaN).
 #[inline]
@@ -213,7 +218,8 @@ fn softmax_row(w: &[f64], out: &mut [f64]) -> f64 {
     }
     let mut tot = 0.0;
     for (o, &v) in out.iter_mut().zip(w) {
-        let e = (v - m).exp();
+        let t = v - m;
+        let e = if t > EXP_CUTOFF { t.exp() } else { 0.0 };
         *o = e;
         tot += e;
     }
