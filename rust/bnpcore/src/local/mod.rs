@@ -335,6 +335,12 @@ struct Scratch {
     gv: Vec<f64>,
     slot_of: Vec<u32>,
     bucket: Vec<(u32, f64)>,
+    pos: Vec<u32>,
+    // restricted steps of sparse rows
+    dwr: Vec<f64>,
+    support: Vec<u32>,
+    gsub: Vec<f64>,
+    psub: Vec<f64>,
 }
 
 /// Local step + summaries of one batch for a concrete model and a prepared table.
@@ -409,6 +415,11 @@ pub fn local_step<M: ObsModel>(
             gv: Vec::new(),
             slot_of: if sparse_l.is_some() { vec![NONE; k] } else { Vec::new() },
             bucket: Vec::new(),
+            pos: Vec::new(),
+            dwr: Vec::new(),
+            support: Vec::new(),
+            gsub: Vec::new(),
+            psub: Vec::new(),
         };
         let mut t0 = a;
         while t0 < b {
@@ -679,12 +690,13 @@ fn sparse_tile(
             }
             let jn = sc.dest_w[pi].ncols();
             // destination log weights of this row
-            let mut dwr: Vec<f64> = match &p.dest {
-                Dest::Columns(cols) => cols.iter().map(|&c| wr[c]).collect(),
-                Dest::Fresh { .. } => sc.dest_w[pi].row(n).to_vec(),
-            };
+            sc.dwr.clear();
+            match &p.dest {
+                Dest::Columns(cols) => sc.dwr.extend(cols.iter().map(|&c| wr[c])),
+                Dest::Fresh { .. } => sc.dwr.extend(sc.dest_w[pi].row(n).iter()),
+            }
             // destinations already held by the row (outside the source) cost no slot
-            let mut support: Vec<u32> = Vec::with_capacity(jn);
+            sc.support.clear();
             sc.cand.clear();
             for jj in 0..jn {
                 let present = match &p.dest {
@@ -692,24 +704,26 @@ fn sparse_tile(
                     Dest::Fresh { .. } => false,
                 };
                 if present {
-                    support.push(jj as u32);
+                    sc.support.push(jj as u32);
                 } else {
                     sc.cand.push(jj as u32);
                 }
             }
             let free = n_src + (l - m);
-            let pick = select_top_among(&dwr, &mut sc.cand, free);
-            support.extend_from_slice(&sc.cand[..pick]);
-            support.sort_unstable();
-            let gsub: Vec<f64> = support.iter().map(|&j| dwr[j as usize]).collect();
-            let mut p_ = vec![0.0; gsub.len()];
-            let lse_p = softmax_row(&gsub, &mut p_);
+            let pick = select_top_among(&sc.dwr, &mut sc.cand, free);
+            sc.support.extend_from_slice(&sc.cand[..pick]);
+            sc.support.sort_unstable();
+            sc.gsub.clear();
+            sc.gsub.extend(sc.support.iter().map(|&j| sc.dwr[j as usize]));
+            sc.psub.clear();
+            sc.psub.resize(sc.gsub.len(), 0.0);
+            let lse_p = softmax_row(&sc.gsub, &mut sc.psub);
             let la = an.ln();
             let st = &mut part.props[pi];
-            for (q, &jj) in support.iter().enumerate() {
+            for (q, &jj) in sc.support.iter().enumerate() {
                 let jj = jj as usize;
-                let r = an * p_[q];
-                st.h[jj] += wn * ent_term(r, la + gsub[q] - lse_p);
+                let r = an * sc.psub[q];
+                st.h[jj] += wn * ent_term(r, la + sc.gsub[q] - lse_p);
                 st.n[jj] += wn * r;
                 let coef = wn * r;
                 if coef != 0.0 {
@@ -717,7 +731,6 @@ fn sparse_tile(
                     axpy_rows(accr.as_slice_mut().expect("contiguous"), phi, &[(n as u32, coef)]);
                 }
             }
-            dwr.clear();
         }
         for s_ in 0..m {
             sc.slot_of[sc.sel[s_] as usize] = NONE;
@@ -739,7 +752,9 @@ fn sparse_tile(
     sc.bucket.clear();
     sc.bucket.resize(total, (0, 0.0));
     {
-        let mut pos: Vec<u32> = sc.cnt[..k].to_vec();
+        sc.pos.clear();
+        sc.pos.extend_from_slice(&sc.cnt[..k]);
+        let pos = &mut sc.pos;
         for n in 0..rows {
             let wn = wt(n);
             for s_ in 0..l {

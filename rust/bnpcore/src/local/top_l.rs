@@ -53,21 +53,65 @@ pub fn select_top_among(w: &[f64], cand: &mut [u32], l: usize) -> usize {
     l
 }
 
+/// Largest `l` at which [`select_top_l`] uses the threshold scan rather than introselect.
+pub const SCAN_MAX_L: usize = 32;
+
+/// Threshold scan (spec 04 §1.4, item 2): keep the best `l` entries seen so far sorted by rank
+/// in `best`, and insert an element only when it beats the current `l`-th (one comparison per
+/// element in the common case). Scanning in index order, a later element beats an earlier one
+/// only if its value is strictly larger under `total_cmp`, which is exactly [`rank_cmp`].
+fn scan_top_l(w: &[f64], l: usize, best: &mut Vec<u32>) {
+    best.clear();
+    let mut thr = f64::NAN; // value of the current l-th entry (valid once best.len() == l)
+    for (i, &v) in w.iter().enumerate() {
+        let kv = key(v);
+        if best.len() == l {
+            if kv.total_cmp(&thr) != Ordering::Greater {
+                continue;
+            }
+            best.pop();
+        }
+        // insertion position: after every entry with value >= kv (earlier index wins ties)
+        let mut pos = best.len();
+        while pos > 0 && key(w[best[pos - 1] as usize]).total_cmp(&kv) == Ordering::Less {
+            pos -= 1;
+        }
+        best.insert(pos, i as u32);
+        if best.len() == l {
+            thr = key(w[best[l - 1] as usize]);
+        }
+    }
+    best.sort_unstable();
+}
+
 /// Select the top-`l` clusters of row `w` into `idx` (ascending indices), using `scratch` (any
-/// contents, resized to `w.len()`) as the candidate buffer. Entries equal to `−∞` are dropped
-/// unless every weight of the row is `−∞` (then the first `l` indices are kept, matching the
-/// dense kernel's uniform fallback). Returns the number of selected clusters.
+/// contents) as the candidate buffer: a threshold scan for `l ≤` [`SCAN_MAX_L`], introselect
+/// otherwise (both linear in `K` for fixed `l`, no allocation once the buffers have grown).
+/// Entries equal to `−∞` are dropped unless every weight of the row is `−∞` (then the first `l`
+/// indices are kept, matching the dense kernel's uniform fallback). Returns the number of
+/// selected clusters.
 pub fn select_top_l(w: &[f64], l: usize, scratch: &mut Vec<u32>, idx: &mut Vec<u32>) -> usize {
+    let k = w.len();
+    if l <= SCAN_MAX_L || l >= k {
+        scan_top_l(w, l.min(k), idx);
+    } else {
+        select_top_l_introselect(w, l, scratch, idx);
+    }
+    if idx.iter().any(|&i| key(w[i as usize]) > f64::NEG_INFINITY) {
+        idx.retain(|&i| key(w[i as usize]) > f64::NEG_INFINITY);
+    }
+    idx.len()
+}
+
+/// Introselect variant of [`select_top_l`] (`select_nth_unstable_by` on an index buffer),
+/// without the `−∞` filtering.
+pub fn select_top_l_introselect(w: &[f64], l: usize, scratch: &mut Vec<u32>, idx: &mut Vec<u32>) {
     let k = w.len();
     scratch.clear();
     scratch.extend(0..k as u32);
     let m = select_top_among(w, scratch, l);
     idx.clear();
     idx.extend_from_slice(&scratch[..m]);
-    if idx.iter().any(|&i| key(w[i as usize]) > f64::NEG_INFINITY) {
-        idx.retain(|&i| key(w[i as usize]) > f64::NEG_INFINITY);
-    }
-    idx.len()
 }
 
 /// Reference selection by a full sort (tests only).
@@ -97,12 +141,14 @@ mod tests {
         let mut scratch = Vec::new();
         let mut idx = Vec::new();
         for trial in 0..2000 {
-            let k = 1 + (trial % 57);
+            let k = 1 + (trial % 77);
             let w: Vec<f64> = (0..k)
                 .map(|_| {
                     let u = lcg(&mut seed);
                     if u < 0.1 {
                         f64::NEG_INFINITY
+                    } else if u < 0.15 {
+                        if u < 0.125 { 0.0 } else { -0.0 } // signed zeros
                     } else if u < 0.4 {
                         (u * 4.0).floor() // many ties
                     } else {
@@ -111,8 +157,14 @@ mod tests {
                 })
                 .collect();
             for l in 1..=k + 2 {
-                let n = select_top_l(&w, l, &mut scratch, &mut idx);
                 let want = select_top_l_by_sort(&w, l);
+                // both algorithms return the same set (before the -inf filtering)
+                let mut a = Vec::new();
+                let mut b = Vec::new();
+                scan_top_l(&w, l.min(k), &mut a);
+                select_top_l_introselect(&w, l, &mut scratch, &mut b);
+                assert_eq!(a, b, "scan vs introselect k={k} l={l} w={w:?}");
+                let n = select_top_l(&w, l, &mut scratch, &mut idx);
                 assert_eq!(idx, want, "k={k} l={l} w={w:?}");
                 assert_eq!(n, want.len());
                 // ascending, distinct, at most l
