@@ -336,6 +336,11 @@ struct Scratch {
     slot_of: Vec<u32>,
     bucket: Vec<(u32, f64)>,
     pos: Vec<u32>,
+    // leaf-level (cluster, row, coefficient) entries for the bucketed Gaussian summary
+    entries: Vec<(u32, u32, f64)>,
+    gy: Vec<f64>,
+    gz: Vec<f64>,
+    gram: Array2<f64>,
     // restricted steps of sparse rows
     dwr: Vec<f64>,
     support: Vec<u32>,
@@ -368,6 +373,8 @@ pub fn local_step<M: ObsModel>(
         }
     }
     let sparse_l = opts.top_l.filter(|&l| l < k);
+    // Gaussian L-sparse summaries: gather each cluster's rows of the leaf and use one GEMM
+    let defer_vech = sparse_l.is_some() && matches!(feat, crate::obs::FeatureMap::Vech { .. });
     let prop_lens: Vec<usize> = opts
         .proposals
         .iter()
@@ -416,6 +423,10 @@ pub fn local_step<M: ObsModel>(
             slot_of: if sparse_l.is_some() { vec![NONE; k] } else { Vec::new() },
             bucket: Vec::new(),
             pos: Vec::new(),
+            entries: Vec::new(),
+            gy: Vec::new(),
+            gz: Vec::new(),
+            gram: Array2::zeros((0, 0)),
             dwr: Vec::new(),
             support: Vec::new(),
             gsub: Vec::new(),
@@ -447,11 +458,18 @@ pub fn local_step<M: ObsModel>(
                 let wt = |n: usize| opts.weights.map_or(1.0, |wv| wv[t0 + n]);
                 match sparse_l {
                     None => dense_tile(model, opts, &phi, t0, rows, &mut sc, &mut part, &wt, &resp_writer, &col_writer),
-                    Some(l) => sparse_tile(opts, &phi, t0, rows, l, k, &mut sc, &mut part, &wt, &idx_writer, &val_writer, &col_writer),
+                    Some(l) => sparse_tile(
+                        opts, &phi, t0, rows, l, k, &mut sc, &mut part, &wt, &idx_writer, &val_writer, &col_writer, defer_vech,
+                    ),
                 }
             }
             sc.phi = phi_buf;
             t0 = t1;
+        }
+        if defer_vech {
+            if let crate::obs::FeatureMap::Vech { d, center } = &feat {
+                vech_bucket_summaries(x, *d, center.as_ref(), k, &mut sc, &mut part.acc);
+            }
         }
         part
     };
@@ -489,6 +507,85 @@ pub fn local_step<M: ObsModel>(
         col: col_out,
         cooccur: total.cooccur,
     })
+}
+
+/// Sparse Gaussian summaries of one leaf from its `(cluster, row, coefficient)` entries: per
+/// cluster, gather the centred rows `Y_k` (`n_k × D`) and `Z_k = diag(c) Y_k`, then
+/// `Σ c y yᵀ = Z_kᵀ Y_k` is one GEMM (BLAS-3 instead of one rank-1 `vech` update per entry) and
+/// `Σ c y` the column sums of `Z_k`; the upper triangle is added to the `vech` accumulator.
+/// Entries are bucketed by a stable counting sort, so the summation order is fixed.
+fn vech_bucket_summaries(
+    x: ArrayView2<f64>,
+    d: usize,
+    center: Option<&Array1<f64>>,
+    k: usize,
+    sc: &mut Scratch,
+    acc: &mut Array2<f64>,
+) {
+    let entries = std::mem::take(&mut sc.entries);
+    sc.cnt.clear();
+    sc.cnt.resize(k + 1, 0);
+    for e in &entries {
+        sc.cnt[e.0 as usize + 1] += 1;
+    }
+    for j in 0..k {
+        sc.cnt[j + 1] += sc.cnt[j];
+    }
+    sc.bucket.clear();
+    sc.bucket.resize(entries.len(), (0, 0.0));
+    sc.pos.clear();
+    sc.pos.extend_from_slice(&sc.cnt[..k]);
+    for e in &entries {
+        let p = &mut sc.pos[e.0 as usize];
+        sc.bucket[*p as usize] = (e.1, e.2);
+        *p += 1;
+    }
+    if sc.gram.dim() != (d, d) {
+        sc.gram = Array2::zeros((d, d));
+    }
+    let lin = if center.is_some() { d } else { 0 };
+    for kk in 0..k {
+        let (lo, hi) = (sc.cnt[kk] as usize, sc.cnt[kk + 1] as usize);
+        let nk = hi - lo;
+        if nk == 0 {
+            continue;
+        }
+        sc.gy.clear();
+        sc.gy.resize(nk * d, 0.0);
+        sc.gz.clear();
+        sc.gz.resize(nk * d, 0.0);
+        for (i, &(row, c)) in sc.bucket[lo..hi].iter().enumerate() {
+            let xr = x.row(row as usize);
+            let y = &mut sc.gy[i * d..(i + 1) * d];
+            match center {
+                Some(cv) => y.iter_mut().zip(xr.iter().zip(cv.iter())).for_each(|(o, (&a, &b))| *o = a - b),
+                None => y.iter_mut().zip(xr.iter()).for_each(|(o, &a)| *o = a),
+            }
+            let z = &mut sc.gz[i * d..(i + 1) * d];
+            z.iter_mut().zip(y.iter()).for_each(|(o, &v)| *o = c * v);
+        }
+        let yv = ArrayView2::from_shape((nk, d), &sc.gy[..]).expect("gather buffer");
+        let zv = ArrayView2::from_shape((nk, d), &sc.gz[..]).expect("gather buffer");
+        gemm(1.0, zv.t(), yv, 0.0, sc.gram.view_mut());
+        let mut arow = acc.row_mut(kk);
+        let a = arow.as_slice_mut().expect("contiguous");
+        if lin > 0 {
+            for i in 0..nk {
+                for j in 0..d {
+                    a[j] += sc.gz[i * d + j];
+                }
+            }
+        }
+        let mut p = lin;
+        for i in 0..d {
+            for j in i..d {
+                a[p] += sc.gram[[i, j]];
+                p += 1;
+            }
+        }
+    }
+    sc.entries = entries;
+    sc.entries.clear();
 }
 
 /// Dense responsibilities of one tile (log weights in `sc.w`) and their summaries.
@@ -605,6 +702,7 @@ fn sparse_tile(
     idx_writer: &RowWriter<u32>,
     val_writer: &RowWriter<f64>,
     col_writer: &RowWriter<f64>,
+    defer_vech: bool,
 ) {
     let w = sc.w.slice(s![0..rows, ..]);
     sc.idx.clear();
@@ -735,6 +833,20 @@ fn sparse_tile(
         for s_ in 0..m {
             sc.slot_of[sc.sel[s_] as usize] = NONE;
         }
+    }
+    if defer_vech {
+        // Gaussian statistics are summed per cluster over the whole leaf (vech_bucket_summaries)
+        for n in 0..rows {
+            let wn = wt(n);
+            for s_ in 0..l {
+                let kk = sc.idx[n * l + s_];
+                if kk == NONE {
+                    break;
+                }
+                sc.entries.push((kk, (t0 + n) as u32, wn * sc.val[n * l + s_]));
+            }
+        }
+        return;
     }
     // summaries: bucket the tile's entries by cluster (stable counting sort), then
     // Acc_k += Σ_{n in bucket k} w_n r_nk φ(x_n)

@@ -1,0 +1,174 @@
+"""L-sparse responsibilities on 8×8 zero-mean image patches: seconds per lap and held-out score.
+
+Data: every 8×8 patch (stride 1) of the bundled ``china.jpg`` (265,860 rows, D = 64, patch means
+removed) for training; the patches of ``flower.jpg`` are held out (``--heldout-rows`` of them,
+spread evenly). Model: ``DPMixture(obs="zero_mean_gauss", algorithm="full", moves=())`` with K
+clusters, initialised once per K by k-means++ on a subsample; every L then runs ``--laps`` laps
+from that same initialisation (``warm_start``). Reported per (K, L): median seconds per lap
+(laps 2.., i.e. after the first lap, which includes nothing else either), the final ELBO per row
+and the held-out log-likelihood per patch (``score``: plug-in mixture density, nats/patch).
+``L = K`` is the dense step.
+
+Optionally (``--sklearn``) scikit-learn's ``BayesianGaussianMixture`` (full covariances, DP
+prior, same K, ``max_iter=--laps``, k-means++ init) is fitted on the same rows for comparison.
+
+Usage::
+
+    python benches/bench_sparse.py [--rows 265860] [--k 200 800] [--l 1 2 4 8] [--laps 3]
+
+Writes ``bench_results/bench_sparse.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import bnpcore
+from bnpcore import DPMixture
+from bnpcore.datasets import load_image_patches
+
+
+def load(rows, heldout_rows):
+    X, img = load_image_patches(stride=1, return_image_index=True)
+    train = np.ascontiguousarray(X[img == 0])
+    test = X[img == 1]
+    if rows < train.shape[0]:
+        train = np.ascontiguousarray(train[np.linspace(0, train.shape[0] - 1, rows).astype(np.int64)])
+    if heldout_rows < test.shape[0]:
+        test = test[np.linspace(0, test.shape[0] - 1, heldout_rows).astype(np.int64)]
+    return train, np.ascontiguousarray(test)
+
+
+def run_bnpcore(X, T, K, Ls, laps, threads, seed):
+    base = DPMixture(
+        obs="zero_mean_gauss",
+        n_components=K,
+        algorithm="full",
+        moves=(),
+        max_laps=1,
+        init="kmeans++",
+        init_subsample=20_000,
+        random_state=seed,
+        n_threads=threads,
+        warm_start=True,
+    )
+    # initialise only (no lap): build the initial state the estimator would start from
+    source = base._make_source(X)
+    base._validate_params()
+    t0 = time.perf_counter()
+    base._initialize(source)
+    t_init = time.perf_counter() - t0
+    out = []
+    for L in Ls:
+        m = copy.deepcopy(base)
+        m.top_l = None if L >= K else L
+        m.max_laps = laps
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = m._make_model(m.obs_model_)
+            m._run(model, source, laps)
+        secs = np.diff(np.concatenate([[0.0], m.history_["seconds"]]))
+        per_lap = float(np.median(secs[1:])) if len(secs) > 1 else float(secs[0])
+        res = {
+            "K": K,
+            "L": int(L),
+            "dense": bool(L >= K),
+            "seconds_per_lap": per_lap,
+            "lap_seconds": secs.tolist(),
+            "elbo_per_row": float(m.elbo_ / X.shape[0]),
+            "heldout_score": float(m.score(T)),
+            "n_components": int(m.n_components_),
+        }
+        out.append(res)
+        print(
+            f"K={K:4d} L={'K' if L >= K else L!s:>3s}  {per_lap:8.2f} s/lap  ELBO/row {res['elbo_per_row']:9.4f}  "
+            f"held-out {res['heldout_score']:9.4f} nats/patch",
+            flush=True,
+        )
+    dense = [r for r in out if r["dense"]]
+    if dense:
+        for r in out:
+            r["speedup_vs_dense"] = dense[0]["seconds_per_lap"] / r["seconds_per_lap"]
+            r["heldout_minus_dense"] = r["heldout_score"] - dense[0]["heldout_score"]
+    return out, t_init
+
+
+def run_sklearn(X, T, K, laps, seed):
+    from sklearn.mixture import BayesianGaussianMixture
+
+    m = BayesianGaussianMixture(
+        n_components=K,
+        covariance_type="full",
+        weight_concentration_prior_type="dirichlet_process",
+        max_iter=laps,
+        init_params="k-means++",
+        random_state=seed,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        m.fit(X)
+        t = time.perf_counter() - t0
+    return {"K": K, "seconds_total": t, "iterations": int(m.n_iter_), "heldout_score": float(m.score(T))}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=265_860, help="training rows (evenly subsampled)")
+    ap.add_argument("--heldout-rows", type=int, default=50_000)
+    ap.add_argument("--k", type=int, nargs="+", default=[200, 800])
+    ap.add_argument("--l", type=int, nargs="+", default=[1, 2, 4, 8], help="sparsity levels (dense is always added)")
+    ap.add_argument("--laps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sklearn", action="store_true", help="also fit sklearn BayesianGaussianMixture")
+    ap.add_argument("--out", default="bench_results/bench_sparse.json")
+    args = ap.parse_args()
+    X, T = load(args.rows, args.heldout_rows)
+    threads = args.threads or bnpcore._core.default_num_threads()
+    print(f"train {X.shape}, held out {T.shape}, threads={threads}, laps={args.laps}", flush=True)
+    results = {
+        "rows": X.shape[0],
+        "heldout_rows": T.shape[0],
+        "threads": threads,
+        "laps": args.laps,
+        "loadavg_start": os.getloadavg(),
+        "runs": [],
+    }
+    for K in args.k:
+        Ls = sorted(set(args.l)) + [K]
+        runs, t_init = run_bnpcore(X, T, K, Ls, args.laps, threads, args.seed)
+        results["runs"] += runs
+        results.setdefault("init_seconds", {})[str(K)] = t_init
+        if args.sklearn:
+            sk = run_sklearn(X, T, K, args.laps, args.seed)
+            results.setdefault("sklearn", []).append(sk)
+            print(
+                f"K={K:4d} sklearn BayesianGaussianMixture: {sk['seconds_total'] / sk['iterations']:8.2f} s/iteration "
+                f"(incl. init), held-out {sk['heldout_score']:9.4f} nats/patch",
+                flush=True,
+            )
+    print()
+    print(f"{'K':>5s} {'L':>5s} {'s/lap':>8s} {'speed-up':>9s} {'held-out':>10s} {'Δ dense':>9s}")
+    for r in results["runs"]:
+        print(
+            f"{r['K']:5d} {('K' if r['dense'] else str(r['L'])):>5s} {r['seconds_per_lap']:8.2f} "
+            f"{r.get('speedup_vs_dense', float('nan')):8.2f}× {r['heldout_score']:10.4f} {r.get('heldout_minus_dense', float('nan')):+9.4f}"
+        )
+    results["loadavg_end"] = os.getloadavg()
+    print(f"load average at start/end: {results['loadavg_start'][0]:.1f} / {results['loadavg_end'][0]:.1f}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
