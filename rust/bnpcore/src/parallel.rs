@@ -11,7 +11,7 @@ pub const CHUNK_ROWS: usize = 512;
 
 /// Rows per tile inside a leaf of the local step (features and log weights of one tile are kept
 /// in scratch buffers that are reused from tile to tile).
-pub const TILE_ROWS: usize = 256;
+pub const TILE_ROWS: usize = 512;
 
 /// Rows per leaf of the local step's reduction tree for a batch of `n` rows: about 32 leaves,
 /// between 512 and 8192 rows, a multiple of [`TILE_ROWS`]. Depends on `n` only (never on the
