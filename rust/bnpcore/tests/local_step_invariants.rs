@@ -27,6 +27,7 @@ fn options<'a>(obs: &Obs, x: &Array2<f64>, k: usize, weights: Option<ArrayView1<
         collect_col: Some(1),
         cooccur_col: Some(0),
         return_resp: true,
+        top_l: None,
     }
 }
 

@@ -98,7 +98,7 @@ pub struct LocalOutput {
     pub s: Array2<f64>,
     /// entropies `H_k`
     pub h: Array1<f64>,
-    /// `Σ_n h(x_n)`
+    /// `Σ_n w_n h(x_n)` (`w_n = 1` without row weights)
     pub h_sum: f64,
     /// `Σ_n w_n lse_n` (the optimal local objective; `lse⁽ᴸ⁾_n` for sparse rows)
     pub lse_sum: f64,
@@ -228,6 +228,17 @@ fn softmax_row(w: &[f64], out: &mut [f64]) -> f64 {
     m + tot.ln()
 }
 
+/// `ln r_j` of a row produced by [`softmax_row`]: `w_j − lse`, or `−ln J` for the uniform row that
+/// replaces an all-`-inf` row (where `w_j − lse` would be `-inf − (-inf)` = NaN).
+#[inline]
+fn log_resp(w: f64, lse: f64, len: usize) -> f64 {
+    if lse == f64::NEG_INFINITY {
+        -(len as f64).ln()
+    } else {
+        w - lse
+    }
+}
+
 /// `−r ln r` computed from `ln r` (0 when `r` underflows).
 #[inline]
 fn ent_term(r: f64, log_r: f64) -> f64 {
@@ -318,9 +329,18 @@ fn validate(k: usize, n_rows: usize, e_log_pi: ArrayView1<f64>, opts: &LocalOpti
     Ok(())
 }
 
+/// `Σ_n w_n h(x_n)`: the reference-measure summary is weighted like every other summary.
+fn weighted_h_sum<M: ObsModel>(model: &M, x: ArrayView2<f64>, weights: Option<ArrayView1<f64>>) -> f64 {
+    match weights {
+        None => model.h_sum(x),
+        Some(w) => (0..x.nrows()).map(|i| w[i] * model.h_sum(x.slice(s![i..i + 1, ..]))).sum(),
+    }
+}
+
 /// Per-leaf scratch buffers, reused from tile to tile.
 struct Scratch {
     phi: Vec<f64>,
+    sphi: Vec<f64>,
     w: Array2<f64>,
     resp: Array2<f64>,
     lse: Vec<f64>,
@@ -363,8 +383,12 @@ pub fn local_step<M: ObsModel>(
     let n_rows = x.nrows();
     let k = table.n_clusters();
     validate(k, n_rows, e_log_pi, opts)?;
+    // features of the log weights (the table's) and of the summaries (the model's): the same map
+    // up to the centre of the full-covariance Gaussian's tables
     let feat = table.feature_map().clone();
-    let f_dim = feat.dim(x.ncols());
+    let sfeat = model.feature_map();
+    let same_feat = sfeat == feat;
+    let f_dim = sfeat.dim(x.ncols());
     for p in &opts.proposals {
         if let Dest::Fresh { table: t, .. } = &p.dest {
             if *t.feature_map() != feat {
@@ -374,7 +398,7 @@ pub fn local_step<M: ObsModel>(
     }
     let sparse_l = opts.top_l.filter(|&l| l < k);
     // Gaussian L-sparse summaries: gather each cluster's rows of the leaf and use one GEMM
-    let defer_vech = sparse_l.is_some() && matches!(feat, crate::obs::FeatureMap::Vech { .. });
+    let defer_vech = sparse_l.is_some() && matches!(sfeat, crate::obs::FeatureMap::Vech { .. });
     let prop_lens: Vec<usize> = opts
         .proposals
         .iter()
@@ -409,6 +433,7 @@ pub fn local_step<M: ObsModel>(
         let tile = TILE_ROWS.min(b - a);
         let mut sc = Scratch {
             phi: Vec::new(),
+            sphi: Vec::new(),
             w: Array2::zeros((tile, k)),
             resp: Array2::zeros((if sparse_l.is_some() { 0 } else { tile }, k)),
             lse: vec![0.0; tile],
@@ -438,6 +463,7 @@ pub fn local_step<M: ObsModel>(
             let rows = t1 - t0;
             let xt = x.slice(s![t0..t1, ..]);
             let mut phi_buf = std::mem::take(&mut sc.phi);
+            let mut sphi_buf = std::mem::take(&mut sc.sphi);
             {
                 let phi = feat.apply(xt, &mut phi_buf);
                 {
@@ -456,6 +482,7 @@ pub fn local_step<M: ObsModel>(
                     }
                 }
                 let wt = |n: usize| opts.weights.map_or(1.0, |wv| wv[t0 + n]);
+                let phi = if same_feat || (defer_vech && opts.proposals.is_empty()) { phi } else { sfeat.apply(xt, &mut sphi_buf) };
                 match sparse_l {
                     None => dense_tile(model, opts, &phi, t0, rows, &mut sc, &mut part, &wt, &resp_writer, &col_writer),
                     Some(l) => sparse_tile(
@@ -464,11 +491,12 @@ pub fn local_step<M: ObsModel>(
                 }
             }
             sc.phi = phi_buf;
+            sc.sphi = sphi_buf;
             t0 = t1;
         }
         if defer_vech {
-            if let crate::obs::FeatureMap::Vech { d, center } = &feat {
-                vech_bucket_summaries(x, *d, center.as_ref(), k, &mut sc, &mut part.acc);
+            if let crate::obs::FeatureMap::Vech { d, linear, center } = &sfeat {
+                vech_bucket_summaries(x, *d, *linear, center.as_ref(), k, &mut sc, &mut part.acc);
             }
         }
         part
@@ -497,7 +525,7 @@ pub fn local_step<M: ObsModel>(
         n: total.n,
         s: s_total,
         h: total.h,
-        h_sum: model.h_sum(x),
+        h_sum: weighted_h_sum(model, x, opts.weights),
         lse_sum: total.lse,
         pair_h: Array1::from(total.pair_h),
         proposals,
@@ -517,6 +545,7 @@ pub fn local_step<M: ObsModel>(
 fn vech_bucket_summaries(
     x: ArrayView2<f64>,
     d: usize,
+    linear: bool,
     center: Option<&Array1<f64>>,
     k: usize,
     sc: &mut Scratch,
@@ -543,7 +572,7 @@ fn vech_bucket_summaries(
     if sc.gram.dim() != (d, d) {
         sc.gram = Array2::zeros((d, d));
     }
-    let lin = if center.is_some() { d } else { 0 };
+    let lin = if linear { d } else { 0 };
     for kk in 0..k {
         let (lo, hi) = (sc.cnt[kk] as usize, sc.cnt[kk + 1] as usize);
         let nk = hi - lo;
@@ -622,10 +651,10 @@ fn dense_tile<M: ObsModel>(
         let rr = rr.as_slice().expect("contiguous");
         let h = part.h.as_slice_mut().expect("contiguous");
         for j in 0..k {
-            h[j] += wn * ent_term(rr[j], wr[j] - lse[n]);
+            h[j] += wn * ent_term(rr[j], log_resp(wr[j], lse[n], k));
         }
         for (m, &(pa, pb)) in opts.merge_pairs.iter().enumerate() {
-            let l = log_add_exp(wr[pa] - lse[n], wr[pb] - lse[n]);
+            let l = log_add_exp(log_resp(wr[pa], lse[n], k), log_resp(wr[pb], lse[n], k));
             part.pair_h[m] += wn * ent_term(rr[pa] + rr[pb], l);
         }
     }
@@ -657,7 +686,7 @@ fn dense_tile<M: ObsModel>(
                 let la = an.ln();
                 for jj in 0..j {
                     let r = an * row[jj];
-                    st.h[jj] += wn * ent_term(r, la + dw[[n, jj]] - lse_p);
+                    st.h[jj] += wn * ent_term(r, la + log_resp(dw[[n, jj]], lse_p, j));
                     row[jj] = r * wn;
                 }
             } else {
@@ -731,7 +760,7 @@ fn sparse_tile(
             let r = sc.gv[s_];
             sc.idx[n * l + s_] = kk as u32;
             sc.val[n * l + s_] = r;
-            part.h[kk] += wn * ent_term(r, sc.g[s_] - lse);
+            part.h[kk] += wn * ent_term(r, log_resp(sc.g[s_], lse, m));
             part.n[kk] += wn * r;
             sc.slot_of[kk] = s_ as u32;
         }
@@ -749,7 +778,7 @@ fn sparse_tile(
                 Some(v as usize)
             }
         };
-        let logr = |s_: usize, g: &[f64]| g[s_] - lse;
+        let logr = |s_: usize, g: &[f64]| log_resp(g[s_], lse, m);
         // merge pair entropies: only rows holding a or b contribute
         for (mi, &(pa, pb)) in opts.merge_pairs.iter().enumerate() {
             let term = match (slot(pa, &sc.slot_of), slot(pb, &sc.slot_of)) {
@@ -821,7 +850,7 @@ fn sparse_tile(
             for (q, &jj) in sc.support.iter().enumerate() {
                 let jj = jj as usize;
                 let r = an * sc.psub[q];
-                st.h[jj] += wn * ent_term(r, la + sc.gsub[q] - lse_p);
+                st.h[jj] += wn * ent_term(r, la + log_resp(sc.gsub[q], lse_p, sc.gsub.len()));
                 st.n[jj] += wn * r;
                 let coef = wn * r;
                 if coef != 0.0 {

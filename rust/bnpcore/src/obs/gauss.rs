@@ -127,7 +127,8 @@ impl Gauss {
     fn vech_table(&self, post: &GaussPost, scale: ArrayView1<f64>, mut cst: Array1<f64>) -> LogLikTable {
         let d = self.d;
         let k = post.nu.len();
-        let fm = self.feature_map();
+        // tables centre at the prior mean (full-covariance model)
+        let fm = FeatureMap::Vech { d, linear: !self.zero_mean, center: if self.zero_mean { None } else { Some(self.m.clone()) } };
         let f = fm.dim(d);
         let lin = if self.zero_mean { 0 } else { d };
         let mut w = Array2::<f64>::zeros((f, k));
@@ -303,10 +304,10 @@ impl ObsModel for Gauss {
     }
 
     fn feature_map(&self) -> FeatureMap {
-        FeatureMap::Vech { d: self.d, center: if self.zero_mean { None } else { Some(self.m.clone()) } }
+        FeatureMap::Vech { d: self.d, linear: !self.zero_mean, center: None }
     }
 
-    fn acc_finish(&self, n: ArrayView1<f64>, acc: Array2<f64>) -> Array2<f64> {
+    fn acc_finish(&self, _n: ArrayView1<f64>, acc: Array2<f64>) -> Array2<f64> {
         let d = self.d;
         let k = acc.nrows();
         let off = self.sxx_offset();
@@ -327,18 +328,7 @@ impl ObsModel for Gauss {
                 }
             }
             if !self.zero_mean {
-                // un-centre: x = y + c
-                let c = self.m.as_slice().expect("contiguous");
-                let nk = n[j];
-                let sy = &a[..d];
-                for i in 0..d {
-                    o[i] = sy[i] + nk * c[i];
-                }
-                for i in 0..d {
-                    for jj in 0..d {
-                        o[off + i * d + jj] += c[i] * sy[jj] + sy[i] * c[jj] + nk * c[i] * c[jj];
-                    }
-                }
+                o[..d].copy_from_slice(&a[..d]);
             }
         }
         out

@@ -56,15 +56,18 @@ pub enum FeatureMap {
     /// `φ(x) = [x, x²]` (diagonal Gaussians)
     WithSquares,
     /// Full-covariance Gaussians (spec 04 §8.1, "vech" form): with `y = x − c`,
-    /// `φ(x) = [y, vech(y yᵀ)]` (zero mean: `c = 0` and no linear part), where
-    /// `vech(y yᵀ) = (y_i y_j)_{i ≤ j}` row by row. A quadratic form is then
-    /// `yᵀ A y = vech(y yᵀ) · vech'(A)` with the off-diagonal entries of `vech'(A)` doubled,
-    /// which halves the work of the whitening formulation (`D(D+1)/2` instead of `D²` per
-    /// row and cluster).
+    /// `φ(x) = [y, vech(y yᵀ)]` (zero mean: no linear part), where `vech(y yᵀ) = (y_i y_j)_{i ≤ j}`
+    /// row by row. A quadratic form is then `yᵀ A y = vech(y yᵀ) · vech'(A)` with the
+    /// off-diagonal entries of `vech'(A)` doubled, which halves the work of the whitening
+    /// formulation (`D(D+1)/2` instead of `D²` per row and cluster). Log-likelihood tables of
+    /// the full-covariance model centre at the prior mean (no cancellation for data far from
+    /// the origin); summaries use `c = 0` (raw moments, as accurate as a direct `Σ r x xᵀ`).
     Vech {
         /// data dimension
         d: usize,
-        /// centre `c` (full-covariance model; the prior mean) or `None` (zero mean)
+        /// whether `y` itself is part of the features (full-covariance model)
+        linear: bool,
+        /// centre `c`, or `None` for `c = 0`
         center: Option<Array1<f64>>,
     },
 }
@@ -80,7 +83,7 @@ impl FeatureMap {
         match self {
             FeatureMap::Identity => d,
             FeatureMap::WithSquares => 2 * d,
-            FeatureMap::Vech { d, center } => vech_len(*d) + if center.is_some() { *d } else { 0 },
+            FeatureMap::Vech { d, linear, .. } => vech_len(*d) + if *linear { *d } else { 0 },
         }
     }
 
@@ -109,9 +112,9 @@ impl FeatureMap {
                     }
                 }
             }
-            FeatureMap::Vech { center, .. } => {
+            FeatureMap::Vech { center, linear, .. } => {
                 let mut y = vec![0.0; d];
-                let lin = if center.is_some() { d } else { 0 };
+                let lin = if *linear { d } else { 0 };
                 for (n, xr) in x.rows().into_iter().enumerate() {
                     match center {
                         Some(c) => {
@@ -232,7 +235,8 @@ pub trait ObsModel: Send + Sync {
     fn plugin_table(&self, post: &Self::Post) -> Result<LogLikTable>;
     /// Accumulate `S += Σ_n r_nk s(x_n)` for a block (`resp` is `rows × K`).
     fn summarize_block(&self, x: ArrayView2<f64>, resp: ArrayView2<f64>, s: ArrayViewMut2<f64>);
-    /// Feature map of the model's tables; the summary accumulator is `Acc_k = Σ_n r_nk φ(x_n)`.
+    /// Feature map of the summaries: the accumulator is `Acc_k = Σ_n r_nk φ(x_n)`. The model's
+    /// tables use the same map up to the centre (see [`FeatureMap::Vech`]).
     fn feature_map(&self) -> FeatureMap;
     /// Statistics `S` (`K × stat_dim`) from counts `N` and the feature accumulator `Acc`
     /// (`K × F`). The default is the identity (statistic = features).
