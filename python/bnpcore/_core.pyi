@@ -44,6 +44,7 @@ def local_step(
     collect_col: Optional[int] = None,
     cooccur_col: Optional[int] = None,
     return_resp: bool = False,
+    top_l: Optional[int] = None,
     n_threads: Optional[int] = None,
 ) -> dict[str, Any]: ...
 def dp_e_log_pi(n: F64, gamma: float) -> F64: ...

@@ -247,7 +247,7 @@ def _monotone(elbo):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("algorithm", ["full", "memoized"])
+@pytest.mark.parametrize("algorithm", ["full", "memoized", "stochastic"])
 def test_estimators_with_top_l_fit_and_never_decrease_the_elbo(kind, algorithm):
     rng = np.random.default_rng(3)
     X = make_data(kind, 600, 3, rng)
@@ -261,7 +261,9 @@ def test_estimators_with_top_l_fit_and_never_decrease_the_elbo(kind, algorithm):
                 obs=kind, n_components=6, top_l=L, algorithm=algorithm, n_batches=3, max_laps=8, moves=(),
                 random_state=0,
             ).fit(X)
-        assert _monotone(m.history_["elbo"])
+        if algorithm != "stochastic":  # stochastic VI is not monotone
+            assert _monotone(m.history_["elbo"])
+        assert np.all(np.isfinite(m.history_["elbo"]))
         P = m.predict_proba(X[:50])
         assert P.shape == (50, len(m.summaries_.N))
         assert np.all((P > 0).sum(axis=1) <= L) and np.allclose(P.sum(axis=1), 1.0)
