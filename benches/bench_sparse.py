@@ -5,9 +5,10 @@ removed) for training; the patches of ``flower.jpg`` are held out (``--heldout-r
 spread evenly). Model: ``DPMixture(obs="zero_mean_gauss", algorithm="full", moves=())`` with K
 clusters, initialised once per K by k-means++ on a subsample; every L then runs ``--laps`` laps
 from that same initialisation (``warm_start``). Reported per (K, L): median seconds per lap
-(laps 2.., i.e. after the first lap, which includes nothing else either), the final ELBO per row
-and the held-out log-likelihood per patch (``score``: plug-in mixture density, nats/patch).
-``L = K`` is the dense step.
+(laps 2..), the final ELBO per row and the held-out log-likelihood per patch (``score``: plug-in
+mixture density, nats/patch); and, because wall-clock laps on a shared machine are noisy, the CPU
+seconds of one local step on ``--step-rows`` training rows with one thread, with the globals of
+the dense run. ``L = K`` is the dense step.
 
 Optionally (``--sklearn``) scikit-learn's ``BayesianGaussianMixture`` (full covariances, DP
 prior, same K, ``max_iter=--laps``, k-means++ init) is fitted on the same rows for comparison.
@@ -47,7 +48,7 @@ def load(rows, heldout_rows):
     return train, np.ascontiguousarray(test)
 
 
-def run_bnpcore(X, T, K, Ls, laps, threads, seed):
+def run_bnpcore(X, T, K, Ls, laps, threads, seed, step_rows):
     base = DPMixture(
         obs="zero_mean_gauss",
         n_components=K,
@@ -93,6 +94,23 @@ def run_bnpcore(X, T, K, Ls, laps, threads, seed):
             f"held-out {res['heldout_score']:9.4f} nats/patch",
             flush=True,
         )
+    # the same local step, timed in CPU seconds on one thread (robust to other processes on a
+    # shared machine): globals of the dense run, the first `step_rows` training rows
+    if step_rows:
+        Xs = np.ascontiguousarray(X[:step_rows])
+        model = m._make_model(m.obs_model_)
+        G = m.summaries_
+        for r in out:
+            L = None if r["dense"] else r["L"]
+            best = float("inf")
+            for _ in range(2):
+                t0 = time.process_time()
+                model.local_step(Xs, G, n_threads=1, top_l=L)
+                best = min(best, time.process_time() - t0)
+            r["step_cpu_seconds_1thread"] = best
+        d = [r for r in out if r["dense"]][0]["step_cpu_seconds_1thread"]
+        for r in out:
+            r["step_speedup_vs_dense"] = d / r["step_cpu_seconds_1thread"]
     dense = [r for r in out if r["dense"]]
     if dense:
         for r in out:
@@ -129,6 +147,9 @@ def main():
     ap.add_argument("--laps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--step-rows", type=int, default=20_000, help="rows for the 1-thread CPU-time local-step timing (0: skip)"
+    )
     ap.add_argument("--sklearn", action="store_true", help="also fit sklearn BayesianGaussianMixture")
     ap.add_argument("--out", default="bench_results/bench_sparse.json")
     args = ap.parse_args()
@@ -145,7 +166,7 @@ def main():
     }
     for K in args.k:
         Ls = sorted(set(args.l)) + [K]
-        runs, t_init = run_bnpcore(X, T, K, Ls, args.laps, threads, args.seed)
+        runs, t_init = run_bnpcore(X, T, K, Ls, args.laps, threads, args.seed, args.step_rows)
         results["runs"] += runs
         results.setdefault("init_seconds", {})[str(K)] = t_init
         if args.sklearn:
@@ -157,11 +178,16 @@ def main():
                 flush=True,
             )
     print()
-    print(f"{'K':>5s} {'L':>5s} {'s/lap':>8s} {'speed-up':>9s} {'held-out':>10s} {'Δ dense':>9s}")
+    print(
+        f"{'K':>5s} {'L':>5s} {'s/lap':>8s} {'speed-up':>9s} {'held-out':>10s} {'Δ dense':>9s} "
+        f"{'step CPU s':>10s} {'speed-up':>9s}"
+    )
     for r in results["runs"]:
         print(
             f"{r['K']:5d} {('K' if r['dense'] else str(r['L'])):>5s} {r['seconds_per_lap']:8.2f} "
-            f"{r.get('speedup_vs_dense', float('nan')):8.2f}× {r['heldout_score']:10.4f} {r.get('heldout_minus_dense', float('nan')):+9.4f}"
+            f"{r.get('speedup_vs_dense', float('nan')):8.2f}× {r['heldout_score']:10.4f} "
+            f"{r.get('heldout_minus_dense', float('nan')):+9.4f} {r.get('step_cpu_seconds_1thread', float('nan')):10.3f} "
+            f"{r.get('step_speedup_vs_dense', float('nan')):8.2f}×"
         )
     results["loadavg_end"] = os.getloadavg()
     print(f"load average at start/end: {results['loadavg_start'][0]:.1f} / {results['loadavg_end'][0]:.1f}")
