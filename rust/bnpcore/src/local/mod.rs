@@ -739,6 +739,8 @@ fn sparse_tile(
     sc.val.clear();
     sc.val.resize(rows * l, 0.0);
     let write_resp = opts.return_resp && !idx_writer.ptr.is_null();
+    // SAFETY (three writers below): the targets exist when requested, rows t0..t0+rows are in
+    // bounds and belong to this tile of this leaf only.
     let mut out_idx = if write_resp { Some(unsafe { idx_writer.rows(t0, t0 + rows) }) } else { None };
     let mut out_val = if write_resp { Some(unsafe { val_writer.rows(t0, t0 + rows) }) } else { None };
     let mut out_col = if opts.collect_col.is_some() { Some(unsafe { col_writer.rows(t0, t0 + rows) }) } else { None };
