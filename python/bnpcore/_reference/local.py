@@ -140,12 +140,11 @@ def top_l_proposal_summaries(kind, X, R, W_dest, src_cols, top_l, dest_cols=None
     held by the row outside the source (only for existing ``dest_cols``) are always kept, plus the
     ``f_n = |src ∩ T_n| + (top_l - nnz_n)`` best remaining destinations by W_dest (ties: smaller
     position); p_n = softmax of W_dest over that support; r'_nj = a_n p_nj. Rows without source
-    mass get r' = 0. With top_l >= K (= R.shape[1]) the step is dense, as the local step is:
-    :func:`proposal_summaries`. Returns N', S', H' of r' (as :func:`proposal_summaries`).
+    mass get r' = 0. The budget applies for every top_l (also top_l >= K, where the rows themselves
+    are dense): an accepted proposal must stay in the family "at most top_l entries per row" that
+    later local steps optimise over. Returns N', S', H' of r' (as :func:`proposal_summaries`).
     """
     R = np.atleast_2d(np.asarray(R, dtype=float))
-    if top_l >= R.shape[1]:
-        return proposal_summaries(kind, X, R, src_cols, W_dest)
     W_dest = np.atleast_2d(np.asarray(W_dest, dtype=float))
     n, J = W_dest.shape
     src = list(src_cols)

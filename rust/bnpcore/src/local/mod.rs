@@ -445,7 +445,7 @@ pub fn local_step<M: ObsModel>(
             cand: Vec::new(),
             g: Vec::new(),
             gv: Vec::new(),
-            slot_of: if sparse_l.is_some() { vec![NONE; k] } else { Vec::new() },
+            slot_of: if opts.top_l.is_some() { vec![NONE; k] } else { Vec::new() },
             bucket: Vec::new(),
             pos: Vec::new(),
             entries: Vec::new(),
@@ -666,7 +666,51 @@ fn dense_tile<M: ObsModel>(
             }
         }
     }
+    if let (Some(l), false) = (opts.top_l, opts.proposals.is_empty()) {
+        // top_l >= K: the rows are dense, but proposals must stay in the "at most L entries"
+        // family the next local steps optimise over (slot budgets, as for sparse rows)
+        for n in 0..rows {
+            let rr = resp.row(n);
+            let rr = rr.as_slice().expect("contiguous");
+            sc.sel.clear();
+            sc.gv.clear();
+            for (j, &r) in rr.iter().enumerate() {
+                if r > 0.0 {
+                    sc.slot_of[j] = sc.sel.len() as u32;
+                    sc.sel.push(j as u32);
+                    sc.gv.push(r);
+                }
+            }
+            let wr = w.row(n);
+            let mut bufs = PropBufs {
+                cand: &mut sc.cand,
+                dwr: &mut sc.dwr,
+                support: &mut sc.support,
+                gsub: &mut sc.gsub,
+                psub: &mut sc.psub,
+            };
+            budget_proposals_row(
+                opts,
+                l,
+                n,
+                wt(n),
+                wr.as_slice().expect("contiguous"),
+                &sc.gv,
+                &sc.slot_of,
+                &sc.dest_w,
+                &mut bufs,
+                part,
+                phi,
+            );
+            for &j in &sc.sel {
+                sc.slot_of[j as usize] = NONE;
+            }
+        }
+    }
     for (pi, p) in opts.proposals.iter().enumerate() {
+        if opts.top_l.is_some() {
+            break;
+        }
         let j = sc.dest_w[pi].ncols();
         if let Dest::Columns(cols) = &p.dest {
             let mut dw = sc.dest_w[pi].slice_mut(s![0..rows, ..]);
@@ -713,6 +757,100 @@ fn dense_tile<M: ObsModel>(
     }
     part.n += &resp.sum_axis(Axis(0));
     gemm(1.0, resp.t(), phi.view(), 1.0, part.acc.view_mut());
+}
+
+/// Scratch buffers of [`budget_proposals_row`].
+struct PropBufs<'a> {
+    cand: &'a mut Vec<u32>,
+    dwr: &'a mut Vec<f64>,
+    support: &'a mut Vec<u32>,
+    gsub: &'a mut Vec<f64>,
+    psub: &'a mut Vec<f64>,
+}
+
+/// Restricted steps (births, deletes) of one row held as `m = gv.len()` entries (`slot_of[k]` is
+/// the slot of cluster `k`, [`NONE`] if absent) under the "at most `l` entries" family (spec 04
+/// §3.3-§3.4): the source mass `a_n` goes to the destinations the row already holds outside the
+/// source (no slot needed) plus the best `|src ∩ T_n| + l − m` others, softmax-weighted.
+#[allow(clippy::too_many_arguments)]
+fn budget_proposals_row(
+    opts: &LocalOptions,
+    l: usize,
+    n: usize,
+    wn: f64,
+    wr: &[f64],
+    gv: &[f64],
+    slot_of: &[u32],
+    dest_w: &[Array2<f64>],
+    b: &mut PropBufs,
+    part: &mut Partial,
+    phi: &ArrayView2<f64>,
+) {
+    let m = gv.len();
+    let slot = |c: usize| -> Option<usize> {
+        let v = slot_of[c];
+        if v == NONE {
+            None
+        } else {
+            Some(v as usize)
+        }
+    };
+    for (pi, p) in opts.proposals.iter().enumerate() {
+        let mut an = 0.0;
+        let mut n_src = 0;
+        for &c in &p.src {
+            if let Some(s_) = slot(c) {
+                an += gv[s_];
+                n_src += 1;
+            }
+        }
+        if !(an > 0.0) {
+            continue;
+        }
+        let jn = dest_w[pi].ncols();
+        // destination log weights of this row
+        b.dwr.clear();
+        match &p.dest {
+            Dest::Columns(cols) => b.dwr.extend(cols.iter().map(|&c| wr[c])),
+            Dest::Fresh { .. } => b.dwr.extend(dest_w[pi].row(n).iter()),
+        }
+        // destinations already held by the row (outside the source) cost no slot
+        b.support.clear();
+        b.cand.clear();
+        for jj in 0..jn {
+            let present = match &p.dest {
+                Dest::Columns(cols) => slot(cols[jj]).is_some() && !p.src.contains(&cols[jj]),
+                Dest::Fresh { .. } => false,
+            };
+            if present {
+                b.support.push(jj as u32);
+            } else {
+                b.cand.push(jj as u32);
+            }
+        }
+        let free = n_src + l.saturating_sub(m);
+        let pick = select_top_among(b.dwr, b.cand, free);
+        b.support.extend_from_slice(&b.cand[..pick]);
+        b.support.sort_unstable();
+        b.gsub.clear();
+        b.gsub.extend(b.support.iter().map(|&j| b.dwr[j as usize]));
+        b.psub.clear();
+        b.psub.resize(b.gsub.len(), 0.0);
+        let lse_p = softmax_row(b.gsub, b.psub);
+        let la = an.ln();
+        let st = &mut part.props[pi];
+        for (q, &jj) in b.support.iter().enumerate() {
+            let jj = jj as usize;
+            let r = an * b.psub[q];
+            st.h[jj] += wn * ent_term(r, la + log_resp(b.gsub[q], lse_p, b.gsub.len()));
+            st.n[jj] += wn * r;
+            let coef = wn * r;
+            if coef != 0.0 {
+                let mut accr = st.acc.row_mut(jj);
+                axpy_rows(accr.as_slice_mut().expect("contiguous"), phi, &[(n as u32, coef)]);
+            }
+        }
+    }
 }
 
 /// L-sparse responsibilities of one tile (log weights in `sc.w`, `l < K`) and everything
@@ -805,61 +943,15 @@ fn sparse_tile(
             oc[[n, 0]] = slot(c, &sc.slot_of).map_or(0.0, |s_| sc.gv[s_]);
         }
         // restricted steps (births, deletes) with slot budgets (spec 04 §3.3-§3.4)
-        for (pi, p) in opts.proposals.iter().enumerate() {
-            let mut an = 0.0;
-            let mut n_src = 0;
-            for &c in &p.src {
-                if let Some(s_) = slot(c, &sc.slot_of) {
-                    an += sc.gv[s_];
-                    n_src += 1;
-                }
-            }
-            if !(an > 0.0) {
-                continue;
-            }
-            let jn = sc.dest_w[pi].ncols();
-            // destination log weights of this row
-            sc.dwr.clear();
-            match &p.dest {
-                Dest::Columns(cols) => sc.dwr.extend(cols.iter().map(|&c| wr[c])),
-                Dest::Fresh { .. } => sc.dwr.extend(sc.dest_w[pi].row(n).iter()),
-            }
-            // destinations already held by the row (outside the source) cost no slot
-            sc.support.clear();
-            sc.cand.clear();
-            for jj in 0..jn {
-                let present = match &p.dest {
-                    Dest::Columns(cols) => slot(cols[jj], &sc.slot_of).is_some() && !p.src.contains(&cols[jj]),
-                    Dest::Fresh { .. } => false,
-                };
-                if present {
-                    sc.support.push(jj as u32);
-                } else {
-                    sc.cand.push(jj as u32);
-                }
-            }
-            let free = n_src + (l - m);
-            let pick = select_top_among(&sc.dwr, &mut sc.cand, free);
-            sc.support.extend_from_slice(&sc.cand[..pick]);
-            sc.support.sort_unstable();
-            sc.gsub.clear();
-            sc.gsub.extend(sc.support.iter().map(|&j| sc.dwr[j as usize]));
-            sc.psub.clear();
-            sc.psub.resize(sc.gsub.len(), 0.0);
-            let lse_p = softmax_row(&sc.gsub, &mut sc.psub);
-            let la = an.ln();
-            let st = &mut part.props[pi];
-            for (q, &jj) in sc.support.iter().enumerate() {
-                let jj = jj as usize;
-                let r = an * sc.psub[q];
-                st.h[jj] += wn * ent_term(r, la + log_resp(sc.gsub[q], lse_p, sc.gsub.len()));
-                st.n[jj] += wn * r;
-                let coef = wn * r;
-                if coef != 0.0 {
-                    let mut accr = st.acc.row_mut(jj);
-                    axpy_rows(accr.as_slice_mut().expect("contiguous"), phi, &[(n as u32, coef)]);
-                }
-            }
+        if !opts.proposals.is_empty() {
+            let mut bufs = PropBufs {
+                cand: &mut sc.cand,
+                dwr: &mut sc.dwr,
+                support: &mut sc.support,
+                gsub: &mut sc.gsub,
+                psub: &mut sc.psub,
+            };
+            budget_proposals_row(opts, l, n, wn, wr, &sc.gv[..m], &sc.slot_of, &sc.dest_w, &mut bufs, part, phi);
         }
         for s_ in 0..m {
             sc.slot_of[sc.sel[s_] as usize] = NONE;
