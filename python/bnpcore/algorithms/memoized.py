@@ -59,7 +59,7 @@ def run_memoized_lap(model, source, state: FitState, *, n_threads=None, moves=No
             prev_batch = cur
         if on_batch is not None:
             on_batch(b)
-    state.recompute_total()
+    # G is already the fixed-tree sum of the memos (set_memo), so no end-of-lap re-summation
     elbo = model.elbo(state.stats)
     accepted = 0
     if moves is not None:
