@@ -372,18 +372,17 @@ class _BaseMixture(BaseEstimator):
         model = self._make_model(self.obs_model_)
         out = model.local_step(Xb, st.stats, n_threads=self.n_threads)
         new = model.stats_from_output(out, st.stats.uids)
-        stats = new.copy() if st.init_active else st.stats + new
         st.frozen.append(new)
-        st.stats, st.init_active = stats, False
+        st.init_active = False
+        st.recompute_total()  # G = tree sum of the revisitable memos + the frozen ones
         self._n_rows = int(getattr(self, "_n_rows", 0) if fitted else 0) + Xb.shape[0]
         return model
 
     def _housekeep(self, model) -> float:
-        """After a streamed batch: G = ordered sum of the memos, drop empty clusters, sort."""
+        """After a streamed batch (G already re-summed by ``_stream_one``): drop empty clusters, sort."""
         from bnpcore.algorithms._base import remove_empty_and_sort
 
         st = self.state_
-        st.recompute_total()
         return remove_empty_and_sort(model, st, model.elbo(st.stats))
 
     def _end_stream_lap(self, model, elbo: float) -> None:
