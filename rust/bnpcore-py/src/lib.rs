@@ -229,7 +229,9 @@ fn extract_proposals(obs: &Obs, py: Python<'_>, props: Option<&Bound<'_, PyList>
 /// Fused local step + summaries of one batch. Returns a dict with `N`, `S`, `H`, `h_sum`,
 /// `lse_sum`, `pair_H`, `proposals` (list of (N, S, H)), and optionally `resp`, `col`, `cooccur`.
 /// With `top_l` (L-sparse responsibilities) and `return_resp`, `resp_idx` (uint32, N × min(L, K),
-/// padded with 2**32-1) and `resp_val` (float64, same shape) replace `resp`.
+/// padded with 2**32-1) and `resp_val` (float64, same shape) replace `resp`; `n_candidates` (int)
+/// is present when the L-sparse candidates came from the single-precision GEMM (zero-mean
+/// Gaussian, large K): the number of (row, cluster) log weights recomputed in float64.
 #[pyfunction]
 #[pyo3(signature = (obs, x, n_post, s_post, e_log_pi, *, weights = None, merge_pairs = None, proposals = None,
                     collect_col = None, cooccur_col = None, return_resp = false, top_l = None, n_threads = None))]
@@ -288,6 +290,9 @@ fn local_step<'py>(
     }
     if let Some(c) = out.cooccur {
         d.set_item("cooccur", c.into_pyarray(py))?;
+    }
+    if let Some(c) = out.n_candidates {
+        d.set_item("n_candidates", c)?;
     }
     Ok(d)
 }

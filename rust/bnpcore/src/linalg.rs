@@ -47,6 +47,24 @@ pub fn gemm(alpha: f64, a: ArrayView2<f64>, b: ArrayView2<f64>, beta: f64, mut c
     }
 }
 
+/// `C ← A·B` in single precision for contiguous row-major buffers (`A` is `m × k`, `B` is
+/// `k × n`, `C` is `m × n`). Used only to choose candidates whose values are then recomputed in
+/// double precision (see `local::cand32`).
+///
+/// # Panics
+/// Panics if a buffer is shorter than its shape requires (a programming error inside the crate).
+pub fn sgemm_rows(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    assert!(a.len() >= m * k && b.len() >= k * n && c.len() >= m * n, "sgemm_rows: buffers too short");
+    if m == 0 || n == 0 {
+        return;
+    }
+    // SAFETY: the buffers hold at least the given row-major shapes (checked above) and `c` is
+    // uniquely borrowed, so it cannot alias `a` or `b`.
+    unsafe {
+        matrixmultiply::sgemm(m, k, n, 1.0, a.as_ptr(), k as isize, 1, b.as_ptr(), n as isize, 1, 0.0, c.as_mut_ptr(), n as isize, 1);
+    }
+}
+
 /// Lower Cholesky factor `L` with `A = L Lᵀ`. Fails with [`Error::NotPositiveDefinite`] (tagged
 /// with `component` and `what`) if a pivot is not strictly positive or not finite.
 pub fn cholesky(a: ArrayView2<f64>, component: usize, what: &str) -> Result<Array2<f64>> {

@@ -14,7 +14,9 @@
 //! output above is then computed from the sparse rows only (summaries by scatter-adding the
 //! selected clusters, bucketed by cluster inside each tile; pair entropies, co-occurrences and
 //! restricted steps as in spec 04 §3.2–§3.4). `L ≥ K` runs the dense kernel, so it reproduces
-//! the dense result exactly.
+//! the dense result exactly. For the zero-mean Gaussian at large `K`, the sparse rows' candidate
+//! clusters come from a single-precision GEMM with a rigorous error bound and their log weights
+//! are recomputed in double precision ([`cand32`]): the same top `L`, about twice as fast.
 //!
 //! Work is organised for speed: every model's log-likelihood and statistic are linear in a
 //! feature map `φ` ([`crate::obs::FeatureMap`]; the `vech` form for Gaussians), so per tile of
@@ -24,6 +26,7 @@
 //! Rows are processed in fixed leaves ([`leaf_rows`], a function of `N` only) reduced by a
 //! fixed tree ([`crate::parallel`]), so every output is bit-identical whatever the thread count.
 
+mod cand32;
 pub mod top_l;
 
 use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
@@ -118,6 +121,9 @@ pub struct LocalOutput {
     pub col: Option<Array1<f64>>,
     /// co-occurrence vector if requested
     pub cooccur: Option<Array1<f64>>,
+    /// with `top_l`, when the candidates came from the single-precision GEMM ([`cand32`]): how
+    /// many `(row, cluster)` log weights were recomputed in `f64` (about `L` per row)
+    pub n_candidates: Option<u64>,
 }
 
 struct PropPartial {
@@ -366,6 +372,9 @@ struct Scratch {
     support: Vec<u32>,
     gsub: Vec<f64>,
     psub: Vec<f64>,
+    // f32 candidates of the current tile and a K-row of their f64 log weights (−∞ elsewhere)
+    c32: cand32::Scratch32,
+    wx: Vec<f64>,
 }
 
 /// Local step + summaries of one batch for a concrete model and a prepared table.
@@ -408,6 +417,25 @@ pub fn local_step<M: ObsModel>(
         })
         .collect();
     let elp = e_log_pi.to_vec();
+    // L-sparse zero-mean Gaussian rows at large K: candidates from an f32 GEMM, exact selection
+    let c32 = sparse_l.and_then(|l| cand32::Cand32::prepare(table, &elp, n_rows, l));
+    // (a sum of integers: the same for any order of the leaves)
+    let n_cand = std::sync::atomic::AtomicU64::new(0);
+    // existing clusters whose log weights the restricted steps read (beyond the candidates)
+    let extra_cols: Vec<u32> = {
+        let mut v: Vec<u32> = opts
+            .proposals
+            .iter()
+            .filter_map(|p| match &p.dest {
+                Dest::Columns(c) => Some(c.iter().map(|&j| j as u32)),
+                Dest::Fresh { .. } => None,
+            })
+            .flatten()
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
 
     let out_l = opts.top_l.map(|l| l.min(k));
     let mut resp_out = if opts.return_resp && opts.top_l.is_none() { Some(Array2::<f64>::zeros((n_rows, k))) } else { None };
@@ -434,7 +462,7 @@ pub fn local_step<M: ObsModel>(
         let mut sc = Scratch {
             phi: Vec::new(),
             sphi: Vec::new(),
-            w: Array2::zeros((tile, k)),
+            w: Array2::zeros((if c32.is_some() { 0 } else { tile }, k)),
             resp: Array2::zeros((if sparse_l.is_some() { 0 } else { tile }, k)),
             lse: vec![0.0; tile],
             dest_w: prop_lens.iter().map(|&j| Array2::zeros((tile, j))).collect(),
@@ -456,6 +484,8 @@ pub fn local_step<M: ObsModel>(
             support: Vec::new(),
             gsub: Vec::new(),
             psub: Vec::new(),
+            c32: cand32::Scratch32::default(),
+            wx: if c32.is_some() { vec![f64::NEG_INFINITY; k] } else { Vec::new() },
         };
         let mut t0 = a;
         while t0 < b {
@@ -465,8 +495,16 @@ pub fn local_step<M: ObsModel>(
             let mut phi_buf = std::mem::take(&mut sc.phi);
             let mut sphi_buf = std::mem::take(&mut sc.sphi);
             {
-                let phi = feat.apply(xt, &mut phi_buf);
-                {
+                // (the f32 candidate path builds its own features; f64 ones only for proposals)
+                let phi = if c32.is_some() && opts.proposals.is_empty() {
+                    ArrayView2::from_shape((0, 0), &[][..]).expect("empty features")
+                } else {
+                    feat.apply(xt, &mut phi_buf)
+                };
+                if let (Some(c), Some(l)) = (&c32, sparse_l) {
+                    c.tile(xt, l, &extra_cols, &mut sc.c32);
+                    n_cand.fetch_add(sc.c32.idx.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                } else {
                     let mut w = sc.w.slice_mut(s![0..rows, ..]);
                     table.eval_features(phi, w.view_mut());
                     for mut row in w.rows_mut() {
@@ -487,6 +525,7 @@ pub fn local_step<M: ObsModel>(
                     None => dense_tile(model, opts, &phi, t0, rows, &mut sc, &mut part, &wt, &resp_writer, &col_writer),
                     Some(l) => sparse_tile(
                         opts, &phi, t0, rows, l, k, &mut sc, &mut part, &wt, &idx_writer, &val_writer, &col_writer, defer_vech,
+                        c32.is_some(),
                     ),
                 }
             }
@@ -534,6 +573,7 @@ pub fn local_step<M: ObsModel>(
         resp_val: val_out,
         col: col_out,
         cooccur: total.cooccur,
+        n_candidates: c32.map(|_| n_cand.into_inner()),
     })
 }
 
@@ -853,8 +893,29 @@ fn budget_proposals_row(
     }
 }
 
+/// [`select_top_l`] on a row `w` that is `−∞` outside `cand` (with `cand` holding every
+/// cluster with a finite value), looking at the candidates only: the same result.
+fn select_top_l_of_candidates(w: &[f64], l: usize, cand: &[u32], scratch: &mut Vec<u32>, idx: &mut Vec<u32>) -> usize {
+    scratch.clear();
+    scratch.extend_from_slice(cand);
+    let m = select_top_among(w, scratch, l);
+    idx.clear();
+    idx.extend_from_slice(&scratch[..m]);
+    let finite = |i: &u32| w[*i as usize] > f64::NEG_INFINITY;
+    if idx.iter().any(finite) {
+        idx.retain(finite);
+        idx.len()
+    } else {
+        // no finite log weight at all: the dense kernel's uniform fallback keeps the first l
+        select_top_l(w, l, scratch, idx)
+    }
+}
+
 /// L-sparse responsibilities of one tile (log weights in `sc.w`, `l < K`) and everything
-/// computed from them (spec 04 §1.3, §1.6, §3.2–§3.4).
+/// computed from them (spec 04 §1.3, §1.6, §3.2–§3.4). With `cands`, the log weights are those
+/// of the candidates in `sc.c32` instead ([`cand32`]: a superset of every row's top `l`, plus
+/// the proposals' destination columns), placed in the `−∞`-filled row `sc.wx`: the selection
+/// over that row is the selection over the full row.
 #[allow(clippy::too_many_arguments)]
 fn sparse_tile(
     opts: &LocalOptions,
@@ -870,8 +931,9 @@ fn sparse_tile(
     val_writer: &RowWriter<f64>,
     col_writer: &RowWriter<f64>,
     defer_vech: bool,
+    cands: bool,
 ) {
-    let w = sc.w.slice(s![0..rows, ..]);
+    let w = sc.w.slice(s![0..if cands { 0 } else { rows }, ..]);
     sc.idx.clear();
     sc.idx.resize(rows * l, NONE);
     sc.val.clear();
@@ -883,9 +945,22 @@ fn sparse_tile(
     let mut out_val = if write_resp { Some(unsafe { val_writer.rows(t0, t0 + rows) }) } else { None };
     let mut out_col = if opts.collect_col.is_some() { Some(unsafe { col_writer.rows(t0, t0 + rows) }) } else { None };
     for n in 0..rows {
-        let wr = w.row(n);
-        let wr = wr.as_slice().expect("contiguous");
-        let m = select_top_l(wr, l, &mut sc.cand, &mut sc.sel);
+        if cands {
+            let (ci, cv) = sc.c32.row(n);
+            for (&c, &v) in ci.iter().zip(cv) {
+                sc.wx[c as usize] = v;
+            }
+        }
+        let wrow = if cands { None } else { Some(w.row(n)) };
+        let wr = match &wrow {
+            Some(r) => r.as_slice().expect("contiguous"),
+            None => &sc.wx[..],
+        };
+        let m = if cands {
+            select_top_l_of_candidates(wr, l, sc.c32.row(n).0, &mut sc.cand, &mut sc.sel)
+        } else {
+            select_top_l(wr, l, &mut sc.cand, &mut sc.sel)
+        };
         sc.g.clear();
         sc.g.extend(sc.sel.iter().map(|&i| wr[i as usize]));
         sc.gv.clear();
@@ -955,6 +1030,11 @@ fn sparse_tile(
         }
         for s_ in 0..m {
             sc.slot_of[sc.sel[s_] as usize] = NONE;
+        }
+        if cands {
+            for &c in sc.c32.row(n).0 {
+                sc.wx[c as usize] = f64::NEG_INFINITY;
+            }
         }
     }
     if defer_vech {
