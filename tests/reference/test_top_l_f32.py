@@ -9,16 +9,15 @@ the same values up to float64 rounding, and all the sparse-step identities. The 
 ``n_candidates`` shows that the path ran.
 """
 
+import bnpcore._reference as ref
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-import bnpcore._reference as ref
 from bnpcore import _core
 from bnpcore._reference.local import top_l_local_step, top_l_resp
 from bnpcore.model import Model
 from bnpcore.obs import default_prior
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 KIND = "zero_mean_gauss"
 D, K = 16, 256  # F·K = 136·256 >= 32768
@@ -33,15 +32,15 @@ def close(a, b, rtol=1e-10):
     return np.abs(a - b).max(initial=0.0) <= rtol * scale
 
 
-def mixture_data(rng, n, scale, n_groups=12):
+def mixture_data(rng, n, scale, n_groups=12, d=D):
     """Zero-mean rows from groups with very different covariances (random factor loadings and
     scales over four decades), times ``scale``; each row also gets its own factor 10^U(-1, 1)."""
-    X = np.empty((n, D))
+    X = np.empty((n, d))
     g = rng.integers(n_groups, size=n)
     for j in range(n_groups):
-        A = rng.standard_normal((D, D)) * 10.0 ** rng.uniform(-2, 2, size=D)[None, :]
+        A = rng.standard_normal((d, d)) * 10.0 ** rng.uniform(-2, 2, size=d)[None, :]
         idx = np.nonzero(g == j)[0]
-        X[idx] = rng.standard_normal((idx.size, D)) @ A.T
+        X[idx] = rng.standard_normal((idx.size, d)) @ A.T
     X *= 10.0 ** rng.uniform(-1, 1, size=(n, 1))
     return X * scale
 
@@ -97,7 +96,7 @@ def test_float32_candidates_give_the_float64_top_l(seed, log_scale, L):
     """Widely scaled data (10^-8 … 10^8, and rows over two decades within a batch): the path
     runs, keeps about L candidates per row, and returns the reference's top-L rows (the
     reference's selection on the float64 log weights)."""
-    X, prior, obs, N, S, elp = problem(seed, scale=10.0**log_scale)
+    X, _, obs, N, S, elp = problem(seed, scale=10.0**log_scale)
     out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
     n = X.shape[0]
     assert "n_candidates" in out
@@ -126,7 +125,7 @@ def test_float32_path_matches_the_numpy_reference():
 def test_float32_path_summaries_and_objective_gap(seed, L, weighted):
     """Sparse summaries equal the summaries of the densified rows, and at fixed globals the
     sparse objective is below the dense one by exactly −Σ_n log m_n (m_n: dense mass kept)."""
-    X, prior, obs, N, S, elp = problem(seed)
+    X, _, obs, N, S, elp = problem(seed)
     w = np.random.default_rng(seed).uniform(0.0, 2.0, X.shape[0]) if weighted else None
     pairs = [(0, 1), (2, K - 1), (5, 7)]
     out = _core.local_step(
@@ -157,7 +156,7 @@ def test_near_tied_clusters_below_float32_resolution(near_dup):
     """Adversarial for the margin: pairs of clusters whose log weights differ by ~1e-9 relative
     (which one is larger changes from row to row) are indistinguishable in float32; the
     candidates keep both and the exact comparison decides, as in the float64 path."""
-    X, prior, obs, N, S, elp = problem(11, near_dup=near_dup)
+    X, _, obs, N, S, elp = problem(11, near_dup=near_dup)
     W = weights(obs, X, N, S, elp)
     # pairs (a, a+1) that are each row's two best clusters, with the winner varying by row
     best = np.argsort(-W, axis=1)[:, :2]
@@ -178,7 +177,7 @@ def test_near_tied_clusters_below_float32_resolution(near_dup):
 @settings(max_examples=3, deadline=None)
 @given(st.integers(0, 2**31 - 1), st.integers(1, K // 32))
 def test_float32_path_is_bit_identical_for_any_thread_count(seed, L):
-    X, prior, obs, N, S, elp = problem(seed, n=3 * N_ROWS)
+    X, _, obs, N, S, elp = problem(seed, n=3 * N_ROWS)
     a = _core.local_step(obs, X, N, S, elp, top_l=L, merge_pairs=[(0, 1)], n_threads=1, return_resp=True)
     b = _core.local_step(obs, X, N, S, elp, top_l=L, merge_pairs=[(0, 1)], n_threads=2, return_resp=True)
     assert "n_candidates" in a
@@ -190,7 +189,7 @@ def test_float32_path_is_bit_identical_for_any_thread_count(seed, L):
 def test_float32_path_with_proposals_matches_the_float64_path():
     """Births and deletes read log weights of destination columns that need not be candidates:
     those are recomputed in float64 too, so proposal summaries match the float64 path."""
-    X, prior, obs, N, S, elp = problem(5)
+    X, _, obs, N, S, elp = problem(5)
     rng = np.random.default_rng(0)
     Rf = rng.dirichlet(np.ones(3), size=X.shape[0])
     fN, fS = ref.summarize(KIND, X, Rf)
@@ -214,7 +213,7 @@ def test_float32_path_with_proposals_matches_the_float64_path():
 
 def test_float32_path_only_where_it_pays():
     """Not used for other observation models, small K, large L/K or small batches."""
-    X, prior, obs, N, S, elp = problem(1)
+    X, _, obs, N, S, elp = problem(1)
     assert "n_candidates" in _core.local_step(obs, X, N, S, elp, top_l=8)
     assert "n_candidates" not in _core.local_step(obs, X, N, S, elp, top_l=9)  # L > K/32
     assert "n_candidates" not in _core.local_step(obs, X, N, S, elp)  # dense
@@ -226,3 +225,29 @@ def test_float32_path_only_where_it_pays():
     Rg = Model.resp_from_output(_core.local_step(obs, X, N, S, elp, return_resp=True, top_l=1), K)
     Ng, Sg = g.summarize(Xg, Rg)
     assert "n_candidates" not in _core.local_step(g, Xg, Ng + 1.0, Sg, elp, top_l=1)
+
+
+@pytest.mark.parametrize("moves", [(), ("birth", "merge", "delete")])
+def test_memoized_fit_on_the_float32_path_never_decreases_the_elbo(moves):
+    """End to end: memoized laps (and births, merges, deletes, whose proposals read destination
+    columns) with local steps on the float32 path keep the ELBO monotone."""
+    import warnings
+
+    from bnpcore import DPMixture
+    from bnpcore.exceptions import ELBODecreaseWarning
+
+    d = 32  # F = 528: the path runs for K >= 64 with L = 2 on batches of >= 2048 rows
+    X = mixture_data(np.random.default_rng(0), 4096, 1.0, d=d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        warnings.simplefilter("error", ELBODecreaseWarning)
+        m = DPMixture(
+            obs=KIND, n_components=160, top_l=2, algorithm="memoized", n_batches=2, max_laps=5, moves=moves,
+            random_state=0,
+        ).fit(X)
+    elbo = np.asarray(m.history_["elbo"])
+    assert np.all(np.diff(elbo) >= -1e-9 * np.abs(elbo[1:]))
+    # the last laps still ran on the float32 path
+    model = m._make_model(m.obs_model_)
+    assert len(m.summaries_.N) >= 64
+    assert "n_candidates" in model.local_step(X[:2048], m.summaries_)
