@@ -28,11 +28,13 @@
 //! * the `f32` GEMM, any summation order, with or without FMA: `γ_F Σ_i|φ̂_i T̂_i|`; the
 //!   rounding of its inputs — the features `fl32(fl32(ỹ_i 2⁻ᵉ)·fl32(ỹ_j 2⁻ᵉ))`, relative error
 //!   `u_φ = (1+u)³ − 1`, and the table `fl32(T̃ 2⁻ᵉᵏ)`, `u`; entries flushed to 0 below `2⁻⁴⁰`
-//!   (features) and `2⁻⁶⁰` (table) of their row's (column's) largest, which keeps every product
-//!   a normal `f32` number; underflow in the sums. Powers of two scale every row and column to a
-//!   largest entry in `[0.5, 1)`, so nothing overflows. By Cauchy–Schwarz all of it is
-//!   `≤ c₃₂ ‖φ(ỹ_n)‖ ‖T̃_k‖` with
-//!   `c₃₂ = (γ_F(1+u_φ)(1+u) + u_φ(1+u) + u + √F(4·2⁻⁴⁰(1+u) + 2·2⁻⁶⁰) + 8F·2⁻¹⁵⁰)(1 + 2⁻²⁰)`;
+//!   (whitened row entries `ỹ_i 2⁻ᵉ`: products of two kept ones are normal `f32` numbers, a
+//!   feature with a flushed factor is below `2⁻⁴⁰`) and `2⁻⁶⁰` (table) of their row's (column's)
+//!   largest; subnormal products and partial sums in the GEMM (absolute
+//!   error `≤ 2⁻¹⁵⁰` each, `2F` of them). Powers of two scale every row and column to a largest
+//!   entry in `[0.5, 1)`, so nothing overflows and `‖φ̂‖‖T̂‖ ≥ 1/8` in scaled units. By
+//!   Cauchy–Schwarz all of it is `≤ c₃₂ ‖φ(ỹ_n)‖ ‖T̃_k‖` with
+//!   `c₃₂ = (γ_F(1+u_φ)(1+u) + u_φ(1+u) + u + √F(4·2⁻⁴⁰(1+u) + 2·2⁻⁶⁰) + 32F·2⁻¹⁵⁰)(1 + 2⁻²⁰)`;
 //!   `‖φ(ỹ)‖² = ((Σỹ_i²)² + Σỹ_i⁴)/2` costs `O(D)`.
 //! * the `f64` whitening: `ỹ = fl(Rᵀx)` is off by `‖δ‖ ≤ γ⁶⁴_D ‖R‖_F ‖x‖`; `Ã_k = fl(fl(H A_k) Hᵀ)`
 //!   by `‖E_k‖_F ≤ γ⁶⁴_{2D} ‖H‖²_F ‖T_k‖`; `HᵀRᵀ = I + Δ` with `‖Δ‖₂ ≤ ρ`, `ρ` from a
@@ -654,7 +656,7 @@ impl Cand32 {
             + uphi * (1.0 + U32)
             + U32
             + ff.sqrt() * (4.0 * TAU_Y * (1.0 + U32) + 2.0 * TAU)
-            + 8.0 * ff * pow2(-150))
+            + 32.0 * ff * pow2(-150))
             * FUDGE;
         Some(Cand32 {
             d,
