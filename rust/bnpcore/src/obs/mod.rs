@@ -87,21 +87,28 @@ impl FeatureMap {
         }
     }
 
-    /// Features of a block of rows. Returns `x` itself for the identity map, otherwise a view of
-    /// `buf` (resized as needed, never shrunk).
+    /// Features of a block of rows, always in standard (row-major) layout. Returns `x` itself for
+    /// the identity map on row-major data, otherwise a view of `buf` (resized as needed, never
+    /// shrunk).
     pub fn apply<'a>(&self, x: ArrayView2<'a, f64>, buf: &'a mut Vec<f64>) -> ArrayView2<'a, f64> {
         let rows = x.nrows();
         let d = x.ncols();
         let f = self.dim(d);
         if let FeatureMap::Identity = self {
-            return x;
+            if x.is_standard_layout() {
+                return x;
+            }
         }
         if buf.len() < rows * f {
             buf.resize(rows * f, 0.0);
         }
         let out = &mut buf[..rows * f];
         match self {
-            FeatureMap::Identity => unreachable!(),
+            FeatureMap::Identity => {
+                for (n, xr) in x.rows().into_iter().enumerate() {
+                    out[n * f..(n + 1) * f].iter_mut().zip(xr.iter()).for_each(|(o, &v)| *o = v);
+                }
+            }
             FeatureMap::WithSquares => {
                 for (n, xr) in x.rows().into_iter().enumerate() {
                     let o = &mut out[n * f..(n + 1) * f];
