@@ -288,15 +288,16 @@ fn merged(n: &Array1<f64>, s: &Array2<f64>, h: &Array1<f64>, a: usize, b: usize,
 // With a handful of clusters a GEMM spends most of its time packing the feature matrix, so the
 // kernel works row by row on buffers that stay in L1: the row's features (precomputed, or as
 // `FeatureMap::apply`), `K` dot products, the softmax, and `K` scaled additions into the
-// accumulators. Every dot product sums over 4 fixed lanes, so the AVX2 build (intrinsics) and the
+// accumulators. Every dot product sums over 8 fixed lanes, so the AVX2 build (intrinsics) and the
 // portable build of the kernel agree bit for bit.
 
-const LANES: usize = 4;
+/// Lanes of a dot product: lane `l` sums the products `i ≡ l (mod 8)` of the full blocks of 8.
+const LANES: usize = 8;
 
-/// `out[g] = Σ_i a_i w_g[i]` for `G` clusters at once. Cluster `g` sums over 4 fixed lanes
-/// (lane `l` takes the products `i ≡ l (mod 4)` of the full blocks), then
-/// `(s_0 + s_2) + (s_1 + s_3)`, then the remainder in order. [`dots_avx2`] computes exactly the
-/// same sums.
+/// `out[g] = Σ_i a_i w_g[i]` for `G` clusters at once. Cluster `g` sums over 8 fixed lanes
+/// (lane `l` takes the products `i ≡ l (mod 8)` of the full blocks), then
+/// `q_l = s_l + s_{l+4}`, `(q_0 + q_2) + (q_1 + q_3)`, then the remainder in order.
+/// [`dots_avx2`] computes exactly the same sums.
 #[inline(always)]
 fn dots<const G: usize>(a: &[f64], w: [&[f64]; G], out: &mut [f64]) {
     let n = a.len();
@@ -312,7 +313,8 @@ fn dots<const G: usize>(a: &[f64], w: [&[f64]; G], out: &mut [f64]) {
         }
     }
     for g in 0..G {
-        let mut t = (s[g][0] + s[g][2]) + (s[g][1] + s[g][3]);
+        let q = [s[g][0] + s[g][4], s[g][1] + s[g][5], s[g][2] + s[g][6], s[g][3] + s[g][7]];
+        let mut t = (q[0] + q[2]) + (q[1] + q[3]);
         for i in blocks * LANES..n {
             t += a[i] * w[g][i];
         }
@@ -320,7 +322,7 @@ fn dots<const G: usize>(a: &[f64], w: [&[f64]; G], out: &mut [f64]) {
     }
 }
 
-/// [`dots`] with AVX2 intrinsics (one 4-lane accumulator per cluster, no fused multiply-add).
+/// [`dots`] with AVX2 intrinsics (two 4-lane accumulators per cluster, no fused multiply-add).
 ///
 /// # Safety
 /// The CPU must support AVX2, and every `w[g]` must be at least as long as `a`.
@@ -333,16 +335,20 @@ unsafe fn dots_avx2<const G: usize>(a: &[f64], w: [&[f64]; G], out: &mut [f64]) 
     // SAFETY (whole block): AVX2 is available (caller); every load reads 4 doubles at offsets
     // below `blocks * LANES <= n`, within `a` and within every `w[g]` (caller).
     unsafe {
-        let mut s = [_mm256_setzero_pd(); G];
+        let mut lo = [_mm256_setzero_pd(); G];
+        let mut hi = [_mm256_setzero_pd(); G];
         for i in 0..blocks {
-            let x = _mm256_loadu_pd(a.as_ptr().add(i * LANES));
+            let pa = a.as_ptr().add(i * LANES);
+            let (x0, x1) = (_mm256_loadu_pd(pa), _mm256_loadu_pd(pa.add(4)));
             for g in 0..G {
-                s[g] = _mm256_add_pd(s[g], _mm256_mul_pd(x, _mm256_loadu_pd(w[g].as_ptr().add(i * LANES))));
+                let pw = w[g].as_ptr().add(i * LANES);
+                lo[g] = _mm256_add_pd(lo[g], _mm256_mul_pd(x0, _mm256_loadu_pd(pw)));
+                hi[g] = _mm256_add_pd(hi[g], _mm256_mul_pd(x1, _mm256_loadu_pd(pw.add(4))));
             }
         }
         for g in 0..G {
-            let mut q = [0.0f64; LANES];
-            _mm256_storeu_pd(q.as_mut_ptr(), s[g]);
+            let mut q = [0.0f64; 4];
+            _mm256_storeu_pd(q.as_mut_ptr(), _mm256_add_pd(lo[g], hi[g]));
             let mut t = (q[0] + q[2]) + (q[1] + q[3]);
             for i in blocks * LANES..n {
                 t += a[i] * w[g][i];
