@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::errors::to_py;
-use crate::parallel::run;
+use crate::parallel::{run, run_inline};
 
 fn get_f64(d: &Bound<'_, PyDict>, key: &str) -> PyResult<f64> {
     d.get_item(key)?
@@ -338,7 +338,7 @@ macro_rules! alloc_vec_fn {
         #[pyfunction]
         fn $name<'py>(py: Python<'py>, n: PyReadonlyArray1<'py, f64>, gamma: f64) -> PyResult<Bound<'py, PyAny>> {
             let n = n.as_array();
-            Ok(run(py, Some(1), || $core(n, gamma))?.into_pyarray(py).into_any())
+            Ok(run_inline(py, || $core(n, gamma))?.into_pyarray(py).into_any())
         }
     };
 }
@@ -348,7 +348,7 @@ macro_rules! alloc_scalar_fn {
         #[pyfunction]
         fn $name(py: Python<'_>, n: PyReadonlyArray1<'_, f64>, gamma: f64) -> PyResult<f64> {
             let n = n.as_array();
-            run(py, Some(1), || $core(n, gamma))
+            run_inline(py, || $core(n, gamma))
         }
     };
 }
