@@ -47,6 +47,20 @@ def local_step(
     top_l: Optional[int] = None,
     n_threads: Optional[int] = None,
 ) -> dict[str, Any]: ...
+def fit_fresh_clusters(
+    obs: ObsModel,
+    x: F64,
+    w: F64,
+    alloc: str,
+    gamma: float,
+    uniforms: F64,
+    n_fresh: int,
+    n_seeds: int,
+    iters: int,
+    kmeans_iters: int,
+    *,
+    n_threads: Optional[int] = None,
+) -> Optional[tuple[F64, F64, float]]: ...
 def dp_e_log_pi(n: F64, gamma: float) -> F64: ...
 def dp_e_pi(n: F64, gamma: float) -> F64: ...
 def dp_elbo(n: F64, gamma: float) -> float: ...

@@ -80,14 +80,18 @@ def _check_log(model):
     assert {r["lap"] for r in model.moves_log_} <= set(lap.tolist())
 
 
-@pytest.mark.parametrize("algorithm", ["memoized", "full"])
-def test_invariants_from_one_cluster(audited, algorithm):
+@pytest.mark.parametrize("algorithm,birth_laps", [("memoized", 1), ("full", 1), ("memoized", 2)])
+def test_invariants_from_one_cluster(audited, algorithm, birth_laps):
+    """Also with births tracked over two laps (re-estimated from their whole-data summaries
+    after a first rejection)."""
     X, _ = make_gaussian_mixture(n_samples=3000, n_features=3, n_components=5, separation=4.0, random_state=3)
     m = DPMixture(n_components=1, algorithm=algorithm, n_batches=4, max_laps=60, random_state=0,
-                  moves=("birth", "merge", "delete")).fit(X)
+                  moves=("birth", "merge", "delete"), move_options={"birth_laps": birth_laps}).fit(X)
     _check_log(m)
     assert audited["birth", "accepted"] >= 1
     assert m.n_components_ > 1
+    if birth_laps == 2:  # the re-estimation path ran: some birth was evaluated on its second lap
+        assert any(r["kind"] == "birth" and r.get("attempts", 1) == 2 for r in m.moves_log_)
     # the memoized per-batch trace is monotone too (ELBODecreaseWarning is an error in tests)
     assert len(m.moves_log_) > 0
 

@@ -97,11 +97,8 @@ def test_delete_proposal_equals_explicit(kind):
     R = out["resp"]
     Np, Sp, Hp = out["proposals"][0]
     W = ref.obs.e_log_lik(kind, obs.prior, fN, fS, X) + felp
-    a = R[:, [t] + A].sum(axis=1)
-    P = np.exp(W - W.max(axis=1, keepdims=True))
-    P /= P.sum(axis=1, keepdims=True)
     Rn = R.copy()
-    Rn[:, A] = a[:, None] * P
+    Rn[:, A] = ref.local.restricted_resp(R, [t] + A, W)
     Rn[:, t] = 0.0
     assert np.allclose(Rn.sum(axis=1), 1.0)
     assert np.array_equal(Rn[:, 2], R[:, 2])
@@ -129,9 +126,7 @@ def test_birth_proposal_equals_explicit(kind):
     R = out["resp"]
     Np, Sp, Hp = out["proposals"][0]
     W = ref.obs.e_log_lik(kind, obs.prior, fN, fS, X) + felp
-    P = np.exp(W - W.max(axis=1, keepdims=True))
-    P /= P.sum(axis=1, keepdims=True)
-    fresh = R[:, [t]] * P
+    fresh = ref.local.restricted_resp(R, [t], W)
     Rn = np.concatenate([np.delete(R, t, axis=1), fresh], axis=1)
     assert np.allclose(Rn.sum(axis=1), 1.0)
     rN, rS = ref.obs.summarize(kind, X, fresh)
@@ -139,6 +134,43 @@ def test_birth_proposal_equals_explicit(kind):
     cur = model.stats_from_output(out, glob.uids)
     cand = cur.drop([t]).append(Np, Sp, Hp, [100, 101, 102])
     assert close(model.elbo(cand) - model.elbo(cur), _ref_elbo(kind, obs, X, Rn) - _ref_elbo(kind, obs, X, R), rtol=1e-7)
+
+
+@pytest.mark.parametrize("kind", ("gauss", "zero_mean_gauss", "diag_gauss"))
+def test_birth_proposal_rows_without_source_mass(kind):
+    """Rows whose target mass is at most PROPOSAL_MIN_MASS put all of it on the first fresh
+    cluster (no evaluation of the fresh clusters there): with well-separated clusters most rows
+    are such rows; the summaries are still exactly those of the explicit r' and the rows of r'
+    sum to 1."""
+    rng = np.random.default_rng(3)
+    d = 6
+    z = rng.integers(0, 3, 600)
+    if kind == "zero_mean_gauss":  # clusters separated by scale
+        X = np.array([1.0, 1e3, 1e6])[z, None] * rng.normal(size=(600, d))
+    else:
+        X = np.array([0.0, 8.0, -8.0])[z, None] + rng.normal(size=(600, d))
+    X = np.ascontiguousarray(X)
+    obs = ObsModel.from_data(kind, X)
+    model = Model(DPAlloc(GAMMA), obs)
+    N0, S0 = obs.core.summarize(X, np.eye(3)[z])
+    glob = SuffStats(N0, S0, np.zeros(3), 0.0, np.arange(3))
+    out0 = model.local_step(X, glob, return_resp=True)
+    R = out0["resp"]
+    t = 1
+    low = R[:, t] <= ref.local.PROPOSAL_MIN_MASS
+    assert 0.3 < low.mean() < 1.0 and (R[low, t] > 0).any()
+    rows = np.flatnonzero(z == t)[:2]
+    fN, fS = obs.core.summarize(np.ascontiguousarray(X[rows]), np.eye(2))
+    felp = np.log(model.alloc.weights(fN))
+    out = model.local_step(X, glob, proposals=[{"src": [t], "fresh_N": fN, "fresh_S": fS, "fresh_e_log_pi": felp}], return_resp=True)
+    Np, Sp, Hp = out["proposals"][0]
+    W = ref.obs.e_log_lik(kind, obs.prior, fN, fS, X) + felp
+    fresh = ref.local.restricted_resp(R, [t], W)
+    assert np.array_equal(fresh[low, 1], np.zeros(low.sum())) and np.array_equal(fresh[low, 0], R[low, t])
+    Rn = np.concatenate([np.delete(R, t, axis=1), fresh], axis=1)
+    assert np.allclose(Rn.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    rN, rS = ref.obs.summarize(kind, X, fresh)
+    assert close(Np, rN, 1e-10) and close(Sp, rS, 1e-10) and close(Hp, ref.local.entropy(fresh), 1e-10)
 
 
 def test_reservoir_is_uniform_and_capped():

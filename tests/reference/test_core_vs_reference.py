@@ -326,7 +326,7 @@ def neg_xlogx(r):
 
 @st.composite
 def local_cases(draw):
-    case = draw(cases(max_K=4))
+    case = draw(cases(max_K=7))
     n, K = case["n"], case["K"]
     rng = case["rng"]
     mode = draw(st.sampled_from(["alloc_dp", "alloc_finite", "arbitrary", "with_neg_inf", "all_neg_inf"]))
@@ -351,10 +351,11 @@ def local_cases(draw):
     for _ in range(draw(st.integers(0, 2))):
         src = sorted(set(draw(st.lists(st.integers(0, K - 1), min_size=1, max_size=K))))
         if draw(st.booleans()):
-            dest = draw(st.lists(st.integers(0, K - 1), min_size=1, max_size=3, unique=True))
+            # up to 6 destinations: both the row-by-row (J <= 4) and the GEMM restricted steps
+            dest = draw(st.lists(st.integers(0, K - 1), min_size=1, max_size=6, unique=True))
             proposals.append({"src": src, "dest_cols": dest})
         else:
-            J = draw(st.integers(1, 3))
+            J = draw(st.integers(1, 6))
             Rf = rng.dirichlet(np.ones(J), size=n)
             fN, fS = ref.summarize(case["kind"], case["X"], Rf)
             fe = draw(arrays(np.float64, (J,), elements=st.floats(-10.0, 0.0, **finite)))
@@ -431,8 +432,8 @@ def test_local_step(case):
             dest_W = W[:, p["dest_cols"]]
         else:
             dest_W = ref.e_log_lik(kind, prior, p["fresh_N"], p["fresh_S"], X) + p["fresh_e_log_pi"][None, :]
-        a = R[:, p["src"]].sum(axis=1)
-        R_new = a[:, None] * softmax(dest_W)
+        # r' = a_n softmax(dest_W_n), or all of a_n on the first destination when a_n <= 1e-10
+        R_new = ref.restricted_resp(R, p["src"], dest_W)
         J = R_new.shape[1]
         mag_w = w * np.maximum(row_mag, np.max(np.where(np.isfinite(dest_W), np.abs(dest_W), 0.0), axis=1))
         N_new, S_new = ref.summarize(kind, X, w[:, None] * R_new)

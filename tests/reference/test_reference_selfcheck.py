@@ -447,14 +447,20 @@ def test_pair_entropy_and_proposal_summaries(seed, kind, n, K, J):
     # restricted step == summaries of the explicit r'
     src = [0] if K == 2 else [0, K - 1]
     dest_W = rng.standard_normal((n, J)) * 3.0
-    N_new, S_new, H_new = ref.proposal_summaries(kind, X, R, src, dest_W)
     P = np.exp(dest_W - dest_W.max(axis=1, keepdims=True))
     P /= P.sum(axis=1, keepdims=True)
-    R_new = R[:, src].sum(axis=1)[:, None] * P
-    N_exp, S_exp = ref.summarize(kind, X, R_new)
-    assert close(N_new, N_exp, 1e-12)
-    assert close(S_new, S_exp, 1e-12)
-    assert close(H_new, ref.entropy(R_new), 1e-12)
+    a = R[:, src].sum(axis=1)
+    # every row spread by the softmax (min_mass=0), then half the rows below the threshold: their
+    # whole mass on the first destination column; rows still sum to a_n
+    for min_mass in (0.0, float(np.median(a))):
+        N_new, S_new, H_new = ref.proposal_summaries(kind, X, R, src, dest_W, min_mass=min_mass)
+        low = a <= min_mass
+        R_new = a[:, None] * np.where(low[:, None], np.eye(J)[0][None, :], P)
+        assert np.allclose(R_new.sum(axis=1), a, rtol=1e-12, atol=0)
+        N_exp, S_exp = ref.summarize(kind, X, R_new)
+        assert close(N_new, N_exp, 1e-12)
+        assert close(S_new, S_exp, 1e-12)
+        assert close(H_new, ref.entropy(R_new), 1e-12)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -23,8 +23,10 @@ from .local import (
     e_log_pi,
     entropy,
     local_step,
+    PROPOSAL_MIN_MASS,
     pair_entropy,
     proposal_summaries,
+    restricted_resp,
 )
 from .obs import (
     KINDS,
@@ -46,6 +48,7 @@ from .obs import (
 )
 
 __all__ = [
+    "PROPOSAL_MIN_MASS",
     "ALLOCS",
     "KINDS",
     "c_beta",
@@ -76,6 +79,7 @@ __all__ = [
     "point_estimates",
     "posterior",
     "proposal_summaries",
+    "restricted_resp",
     "raw_elbo",
     "score_samples",
     "smoothed_divergence",

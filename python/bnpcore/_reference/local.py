@@ -75,12 +75,38 @@ def pair_entropy(R, pairs):
     return out
 
 
-def proposal_summaries(kind, X, R, src_cols, dest_W):
-    """Summaries of the restricted responsibilities used by birth/delete proposals.
+#: source mass at or below which a dense restricted step gives the whole mass to the first
+#: destination column (the Rust core's ``PROPOSAL_MIN_MASS``)
+PROPOSAL_MIN_MASS = 1e-10
+
+
+def restricted_resp(R, src_cols, dest_W, min_mass=PROPOSAL_MIN_MASS):
+    """Destination columns r' of a dense restricted step (birth/delete proposals).
 
     a_n = sum_{k in src_cols} r_nk (mass to be redistributed);
-    p_nj = exp(dest_W_nj) / sum_j' exp(dest_W_nj') (softmax over destination columns j);
-    r'_nj = a_n p_nj; returns N'_j = sum_n r'_nj, S'_j = sum_n r'_nj s(x_n), H'_j = -sum_n r'_nj ln r'_nj.
+    r'_nj = a_n softmax_j(dest_W_n)_j if a_n > min_mass, else r'_n0 = a_n and r'_nj = 0 (j > 0).
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_dest)
+    """
+    R = np.atleast_2d(np.asarray(R, dtype=float))
+    dest_W = np.atleast_2d(np.asarray(dest_W, dtype=float))
+    a = R[:, list(src_cols)].sum(axis=1)
+    # a row whose destinations are all impossible (-inf) is spread uniformly
+    dead = ~np.isfinite(dest_W.max(axis=1))
+    P = np.full(dest_W.shape, 1.0 / dest_W.shape[1])
+    P[~dead] = _softmax_rows(dest_W[~dead])
+    low = a <= min_mass
+    P[low] = 0.0
+    P[low, 0] = 1.0
+    return a[:, None] * P
+
+
+def proposal_summaries(kind, X, R, src_cols, dest_W, min_mass=PROPOSAL_MIN_MASS):
+    """Summaries of the restricted responsibilities used by birth/delete proposals:
+    r' = :func:`restricted_resp`; returns N'_j = sum_n r'_nj, S'_j = sum_n r'_nj s(x_n),
+    H'_j = -sum_n r'_nj ln r'_nj.
 
     Returns
     -------
@@ -88,10 +114,7 @@ def proposal_summaries(kind, X, R, src_cols, dest_W):
     S : ndarray of shape (n_dest, stat_dim)
     H : ndarray of shape (n_dest,)
     """
-    R = np.atleast_2d(np.asarray(R, dtype=float))
-    a = R[:, list(src_cols)].sum(axis=1)
-    P = _softmax_rows(dest_W)
-    R_new = a[:, None] * P
+    R_new = restricted_resp(R, src_cols, dest_W, min_mass)
     N, S = summarize(kind, X, R_new)
     return N, S, entropy(R_new)
 

@@ -168,7 +168,7 @@ class MoveManager:
         "birth_refine_iters": 20,
         "birth_retry_change": 0.1,
         "birth_max_fail": 2,
-        "birth_laps": 2,
+        "birth_laps": 1,
         # merge (spec 01 §6.1)
         "merge_allpairs_max_K": 300,
         "merge_retry_change": 0.1,

@@ -16,7 +16,7 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
         Error::InvalidParam { .. } => "ParameterError",
         Error::NonFinite { .. } => "NonFiniteError",
         Error::InvalidData { .. } => "DataError",
-        Error::NotPositiveDefinite { .. } => "NumericalError",
+        Error::NotPositiveDefinite { .. } | Error::Numerical { .. } => "NumericalError",
     };
     let msg = err.to_string();
     match class(py, name) {

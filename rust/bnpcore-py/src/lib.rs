@@ -4,6 +4,8 @@
 mod errors;
 mod parallel;
 
+use bnpcore::alloc::Alloc;
+use bnpcore::fresh::FreshOptions;
 use bnpcore::local::{Dest, LocalOptions, Proposal};
 use bnpcore::obs::{Bern, DiagGauss, Gauss, Mult, Obs};
 use ndarray::{Array1, Array2};
@@ -13,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::errors::to_py;
-use crate::parallel::run;
+use crate::parallel::{run, run_inline};
 
 fn get_f64(d: &Bound<'_, PyDict>, key: &str) -> PyResult<f64> {
     d.get_item(key)?
@@ -297,13 +299,51 @@ fn local_step<'py>(
     Ok(d)
 }
 
+/// Fresh clusters for a birth: k-means++ seeds (from `uniforms`), weighted Bregman k-means, VB
+/// and greedy merges on the weighted subsample `(x, w)` (see `bnpcore::fresh`). Returns `None`
+/// or `(N, S, gain)`.
+#[pyfunction]
+#[pyo3(signature = (obs, x, w, alloc, gamma, uniforms, n_fresh, n_seeds, iters, kmeans_iters, *, n_threads = None))]
+fn fit_fresh_clusters<'py>(
+    py: Python<'py>,
+    obs: &PyObs,
+    x: PyReadonlyArray2<'py, f64>,
+    w: PyReadonlyArray1<'py, f64>,
+    alloc: &str,
+    gamma: f64,
+    uniforms: PyReadonlyArray1<'py, f64>,
+    n_fresh: i64,
+    n_seeds: i64,
+    iters: i64,
+    kmeans_iters: i64,
+    n_threads: Option<usize>,
+) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>, f64)>> {
+    let alloc = match alloc {
+        "dp" => Alloc::Dp { gamma },
+        "finite" => Alloc::Finite { gamma },
+        other => return Err(to_py(py, bnpcore::Error::param("alloc", format!("expected \"dp\" or \"finite\", got {other:?}")))),
+    };
+    let count = |name: &str, v: i64| {
+        usize::try_from(v).map_err(|_| to_py(py, bnpcore::Error::param(name, format!("must be >= 0, got {v}"))))
+    };
+    let opts = FreshOptions {
+        n_fresh: count("n_fresh", n_fresh)?,
+        n_seeds: count("n_seeds", n_seeds)?,
+        iters: count("iters", iters)?,
+        kmeans_iters: count("kmeans_iters", kmeans_iters)?,
+    };
+    let (x, w, u) = (x.as_array(), w.as_array(), uniforms.as_array());
+    let out = run(py, n_threads, || obs.inner.fit_fresh_clusters(x, w, alloc, u, &opts))?;
+    Ok(out.map(|f| (f.n.into_pyarray(py).into_any(), f.s.into_pyarray(py).into_any(), f.gain)))
+}
+
 macro_rules! alloc_vec_fn {
     ($name:ident, $core:path, $doc:literal) => {
         #[doc = $doc]
         #[pyfunction]
         fn $name<'py>(py: Python<'py>, n: PyReadonlyArray1<'py, f64>, gamma: f64) -> PyResult<Bound<'py, PyAny>> {
             let n = n.as_array();
-            Ok(run(py, Some(1), || $core(n, gamma))?.into_pyarray(py).into_any())
+            Ok(run_inline(py, || $core(n, gamma))?.into_pyarray(py).into_any())
         }
     };
 }
@@ -313,7 +353,7 @@ macro_rules! alloc_scalar_fn {
         #[pyfunction]
         fn $name(py: Python<'_>, n: PyReadonlyArray1<'_, f64>, gamma: f64) -> PyResult<f64> {
             let n = n.as_array();
-            run(py, Some(1), || $core(n, gamma))
+            run_inline(py, || $core(n, gamma))
         }
     };
 }
@@ -346,6 +386,7 @@ fn _after_fork_in_child() {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyObs>()?;
     m.add_function(wrap_pyfunction!(local_step, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_fresh_clusters, m)?)?;
     m.add_function(wrap_pyfunction!(dp_e_log_pi, m)?)?;
     m.add_function(wrap_pyfunction!(dp_e_pi, m)?)?;
     m.add_function(wrap_pyfunction!(dp_elbo, m)?)?;

@@ -75,3 +75,17 @@ where
         Err(payload) => Err(panic_to_py(payload)),
     }
 }
+
+/// Run a small, sequential `f` (no rayon inside) on the calling thread with the GIL held:
+/// O(K) work where handing over to a pool thread would cost more than the work. Panics are
+/// caught and errors mapped as in [`run`].
+pub fn run_inline<T, F>(py: Python<'_>, f: F) -> PyResult<T>
+where
+    F: FnOnce() -> bnpcore::Result<T>,
+{
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(to_py(py, e)),
+        Err(payload) => Err(panic_to_py(payload)),
+    }
+}

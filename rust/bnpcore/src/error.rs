@@ -47,6 +47,12 @@ pub enum Error {
         /// which matrix
         what: String,
     },
+    /// A quantity that must be finite (e.g. an objective) is not.
+    #[error("numerical failure: {what}")]
+    Numerical {
+        /// what went wrong
+        what: String,
+    },
 }
 
 /// Result alias of the core crate.

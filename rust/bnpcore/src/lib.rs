@@ -24,6 +24,7 @@
 
 pub mod alloc;
 pub mod error;
+pub mod fresh;
 pub mod linalg;
 pub mod local;
 pub mod obs;

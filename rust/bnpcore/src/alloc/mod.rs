@@ -118,6 +118,55 @@ pub fn finite_elbo(n: ArrayView1<f64>, gamma: f64) -> Result<f64> {
     Ok(c_dir(prior.as_slice().expect("contiguous")) - c_dir(th.as_slice().expect("contiguous")))
 }
 
+/// An allocation model chosen at run time: `E[ln π]` and the ELBO term as functions of the
+/// counts `N` only.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Alloc {
+    /// stick-breaking DP mixture with concentration `gamma`
+    Dp {
+        /// concentration `γ`
+        gamma: f64,
+    },
+    /// finite mixture with a symmetric `Dirichlet(γ/K)` prior
+    Finite {
+        /// concentration `γ`
+        gamma: f64,
+    },
+}
+
+impl Alloc {
+    /// Check the concentration.
+    ///
+    /// # Errors
+    /// [`Error::InvalidParam`] naming `gamma` if it is not finite and > 0.
+    pub fn check(&self) -> Result<()> {
+        let (Alloc::Dp { gamma } | Alloc::Finite { gamma }) = *self;
+        check(Array1::<f64>::zeros(0).view(), gamma)
+    }
+
+    /// `E_q[ln π_k]` at the optimal allocation posterior for counts `n`.
+    ///
+    /// # Errors
+    /// Invalid `gamma` or non-finite counts.
+    pub fn e_log_pi(&self, n: ArrayView1<f64>) -> Result<Array1<f64>> {
+        match *self {
+            Alloc::Dp { gamma } => dp_e_log_pi(n, gamma),
+            Alloc::Finite { gamma } => finite_e_log_pi(n, gamma),
+        }
+    }
+
+    /// Allocation ELBO term at the optimal allocation posterior for counts `n`.
+    ///
+    /// # Errors
+    /// Invalid `gamma` or non-finite counts.
+    pub fn elbo(&self, n: ArrayView1<f64>) -> Result<f64> {
+        match *self {
+            Alloc::Dp { gamma } => dp_elbo(n, gamma),
+            Alloc::Finite { gamma } => finite_elbo(n, gamma),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -372,6 +372,8 @@ struct Scratch {
     support: Vec<u32>,
     gsub: Vec<f64>,
     psub: Vec<f64>,
+    // restricted steps of dense rows
+    prop: PropScratch,
     // f32 candidates of the current tile and a K-row of their f64 log weights (−∞ elsewhere)
     c32: cand32::Scratch32,
     wx: Vec<f64>,
@@ -417,6 +419,15 @@ pub fn local_step<M: ObsModel>(
         })
         .collect();
     let elp = e_log_pi.to_vec();
+    // dense restricted steps evaluate the fresh clusters row by row
+    let fresh: Vec<Option<FreshRows>> = opts
+        .proposals
+        .iter()
+        .map(|p| match (&p.dest, opts.top_l) {
+            (Dest::Fresh { table, e_log_pi }, None) => Some(FreshRows::new(table, e_log_pi)),
+            _ => None,
+        })
+        .collect();
     // L-sparse zero-mean Gaussian rows at large K: candidates from an f32 GEMM, exact selection
     let c32 = sparse_l.and_then(|l| cand32::Cand32::prepare(table, &elp, n_rows, l));
     // (a sum of integers: the same for any order of the leaves)
@@ -465,7 +476,7 @@ pub fn local_step<M: ObsModel>(
             w: Array2::zeros((if c32.is_some() { 0 } else { tile }, k)),
             resp: Array2::zeros((if sparse_l.is_some() { 0 } else { tile }, k)),
             lse: vec![0.0; tile],
-            dest_w: prop_lens.iter().map(|&j| Array2::zeros((tile, j))).collect(),
+            dest_w: prop_lens.iter().map(|&j| Array2::zeros((if opts.top_l.is_some() { tile } else { 0 }, j))).collect(),
             idx: Vec::new(),
             val: Vec::new(),
             cnt: Vec::new(),
@@ -484,6 +495,7 @@ pub fn local_step<M: ObsModel>(
             support: Vec::new(),
             gsub: Vec::new(),
             psub: Vec::new(),
+            prop: PropScratch::default(),
             c32: cand32::Scratch32::default(),
             wx: if c32.is_some() { vec![f64::NEG_INFINITY; k] } else { Vec::new() },
         };
@@ -512,17 +524,22 @@ pub fn local_step<M: ObsModel>(
                         r.iter_mut().zip(&elp).for_each(|(o, &e)| *o += e);
                     }
                 }
-                for (pi, p) in opts.proposals.iter().enumerate() {
-                    if let Dest::Fresh { table: t, e_log_pi: fe } = &p.dest {
-                        let mut dw = sc.dest_w[pi].slice_mut(s![0..rows, ..]);
-                        t.eval_features(phi, dw.view_mut());
-                        dw += fe;
+                // with top_l the restricted steps need the fresh clusters' weights of every row;
+                // dense rows evaluate them in dense_tile, only where the source mass matters
+                if opts.top_l.is_some() {
+                    for (pi, p) in opts.proposals.iter().enumerate() {
+                        if let Dest::Fresh { table: t, e_log_pi: fe } = &p.dest {
+                            let mut dw = sc.dest_w[pi].slice_mut(s![0..rows, ..]);
+                            t.eval_features(phi, dw.view_mut());
+                            dw += fe;
+                        }
                     }
                 }
                 let wt = |n: usize| opts.weights.map_or(1.0, |wv| wv[t0 + n]);
+                let tphi = phi;
                 let phi = if same_feat || (defer_vech && opts.proposals.is_empty()) { phi } else { sfeat.apply(xt, &mut sphi_buf) };
                 match sparse_l {
-                    None => dense_tile(model, opts, &phi, t0, rows, &mut sc, &mut part, &wt, &resp_writer, &col_writer),
+                    None => dense_tile(model, opts, &fresh, &tphi, &phi, t0, rows, &mut sc, &mut part, &wt, &resp_writer, &col_writer),
                     Some(l) => sparse_tile(
                         opts, &phi, t0, rows, l, k, &mut sc, &mut part, &wt, &idx_writer, &val_writer, &col_writer, defer_vech,
                         c32.is_some(),
@@ -662,6 +679,8 @@ fn vech_bucket_summaries(
 fn dense_tile<M: ObsModel>(
     _model: &M,
     opts: &LocalOptions,
+    fresh: &[Option<FreshRows>],
+    tphi: &ArrayView2<f64>,
     phi: &ArrayView2<f64>,
     t0: usize,
     rows: usize,
@@ -747,38 +766,10 @@ fn dense_tile<M: ObsModel>(
             }
         }
     }
-    for (pi, p) in opts.proposals.iter().enumerate() {
-        if opts.top_l.is_some() {
-            break;
+    if opts.top_l.is_none() {
+        for (pi, p) in opts.proposals.iter().enumerate() {
+            dense_proposal(p, fresh[pi].as_ref(), tphi, phi, &w, &resp, rows, wt, &mut sc.prop, &mut part.props[pi]);
         }
-        let j = sc.dest_w[pi].ncols();
-        if let Dest::Columns(cols) = &p.dest {
-            let mut dw = sc.dest_w[pi].slice_mut(s![0..rows, ..]);
-            for (jj, &c) in cols.iter().enumerate() {
-                dw.column_mut(jj).assign(&w.column(c));
-            }
-        }
-        let dw = sc.dest_w[pi].slice(s![0..rows, ..]);
-        let mut rp = Array2::<f64>::zeros((rows, j));
-        let st = &mut part.props[pi];
-        for n in 0..rows {
-            let an: f64 = p.src.iter().map(|&c| resp[[n, c]]).sum();
-            let mut row = rp.row_mut(n);
-            let lse_p = softmax_row(dw.row(n).as_slice().expect("contiguous"), row.as_slice_mut().expect("contiguous"));
-            let wn = wt(n);
-            if an > 0.0 {
-                let la = an.ln();
-                for jj in 0..j {
-                    let r = an * row[jj];
-                    st.h[jj] += wn * ent_term(r, la + log_resp(dw[[n, jj]], lse_p, j));
-                    row[jj] = r * wn;
-                }
-            } else {
-                row.fill(0.0);
-            }
-        }
-        st.n += &rp.sum_axis(Axis(0));
-        gemm(1.0, rp.t(), phi.view(), 1.0, st.acc.view_mut());
     }
     if let Some(c) = opts.collect_col {
         // SAFETY: rows t0..t0+rows belong to this leaf only.
@@ -797,6 +788,207 @@ fn dense_tile<M: ObsModel>(
     }
     part.n += &resp.sum_axis(Axis(0));
     gemm(1.0, resp.t(), phi.view(), 1.0, part.acc.view_mut());
+}
+
+/// Rows whose source mass `a_n` of a dense restricted step is at most this value give all of it
+/// to the first destination cluster instead of spreading it by the destinations' softmax: the
+/// destinations' log weights are then computed only for the rows where the mass matters (the
+/// rows a birth or delete is about), and `r'` is still a valid responsibility matrix, so the
+/// candidate's ELBO stays exact. The objective given up is at most `a_n` times a log-weight
+/// range per row (≈ 1e-8 nats).
+pub const PROPOSAL_MIN_MASS: f64 = 1e-10;
+
+/// Scratch buffers of [`dense_proposal`].
+#[derive(Default)]
+struct PropScratch {
+    dw: Vec<f64>,
+    r: Vec<f64>,
+    lists: Vec<Vec<(u32, f64)>>,
+    // many destinations: tile-sized destination weights for two GEMMs
+    dwm: Vec<f64>,
+    rp: Vec<f64>,
+}
+
+/// Destination counts up to this use the row-by-row restricted step; more use two GEMMs over
+/// the tile (row by row wins for a birth's 2–4 fresh clusters, GEMMs for a delete's absorbing
+/// set of up to 10).
+const ROWWISE_MAX_DEST: usize = 4;
+
+/// A fresh-cluster table transposed for row-by-row evaluation: `wt` is `J × F`.
+struct FreshRows {
+    wt: Array2<f64>,
+    cst: Array1<f64>,
+    e_log_pi: Array1<f64>,
+}
+
+impl FreshRows {
+    fn new(table: &LogLikTable, e_log_pi: &Array1<f64>) -> FreshRows {
+        match table {
+            LogLikTable::Lin { w, cst, .. } => FreshRows {
+                wt: w.t().as_standard_layout().into_owned(),
+                cst: cst.clone(),
+                e_log_pi: e_log_pi.clone(),
+            },
+        }
+    }
+}
+
+/// `Σ_i a_i b_i` with four interleaved partial sums (a fixed order: deterministic).
+#[inline]
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    let mut s = [0.0f64; 4];
+    let mut ca = a.chunks_exact(4);
+    let mut cb = b.chunks_exact(4);
+    for (x, y) in (&mut ca).zip(&mut cb) {
+        s[0] += x[0] * y[0];
+        s[1] += x[1] * y[1];
+        s[2] += x[2] * y[2];
+        s[3] += x[3] * y[3];
+    }
+    let mut t = (s[0] + s[2]) + (s[1] + s[3]);
+    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+        t += x * y;
+    }
+    t
+}
+
+/// Restricted step of one proposal on the dense rows of a tile (spec 01 §6.2.4, §6.3.2):
+/// `a_n = Σ_{c∈src} r_nc`, `r'_nj = a_n softmax_j(W̃_nj)` for `a_n >` [`PROPOSAL_MIN_MASS`],
+/// `r'_n0 = a_n` otherwise; accumulates `N'`, `S'`, `H'` of the destination columns. The few
+/// destination columns are evaluated and accumulated row by row (dot products and `axpy`s on
+/// the rows of `φ`): skinny GEMMs would spend more on packing than on arithmetic.
+#[allow(clippy::too_many_arguments)]
+fn dense_proposal(
+    p: &Proposal,
+    fresh: Option<&FreshRows>,
+    tphi: &ArrayView2<f64>,
+    phi: &ArrayView2<f64>,
+    w: &ArrayView2<f64>,
+    resp: &ArrayViewMut2<f64>,
+    rows: usize,
+    wt: &dyn Fn(usize) -> f64,
+    ps: &mut PropScratch,
+    st: &mut PropPartial,
+) {
+    let j = st.n.len();
+    if j > ROWWISE_MAX_DEST {
+        return dense_proposal_gemm(p, tphi, phi, w, resp, rows, wt, ps, st);
+    }
+    ps.lists.resize_with(j, Vec::new);
+    ps.lists.iter_mut().for_each(Vec::clear);
+    ps.dw.resize(j, 0.0);
+    ps.r.resize(j, 0.0);
+    for n in 0..rows {
+        let an: f64 = p.src.iter().map(|&c| resp[[n, c]]).sum();
+        if an.is_nan() || an <= 0.0 {
+            continue;
+        }
+        let wn = wt(n);
+        if an <= PROPOSAL_MIN_MASS {
+            st.n[0] += an * wn;
+            st.h[0] += wn * ent_term(an, an.ln());
+            ps.lists[0].push((n as u32, an * wn));
+            continue;
+        }
+        match (&p.dest, fresh) {
+            (Dest::Fresh { .. }, Some(fr)) => {
+                let x = tphi.row(n);
+                let x = x.as_slice().expect("contiguous");
+                for jj in 0..j {
+                    let wr = fr.wt.row(jj);
+                    ps.dw[jj] =
+                        dot(x, wr.as_slice().expect("contiguous")) + fr.cst[jj] + fr.e_log_pi[jj];
+                }
+            }
+            (Dest::Columns(cols), _) => {
+                for (jj, &c) in cols.iter().enumerate() {
+                    ps.dw[jj] = w[[n, c]];
+                }
+            }
+            (Dest::Fresh { .. }, None) => {
+                unreachable!("fresh rows prepared for every fresh proposal")
+            }
+        }
+        let lse_p = softmax_row(&ps.dw, &mut ps.r);
+        let la = an.ln();
+        for jj in 0..j {
+            let r = an * ps.r[jj];
+            if r > 0.0 {
+                st.h[jj] += wn * ent_term(r, la + log_resp(ps.dw[jj], lse_p, j));
+                st.n[jj] += r * wn;
+                ps.lists[jj].push((n as u32, r * wn));
+            }
+        }
+    }
+    for (jj, list) in ps.lists.iter().enumerate() {
+        if !list.is_empty() {
+            let mut acc = st.acc.row_mut(jj);
+            axpy_rows(acc.as_slice_mut().expect("contiguous"), phi, list);
+        }
+    }
+}
+
+/// [`dense_proposal`] for many destinations: the destination weights of the tile come from one
+/// GEMM (fresh clusters) and `S'` from another, over all rows (rows at or below the mass
+/// threshold get their one-hot row `r'_n0 = a_n` without a softmax).
+#[allow(clippy::too_many_arguments)]
+fn dense_proposal_gemm(
+    p: &Proposal,
+    tphi: &ArrayView2<f64>,
+    phi: &ArrayView2<f64>,
+    w: &ArrayView2<f64>,
+    resp: &ArrayViewMut2<f64>,
+    rows: usize,
+    wt: &dyn Fn(usize) -> f64,
+    ps: &mut PropScratch,
+    st: &mut PropPartial,
+) {
+    let j = st.n.len();
+    ps.dwm.clear();
+    ps.dwm.resize(rows * j, 0.0);
+    let mut dw =
+        ArrayViewMut2::from_shape((rows, j), &mut ps.dwm[..]).expect("destination weights");
+    match &p.dest {
+        Dest::Fresh { table, e_log_pi } => {
+            table.eval_features(*tphi, dw.view_mut());
+            dw += e_log_pi;
+        }
+        Dest::Columns(cols) => {
+            for n in 0..rows {
+                for (jj, &c) in cols.iter().enumerate() {
+                    dw[[n, jj]] = w[[n, c]];
+                }
+            }
+        }
+    }
+    ps.rp.clear();
+    ps.rp.resize(rows * j, 0.0);
+    let mut rp = ArrayViewMut2::from_shape((rows, j), &mut ps.rp[..]).expect("proposal rows");
+    for n in 0..rows {
+        let an: f64 = p.src.iter().map(|&c| resp[[n, c]]).sum();
+        if an.is_nan() || an <= 0.0 {
+            continue;
+        }
+        let wn = wt(n);
+        let mut row = rp.row_mut(n);
+        let row = row.as_slice_mut().expect("contiguous");
+        if an <= PROPOSAL_MIN_MASS {
+            st.h[0] += wn * ent_term(an, an.ln());
+            row[0] = an * wn;
+            continue;
+        }
+        let dwr = dw.row(n);
+        let dwr = dwr.as_slice().expect("contiguous");
+        let lse_p = softmax_row(dwr, row);
+        let la = an.ln();
+        for jj in 0..j {
+            let r = an * row[jj];
+            st.h[jj] += wn * ent_term(r, la + log_resp(dwr[jj], lse_p, j));
+            row[jj] = r * wn;
+        }
+    }
+    st.n += &rp.sum_axis(Axis(0));
+    gemm(1.0, rp.t(), *phi, 1.0, st.acc.view_mut());
 }
 
 /// Scratch buffers of [`budget_proposals_row`].

@@ -87,21 +87,28 @@ impl FeatureMap {
         }
     }
 
-    /// Features of a block of rows. Returns `x` itself for the identity map, otherwise a view of
-    /// `buf` (resized as needed, never shrunk).
+    /// Features of a block of rows, always in standard (row-major) layout. Returns `x` itself for
+    /// the identity map on row-major data, otherwise a view of `buf` (resized as needed, never
+    /// shrunk).
     pub fn apply<'a>(&self, x: ArrayView2<'a, f64>, buf: &'a mut Vec<f64>) -> ArrayView2<'a, f64> {
         let rows = x.nrows();
         let d = x.ncols();
         let f = self.dim(d);
         if let FeatureMap::Identity = self {
-            return x;
+            if x.is_standard_layout() {
+                return x;
+            }
         }
         if buf.len() < rows * f {
             buf.resize(rows * f, 0.0);
         }
         let out = &mut buf[..rows * f];
         match self {
-            FeatureMap::Identity => unreachable!(),
+            FeatureMap::Identity => {
+                for (n, xr) in x.rows().into_iter().enumerate() {
+                    out[n * f..(n + 1) * f].iter_mut().zip(xr.iter()).for_each(|(o, &v)| *o = v);
+                }
+            }
             FeatureMap::WithSquares => {
                 for (n, xr) in x.rows().into_iter().enumerate() {
                     let o = &mut out[n * f..(n + 1) * f];
@@ -461,54 +468,69 @@ impl Obs {
     /// # Errors
     /// More centres than rows, bad data, uniforms outside `[0, 1)`.
     pub fn kmeanspp(&self, x: ArrayView2<f64>, uniforms: ArrayView1<f64>) -> Result<Vec<usize>> {
-        self.check_data(x, "X")?;
-        let n = x.nrows();
-        let k = uniforms.len();
-        if k > n {
-            return Err(Error::param("n_components", format!("{k} clusters requested but only {n} rows")));
-        }
-        if uniforms.iter().any(|u| !(0.0..1.0).contains(u)) {
-            return Err(Error::param("uniforms", "values must lie in [0, 1)"));
-        }
-        let mut chosen = Vec::with_capacity(k);
-        if k == 0 {
-            return Ok(chosen);
-        }
-        with_obs!(self, m => {
-            let prep = m.div_prepare(x)?;
-            let first = ((uniforms[0] * n as f64) as usize).min(n - 1);
-            chosen.push(first);
-            let mut dist = vec![0.0; n];
-            m.div_to(&prep, first, &mut dist);
-            let mut is_chosen = vec![false; n];
-            is_chosen[first] = true;
-            let mut tmp = vec![0.0; n];
-            for j in 1..k {
-                for (d, &c) in dist.iter_mut().zip(&is_chosen) {
-                    if c || !d.is_finite() || *d < 0.0 { *d = if c { 0.0 } else { d.max(0.0) }; }
-                }
-                let total: f64 = dist.iter().sum();
-                let next = if total > 0.0 && total.is_finite() {
-                    let target = uniforms[j] * total;
-                    let mut acc = 0.0;
-                    let mut pick = None;
-                    for (i, &d) in dist.iter().enumerate() {
-                        acc += d;
-                        if acc > target && !is_chosen[i] { pick = Some(i); break; }
-                    }
-                    pick.unwrap_or_else(|| (0..n).rev().find(|&i| !is_chosen[i] && dist[i] > 0.0).unwrap_or(0))
-                } else {
-                    let free: Vec<usize> = (0..n).filter(|&i| !is_chosen[i]).collect();
-                    free[((uniforms[j] * free.len() as f64) as usize).min(free.len() - 1)]
-                };
-                chosen.push(next);
-                is_chosen[next] = true;
-                m.div_to(&prep, next, &mut tmp);
-                dist.par_iter_mut().zip(tmp.par_iter()).for_each(|(d, &t)| if t < *d { *d = t });
-            }
-            Ok(chosen)
-        })
+        with_obs!(self, m => kmeanspp(m, x, uniforms))
     }
+}
+
+/// Bregman k-means++ seeding for a concrete model (see [`Obs::kmeanspp`]).
+///
+/// # Errors
+/// More centres than rows, bad data, uniforms outside `[0, 1)`.
+pub fn kmeanspp<M: ObsModel>(m: &M, x: ArrayView2<f64>, uniforms: ArrayView1<f64>) -> Result<Vec<usize>> {
+    m.check_data(x, "X")?;
+    let n = x.nrows();
+    let k = uniforms.len();
+    if k > n {
+        return Err(Error::param("n_components", format!("{k} clusters requested but only {n} rows")));
+    }
+    if uniforms.iter().any(|u| !(0.0..1.0).contains(u)) {
+        return Err(Error::param("uniforms", "values must lie in [0, 1)"));
+    }
+    let mut chosen = Vec::with_capacity(k);
+    if k == 0 {
+        return Ok(chosen);
+    }
+    let prep = m.div_prepare(x)?;
+    let first = ((uniforms[0] * n as f64) as usize).min(n - 1);
+    chosen.push(first);
+    let mut dist = vec![0.0; n];
+    m.div_to(&prep, first, &mut dist);
+    let mut is_chosen = vec![false; n];
+    is_chosen[first] = true;
+    let mut tmp = vec![0.0; n];
+    for j in 1..k {
+        for (d, &c) in dist.iter_mut().zip(&is_chosen) {
+            if c || !d.is_finite() || *d < 0.0 {
+                *d = if c { 0.0 } else { d.max(0.0) };
+            }
+        }
+        let total: f64 = dist.iter().sum();
+        let next = if total > 0.0 && total.is_finite() {
+            let target = uniforms[j] * total;
+            let mut acc = 0.0;
+            let mut pick = None;
+            for (i, &d) in dist.iter().enumerate() {
+                acc += d;
+                if acc > target && !is_chosen[i] {
+                    pick = Some(i);
+                    break;
+                }
+            }
+            pick.unwrap_or_else(|| (0..n).rev().find(|&i| !is_chosen[i] && dist[i] > 0.0).unwrap_or(0))
+        } else {
+            let free: Vec<usize> = (0..n).filter(|&i| !is_chosen[i]).collect();
+            free[((uniforms[j] * free.len() as f64) as usize).min(free.len() - 1)]
+        };
+        chosen.push(next);
+        is_chosen[next] = true;
+        m.div_to(&prep, next, &mut tmp);
+        dist.par_iter_mut().zip(tmp.par_iter()).for_each(|(d, &t)| {
+            if t < *d {
+                *d = t;
+            }
+        });
+    }
+    Ok(chosen)
 }
 
 /// Evaluate a table on all rows, in parallel over fixed row chunks.
