@@ -31,13 +31,14 @@ for a in "$@"; do
     esac
 done
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="${ARGS[0]:-$REPO/.bnpy-venv}"
+VENV="$(realpath -m "${ARGS[0]:-$REPO/.bnpy-venv}")"  # absolute: the checks run from /
 PYTHON="${PYTHON:-python3.11}"
 BNPY_VERSION=0.1.7
 EIGEN_DIR="${EIGENPATH:-/usr/include/eigen3}"
 BOOST_DIR="${BOOSTMATHPATH:-/usr/include}"
 # Versions known to work together with BNPy 0.1.7 on Python 3.11. matplotlib is required, not
-# optional: the delete move imports bnpy.viz, which imports matplotlib.
+# optional: the memoized algorithm with moves and the move planners import bnpy.viz, which
+# imports matplotlib.
 PINS=(
     "numpy==1.23.5" "scipy==1.10.1" "pandas==1.5.3" "scikit-learn==1.2.2" "Cython==0.29.37"
     "joblib==1.6.0" "memory_profiler==0.61.0" "munkres==1.0.12" "numexpr==2.14.1" "psutil==7.2.2"
