@@ -20,10 +20,10 @@ from .alloc import (
 )
 from .elbo import elbo, raw_elbo, score_samples
 from .local import (
+    PROPOSAL_MIN_MASS,
     e_log_pi,
     entropy,
     local_step,
-    PROPOSAL_MIN_MASS,
     pair_entropy,
     proposal_summaries,
     restricted_resp,
@@ -48,9 +48,9 @@ from .obs import (
 )
 
 __all__ = [
-    "PROPOSAL_MIN_MASS",
     "ALLOCS",
     "KINDS",
+    "PROPOSAL_MIN_MASS",
     "c_beta",
     "c_dir",
     "c_func",
@@ -79,8 +79,8 @@ __all__ = [
     "point_estimates",
     "posterior",
     "proposal_summaries",
-    "restricted_resp",
     "raw_elbo",
+    "restricted_resp",
     "score_samples",
     "smoothed_divergence",
     "stat_dim",
