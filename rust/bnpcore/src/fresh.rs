@@ -43,6 +43,7 @@ use rayon::prelude::*;
 use crate::alloc::Alloc;
 use crate::error::{Error, Result};
 use crate::linalg::gemm;
+use crate::local::{ent_term, log_add_exp, log_resp, softmax_row};
 use crate::obs::{check_summaries, kmeanspp, FeatureMap, LogLikTable, Obs, ObsModel};
 use crate::parallel::tree_reduce;
 use crate::with_obs;
@@ -158,62 +159,7 @@ impl Obs {
 }
 
 // ------------------------------------------------------------------------------------------
-// row kernels (the same arithmetic as the dense local step, crate::local)
-
-/// Responsibilities below `exp(EXP_CUTOFF)` of the row's largest are set to 0 (as in the local
-/// step: no summary changes beyond round-off, and no subnormal numbers in the GEMMs).
-const EXP_CUTOFF: f64 = -600.0;
-
-/// Softmax of `w` into `out`; returns the log-sum-exp. A row of `-inf` gets a uniform
-/// distribution.
-#[inline]
-fn softmax_row(w: &[f64], out: &mut [f64]) -> f64 {
-    let m = w.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if m == f64::NEG_INFINITY {
-        let u = 1.0 / w.len() as f64;
-        out.iter_mut().for_each(|o| *o = u);
-        return f64::NEG_INFINITY;
-    }
-    let mut tot = 0.0;
-    for (o, &v) in out.iter_mut().zip(w) {
-        let t = v - m;
-        let e = if t > EXP_CUTOFF { t.exp() } else { 0.0 };
-        *o = e;
-        tot += e;
-    }
-    let inv = 1.0 / tot;
-    out.iter_mut().for_each(|o| *o *= inv);
-    m + tot.ln()
-}
-
-/// `ln r_j = w_j − lse` (or `−ln K` for the uniform row replacing an all-`-inf` row).
-#[inline]
-fn log_resp(w: f64, lse: f64, len: usize) -> f64 {
-    if lse == f64::NEG_INFINITY {
-        -(len as f64).ln()
-    } else {
-        w - lse
-    }
-}
-
-/// `−r ln r` from `ln r` (0 when `r` underflows).
-#[inline]
-fn ent_term(r: f64, log_r: f64) -> f64 {
-    if r > 0.0 {
-        -r * log_r
-    } else {
-        0.0
-    }
-}
-
-#[inline]
-fn log_add_exp(a: f64, b: f64) -> f64 {
-    let m = a.max(b);
-    if m == f64::NEG_INFINITY {
-        return m;
-    }
-    m + ((a - m).exp() + (b - m).exp()).ln()
-}
+// row kernels (softmax, entropy terms: those of the dense local step, crate::local)
 
 /// Relative tolerance under which two log weights count as tied in a hard step.
 pub const TIE_RTOL: f64 = 1e-9;

@@ -303,9 +303,9 @@ fn vech_f32(y: &[f32], out: &mut [f32]) {
     vech_f32_impl(y, out)
 }
 
-/// `Σ a_i b_i` with four partial sums.
+/// `Σ a_i b_i` with four partial sums (a fixed order: deterministic).
 #[inline]
-fn dot(a: &[f64], b: &[f64]) -> f64 {
+pub(super) fn dot(a: &[f64], b: &[f64]) -> f64 {
     let mut s = [0.0f64; 4];
     let mut ca = a.chunks_exact(4);
     let mut cb = b.chunks_exact(4);

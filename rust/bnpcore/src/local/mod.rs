@@ -199,7 +199,7 @@ impl<T> RowWriter<T> {
 }
 
 #[inline]
-fn log_add_exp(a: f64, b: f64) -> f64 {
+pub(crate) fn log_add_exp(a: f64, b: f64) -> f64 {
     let m = a.max(b);
     if m == f64::NEG_INFINITY {
         return m;
@@ -215,7 +215,7 @@ const EXP_CUTOFF: f64 = -600.0;
 /// Softmax of `w` in place into `out`; returns the log-sum-exp. Rows of `-inf` get a uniform
 /// distribution (never NaN).
 #[inline]
-fn softmax_row(w: &[f64], out: &mut [f64]) -> f64 {
+pub(crate) fn softmax_row(w: &[f64], out: &mut [f64]) -> f64 {
     let m = w.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     if m == f64::NEG_INFINITY {
         let u = 1.0 / w.len() as f64;
@@ -237,7 +237,7 @@ fn softmax_row(w: &[f64], out: &mut [f64]) -> f64 {
 /// `ln r_j` of a row produced by [`softmax_row`]: `w_j − lse`, or `−ln J` for the uniform row that
 /// replaces an all-`-inf` row (where `w_j − lse` would be `-inf − (-inf)` = NaN).
 #[inline]
-fn log_resp(w: f64, lse: f64, len: usize) -> f64 {
+pub(crate) fn log_resp(w: f64, lse: f64, len: usize) -> f64 {
     if lse == f64::NEG_INFINITY {
         -(len as f64).ln()
     } else {
@@ -247,7 +247,7 @@ fn log_resp(w: f64, lse: f64, len: usize) -> f64 {
 
 /// `−r ln r` computed from `ln r` (0 when `r` underflows).
 #[inline]
-fn ent_term(r: f64, log_r: f64) -> f64 {
+pub(crate) fn ent_term(r: f64, log_r: f64) -> f64 {
     if r > 0.0 {
         -r * log_r
     } else {
@@ -833,25 +833,6 @@ impl FreshRows {
     }
 }
 
-/// `Σ_i a_i b_i` with four interleaved partial sums (a fixed order: deterministic).
-#[inline]
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    let mut s = [0.0f64; 4];
-    let mut ca = a.chunks_exact(4);
-    let mut cb = b.chunks_exact(4);
-    for (x, y) in (&mut ca).zip(&mut cb) {
-        s[0] += x[0] * y[0];
-        s[1] += x[1] * y[1];
-        s[2] += x[2] * y[2];
-        s[3] += x[3] * y[3];
-    }
-    let mut t = (s[0] + s[2]) + (s[1] + s[3]);
-    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
-        t += x * y;
-    }
-    t
-}
-
 /// Restricted step of one proposal on the dense rows of a tile (spec 01 §6.2.4, §6.3.2):
 /// `a_n = Σ_{c∈src} r_nc`, `r'_nj = a_n softmax_j(W̃_nj)` for `a_n >` [`PROPOSAL_MIN_MASS`],
 /// `r'_n0 = a_n` otherwise; accumulates `N'`, `S'`, `H'` of the destination columns. The few
@@ -897,7 +878,7 @@ fn dense_proposal(
                 for jj in 0..j {
                     let wr = fr.wt.row(jj);
                     ps.dw[jj] =
-                        dot(x, wr.as_slice().expect("contiguous")) + fr.cst[jj] + fr.e_log_pi[jj];
+                        cand32::dot(x, wr.as_slice().expect("contiguous")) + fr.cst[jj] + fr.e_log_pi[jj];
                 }
             }
             (Dest::Columns(cols), _) => {
@@ -909,12 +890,10 @@ fn dense_proposal(
                 unreachable!("fresh rows prepared for every fresh proposal")
             }
         }
-        let lse_p = softmax_row(&ps.dw, &mut ps.r);
-        let la = an.ln();
+        spread_mass(an, wn, &ps.dw, &mut ps.r, &mut st.h);
         for jj in 0..j {
-            let r = an * ps.r[jj];
+            let r = ps.r[jj];
             if r > 0.0 {
-                st.h[jj] += wn * ent_term(r, la + log_resp(ps.dw[jj], lse_p, j));
                 st.n[jj] += r * wn;
                 ps.lists[jj].push((n as u32, r * wn));
             }
@@ -925,6 +904,20 @@ fn dense_proposal(
             let mut acc = st.acc.row_mut(jj);
             axpy_rows(acc.as_slice_mut().expect("contiguous"), phi, list);
         }
+    }
+}
+
+/// One row of a restricted step: `out_j = a_n softmax_j(dw_j)` (`a_n > 0`) and, with row weight
+/// `wn`, `h_j += wn·(−out_j ln out_j)`, the logarithm taken from the log weights.
+#[inline]
+fn spread_mass(an: f64, wn: f64, dw: &[f64], out: &mut [f64], h: &mut Array1<f64>) {
+    let j = dw.len();
+    let lse = softmax_row(dw, out);
+    let la = an.ln();
+    for jj in 0..j {
+        let r = an * out[jj];
+        h[jj] += wn * ent_term(r, la + log_resp(dw[jj], lse, j));
+        out[jj] = r;
     }
 }
 
@@ -978,14 +971,8 @@ fn dense_proposal_gemm(
             continue;
         }
         let dwr = dw.row(n);
-        let dwr = dwr.as_slice().expect("contiguous");
-        let lse_p = softmax_row(dwr, row);
-        let la = an.ln();
-        for jj in 0..j {
-            let r = an * row[jj];
-            st.h[jj] += wn * ent_term(r, la + log_resp(dwr[jj], lse_p, j));
-            row[jj] = r * wn;
-        }
+        spread_mass(an, wn, dwr.as_slice().expect("contiguous"), row, &mut st.h);
+        row.iter_mut().for_each(|r| *r *= wn);
     }
     st.n += &rp.sum_axis(Axis(0));
     gemm(1.0, rp.t(), *phi, 1.0, st.acc.view_mut());
