@@ -50,7 +50,8 @@ def load(rows, heldout_rows):
     return train, np.ascontiguousarray(test)
 
 
-def run_bnpcore(X, T, K, Ls, laps, threads, seed, step_rows, algorithm="full", n_batches=1):
+def run_bnpcore(X, T, K, Ls, laps, threads, seed, step_rows, algorithm="full", n_batches=1, tol=1e-6,
+                heldout_every=0):
     base = DPMixture(
         obs="zero_mean_gauss",
         n_components=K,
@@ -63,6 +64,7 @@ def run_bnpcore(X, T, K, Ls, laps, threads, seed, step_rows, algorithm="full", n
         random_state=seed,
         n_threads=threads,
         warm_start=True,
+        tol=tol,
     )
     # initialise only (no lap): build the initial state the estimator would start from
     source = base._make_source(X)
@@ -75,6 +77,17 @@ def run_bnpcore(X, T, K, Ls, laps, threads, seed, step_rows, algorithm="full", n
         m = copy.deepcopy(base)
         m.top_l = None if L >= K else L
         m.max_laps = laps
+        trace = []
+        if heldout_every:
+            # held-out score every few laps (outside the timed lap: the history's seconds count
+            # only the laps themselves)
+            def cb(est, info, trace=trace):
+                if info["lap"] % heldout_every == 0:
+                    trace.append((int(info["lap"]), float(est.history_["seconds"][-1]), float(est.score(T))))
+                    print(f"    K={K} L={'K' if L >= K else L} lap {trace[-1][0]:3d} {trace[-1][1]:8.1f} s  "
+                          f"held-out {trace[-1][2]:.4f}", flush=True)
+
+            m.callback = cb
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = m._make_model(m.obs_model_)
@@ -84,17 +97,22 @@ def run_bnpcore(X, T, K, Ls, laps, threads, seed, step_rows, algorithm="full", n
         res = {
             "K": K,
             "L": int(L),
+            "seed": seed,
             "dense": bool(L >= K),
             "seconds_per_lap": per_lap,
             "lap_seconds": secs.tolist(),
             "elbo_per_row": float(m.elbo_ / X.shape[0]),
             "heldout_score": float(m.score(T)),
             "n_components": int(m.n_components_),
+            "laps_run": int(m.n_iter_),
+            "converged": bool(m.converged_),
+            "heldout_trace": trace,
         }
         out.append(res)
         print(
             f"K={K:4d} L={'K' if L >= K else L!s:>3s}  {per_lap:8.2f} s/lap  ELBO/row {res['elbo_per_row']:9.4f}  "
-            f"held-out {res['heldout_score']:9.4f} nats/patch",
+            f"held-out {res['heldout_score']:9.4f} nats/patch  ({res['laps_run']} laps, "
+            f"{'converged' if res['converged'] else 'not converged'})",
             flush=True,
         )
     # the same local step, timed in CPU seconds on one thread (robust to other processes on a
@@ -152,9 +170,13 @@ def main():
     ap.add_argument("--l", type=int, nargs="+", default=[1, 2, 4, 8], help="sparsity levels (dense is always added)")
     ap.add_argument("--laps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, nargs="+", default=[0],
+                    help="initialisation seeds; with several, the held-out difference to dense is also "
+                    "summarised over seeds (mean and standard error)")
     ap.add_argument("--algorithm", choices=["full", "memoized"], default="full")
     ap.add_argument("--n-batches", type=int, default=20, help="batches of the memoized algorithm")
+    ap.add_argument("--tol", type=float, default=1e-6, help="stop a run early when the relative ELBO change of a lap is below this")
+    ap.add_argument("--heldout-every", type=int, default=0, help="also score the held-out rows every N laps (0: only at the end)")
     ap.add_argument(
         "--step-rows", type=int, default=20_000, help="rows for the 1-thread CPU-time local-step timing (0: skip)"
     )
@@ -175,12 +197,14 @@ def main():
     }
     for K in args.k:
         Ls = sorted(set(args.l)) + [K]
-        runs, t_init = run_bnpcore(X, T, K, Ls, args.laps, threads, args.seed, args.step_rows,
-                                   args.algorithm, args.n_batches if args.algorithm == "memoized" else 1)
-        results["runs"] += runs
-        results.setdefault("init_seconds", {})[str(K)] = t_init
+        for seed in args.seed:
+            runs, t_init = run_bnpcore(X, T, K, Ls, args.laps, threads, seed, args.step_rows,
+                                       args.algorithm, args.n_batches if args.algorithm == "memoized" else 1,
+                                       args.tol, args.heldout_every)
+            results["runs"] += runs
+            results.setdefault("init_seconds", {})[f"{K}/{seed}"] = t_init
         if args.sklearn:
-            sk = run_sklearn(X, T, K, args.laps, args.seed)
+            sk = run_sklearn(X, T, K, args.laps, args.seed[0])
             results.setdefault("sklearn", []).append(sk)
             print(
                 f"K={K:4d} sklearn BayesianGaussianMixture: {sk['seconds_total'] / sk['iterations']:8.2f} s/iteration "
@@ -189,16 +213,31 @@ def main():
             )
     print()
     print(
-        f"{'K':>5s} {'L':>5s} {'s/lap':>8s} {'speed-up':>9s} {'held-out':>10s} {'Δ dense':>9s} "
+        f"{'K':>5s} {'seed':>4s} {'L':>5s} {'s/lap':>8s} {'speed-up':>9s} {'held-out':>10s} {'Δ dense':>9s} "
         f"{'step CPU s':>10s} {'speed-up':>9s} {'cand/row':>8s}"
     )
     for r in results["runs"]:
         print(
-            f"{r['K']:5d} {('K' if r['dense'] else str(r['L'])):>5s} {r['seconds_per_lap']:8.2f} "
+            f"{r['K']:5d} {r['seed']:4d} {('K' if r['dense'] else str(r['L'])):>5s} {r['seconds_per_lap']:8.2f} "
             f"{r.get('speedup_vs_dense', float('nan')):8.2f}× {r['heldout_score']:10.4f} "
             f"{r.get('heldout_minus_dense', float('nan')):+9.4f} {r.get('step_cpu_seconds_1thread', float('nan')):10.3f} "
             f"{r.get('step_speedup_vs_dense', float('nan')):8.2f}× {r.get('candidates_per_row', float('nan')):8.2f}"
         )
+    if len(args.seed) > 1:
+        # the optimisation path depends on the initialisation (and, through the first laps, on
+        # the truncation itself), so one pair of runs can differ by more than the sparsity costs:
+        # summarise the paired differences over seeds
+        print()
+        results["heldout_minus_dense_over_seeds"] = []
+        for K in args.k:
+            for L in sorted({r["L"] for r in results["runs"] if r["K"] == K and not r["dense"]}):
+                d = np.array([r["heldout_minus_dense"] for r in results["runs"] if r["K"] == K and r["L"] == L])
+                se = float(d.std(ddof=1) / np.sqrt(len(d)))
+                results["heldout_minus_dense_over_seeds"].append(
+                    {"K": K, "L": L, "n_seeds": len(d), "mean": float(d.mean()), "standard_error": se, "values": d.tolist()}
+                )
+                print(f"K={K:4d} L={L:3d}: held-out − dense over {len(d)} seeds: mean {d.mean():+.4f} ± {se:.4f} "
+                      f"(s.e.), min {d.min():+.4f}, max {d.max():+.4f} nats/patch")
     results["loadavg_end"] = os.getloadavg()
     print(f"load average at start/end: {results['loadavg_start'][0]:.1f} / {results['loadavg_end'][0]:.1f}")
     out = Path(args.out)
