@@ -326,3 +326,27 @@ def test_plot_clusters_2d_returns_figure(pyplot):
     assert isinstance(fig, Figure)
     with pytest.raises(ValueError):
         plot_clusters_2d(X[:, :1], y)
+
+
+def test_plot_top_l_mass_draws_one_cdf_per_level(pyplot):
+    import warnings
+
+    from matplotlib.figure import Figure
+
+    from bnpcore import DPMixture
+    from bnpcore.plotting import plot_top_l_mass
+
+    X, _ = datasets.make_gaussian_mixture(n_samples=400, n_features=2, n_components=4, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = DPMixture(n_components=6, max_laps=3, moves=(), random_state=0).fit(X)
+    fig = plot_top_l_mass(m, X, top_l=(1, 2, 4))
+    assert isinstance(fig, Figure)
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 3
+    mass = m.top_l_mass(X, (1, 2, 4))
+    for line, j in zip(lines, range(3)):
+        x, y = line.get_data()
+        assert np.allclose(np.sort(np.maximum(1 - mass[:, j], 1e-16)), x)
+        assert y[-1] == 1.0
+    assert "L=1" in fig.axes[0].get_legend().get_texts()[0].get_text()

@@ -303,3 +303,51 @@ def test_moves_with_top_l_never_decrease_the_elbo(moves, top_l):
     if top_l > 1 or "birth" not in moves:
         # (with L = 1 from a single cluster, a birth's hard split loses to the one cluster here)
         assert any(r.get("accepted") for r in m.moves_log_)
+
+
+# ---------------------------------------------------------------------------------------------
+# top_l_mass: the share of the dense responsibilities each L keeps (choice of L; spec 04 §6.1)
+@pytest.mark.parametrize("kind", KINDS)
+def test_top_l_mass_matches_sorted_dense_responsibilities_and_the_objective_gap(kind):
+    rng = np.random.default_rng(11)
+    X = make_data(kind, 500, 3, rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # fitted with top_l=2: top_l_mass must use the dense step regardless
+        m = DPMixture(obs=kind, n_components=7, max_laps=3, moves=(), top_l=2, random_state=0).fit(X)
+    K = m.summaries_.N.shape[0]
+    levels = [1, 2, 3, K, K + 5]
+    mass = m.top_l_mass(X, levels)
+    # reference: the dense responsibilities, sorted row by row
+    model = m._make_model(m.obs_model_)
+    R = model.local_step(X, m.summaries_, return_resp=True, top_l=None)["resp"]
+    Rs = -np.sort(-R, axis=1)
+    for j, L in enumerate(levels):
+        assert np.allclose(mass[:, j], Rs[:, : min(L, K)].sum(axis=1), rtol=0, atol=1e-12)
+    assert np.all(np.diff(mass, axis=1) >= -1e-15)  # more clusters keep more
+    assert np.all(mass[:, 3] == 1.0) and np.all(mass[:, 4] == 1.0)
+    assert np.all(mass > 0)
+    # -Σ log m_n is the objective an L-sparse step gives up at these globals
+    G = m.summaries_
+    dense = model.local_step(X, G, top_l=None)
+    for j, L in enumerate(levels[:3]):
+        sparse = model.local_step(X, G, top_l=L)
+        gap = dense["lse_sum"] - sparse["lse_sum"]
+        assert abs(gap - (-np.log(mass[:, j]).sum())) <= 1e-8 * max(1.0, abs(dense["lse_sum"]))
+
+
+def test_top_l_mass_chunks_rows_and_rejects_bad_levels():
+    X = make_data("gauss", 300, 2, np.random.default_rng(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = DPMixture(n_components=4, max_laps=2, moves=(), random_state=0).fit(X)
+    whole = m.top_l_mass(X, 2)
+    assert whole.shape == (300, 1)
+    # rows are processed independently: any split gives the same rows
+    parts = np.vstack([m.top_l_mass(X[:7], [2]), m.top_l_mass(X[7:], [2])])
+    assert np.array_equal(whole, parts)
+    for bad in (0, -1, [1, 0], [], 1.5, [True]):
+        with pytest.raises(ParameterError, match="top_l"):
+            m.top_l_mass(X, bad)
+    with pytest.raises(Exception, match="fit"):
+        DPMixture().top_l_mass(X)

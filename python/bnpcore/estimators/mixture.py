@@ -536,6 +536,48 @@ class _BaseMixture(BaseEstimator):
         out = model.local_step(X, self.summaries_, n_threads=self.n_threads, return_resp=True)
         return model.resp_from_output(out, self.summaries_.N.shape[0])
 
+    def top_l_mass(self, X, top_l=(1, 2, 4, 8, 16)) -> np.ndarray:
+        r"""Share of each row's dense responsibility that an L-sparse step would keep.
+
+        With the fitted global parameters, the dense responsibilities
+        :math:`r_{nk}\propto\exp W_{nk}` of each row are computed and, for each L in ``top_l``,
+        the mass of its L largest entries, :math:`m_n(L)=\sum_{k\in\mathrm{top}_L(n)} r_{nk}`.
+        Then :math:`1-m_n(L)` is the total-variation distance between the L-sparse and the
+        dense responsibilities of row n, and :math:`-\log m_n(L)` is what the L-sparse step
+        gives up in that row's ELBO at these global parameters (spec 04 §1.7), so
+        ``-np.log(m).mean(axis=0)`` is the per-row objective cost of each L. Use it (or
+        :func:`bnpcore.plotting.plot_top_l_mass`) to choose ``top_l``. The fitted model's own
+        ``top_l`` is ignored; rows are processed in chunks so no ``(n_samples, K)`` array is
+        held.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        top_l : int or sequence of int
+            Sparsity levels, each ≥ 1 (levels ≥ K keep all the mass).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, len(top_l))
+            :math:`m_n(L)` in (0, 1], one column per level, in the given order.
+        """
+        levels = np.atleast_1d(np.asarray(top_l))
+        if levels.ndim != 1 or levels.size == 0 or not np.issubdtype(levels.dtype, np.integer) or np.any(levels < 1):
+            raise ParameterError(f"`top_l` must be a positive integer or a non-empty sequence of them, got {top_l!r}")
+        X = self._check_X(X)
+        model = self._make_model(self.obs_model_)
+        K = self.summaries_.N.shape[0]
+        chunk = max(1, (1 << 22) // max(K, 1))  # ~32 MB of dense responsibilities at a time
+        out = np.empty((X.shape[0], levels.size))
+        for start in range(0, X.shape[0], chunk):
+            Xc = X[start : start + chunk]
+            res = model.local_step(Xc, self.summaries_, n_threads=self.n_threads, return_resp=True, top_l=None)
+            R = -np.sort(-model.resp_from_output(res, K), axis=1)
+            cum = np.cumsum(R, axis=1)
+            cum /= cum[:, -1:]  # rows sum to 1 up to round-off; make m_n(K) exactly 1
+            out[start : start + chunk] = cum[:, np.minimum(levels, K) - 1]
+        return out
+
     def predict(self, X) -> np.ndarray:
         """Most responsible cluster of each row (argmax of :meth:`predict_proba`)."""
         return np.argmax(self.predict_proba(X), axis=1)
