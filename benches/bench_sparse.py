@@ -12,6 +12,14 @@ seconds of one local step on ``--step-rows`` training rows with one thread, with
 the dense run (and, when the L-sparse step takes its candidates from the float32 GEMM, the
 number of log weights per row it recomputes in float64). ``L = K`` is the dense step.
 
+``--heldout-every N`` also scores the held-out patches every N laps (outside the timed laps) for
+a held-out-against-time plot (``benches/plot_sparse.py``); ``--tol`` stops a run at convergence.
+Several ``--seed`` values repeat everything from as many initialisations and summarise the paired
+held-out difference L-sparse − dense over them: which of two runs from the same initialisation
+ends higher depends on the optimisation path (the truncation in the first laps, while
+responsibilities are still diffuse, starts a different path), so one pair alone does not measure
+what sparsity costs.
+
 Optionally (``--sklearn``) scikit-learn's ``BayesianGaussianMixture`` (full covariances, DP
 prior, same K, ``max_iter=--laps``, k-means++ init) is fitted on the same rows for comparison.
 

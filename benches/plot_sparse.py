@@ -1,0 +1,59 @@
+"""Held-out score against training time for L-sparse and dense runs (spec 04 §6.1, Fig. 2).
+
+Reads the JSON written by ``bench_sparse.py --heldout-every N`` (one or more files) and draws,
+for each K, the held-out log-likelihood per patch against the cumulative seconds of the timed
+laps, one curve per (L, seed); the dense run is black. Usage::
+
+    python benches/plot_sparse.py bench_results/bench_sparse.json [more.json ...] [--out docs/img/sparse_heldout.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--out", default="bench_results/sparse_heldout.png")
+    args = ap.parse_args()
+    runs = []
+    for path in args.results:
+        d = json.load(open(path))
+        for r in d["runs"]:
+            if r.get("heldout_trace"):
+                runs.append({**r, "rows": d["rows"], "algorithm": d.get("algorithm", "full")})
+    if not runs:
+        raise SystemExit("no held-out traces: run bench_sparse.py with --heldout-every N")
+    Ks = sorted({r["K"] for r in runs})
+    fig, axes = plt.subplots(1, len(Ks), figsize=(5.5 * len(Ks), 4.0), squeeze=False)
+    colours = {1: "tab:red", 2: "tab:orange", 4: "tab:blue", 8: "tab:green", 16: "tab:purple"}
+    for ax, K in zip(axes[0], Ks):
+        labelled = set()
+        for r in (r for r in runs if r["K"] == K):
+            lap, sec, score = zip(*r["heldout_trace"])
+            name = "dense" if r["dense"] else f"L={r['L']}"
+            colour = "black" if r["dense"] else colours.get(r["L"], "tab:gray")
+            ax.plot(sec, score, "-o", ms=3, color=colour, alpha=0.8 if r.get("seed", 0) == 0 else 0.35,
+                    label=None if name in labelled else name)
+            labelled.add(name)
+        r0 = next(r for r in runs if r["K"] == K)
+        ax.set_xscale("log")
+        ax.set_xlabel("training seconds (timed laps)")
+        ax.set_ylabel("held-out log-likelihood (nats/patch)")
+        ax.set_title(f"K={K}, {r0['rows']:,} patches, {r0['algorithm']}")
+        ax.legend(fontsize="small", loc="lower right")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=110)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
