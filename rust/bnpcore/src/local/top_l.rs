@@ -207,6 +207,43 @@ mod tests {
     }
 
     #[test]
+    fn shifting_a_row_keeps_the_set_and_the_responsibilities() {
+        // spec 04 §5.4: adding c to every log weight of a row changes neither the selected
+        // clusters nor their renormalised responsibilities; permuting the clusters (distinct
+        // weights) permutes the selection
+        let mut seed = 11u64;
+        let mut s = Vec::new();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for trial in 0..500 {
+            let k = 1 + (trial % 40);
+            let w: Vec<f64> = (0..k).map(|_| lcg(&mut seed) * 60.0 - 30.0).collect();
+            let c = (lcg(&mut seed) - 0.5) * 1e3;
+            let ws: Vec<f64> = w.iter().map(|v| v + c).collect();
+            for l in 1..=k {
+                select_top_l(&w, l, &mut s, &mut a);
+                select_top_l(&ws, l, &mut s, &mut b);
+                assert_eq!(a, b, "k={k} l={l} c={c}");
+                let pick = |w: &[f64], idx: &[u32]| -> Vec<f64> {
+                    let sub: Vec<f64> = idx.iter().map(|&i| w[i as usize]).collect();
+                    let mut r = vec![0.0; sub.len()];
+                    crate::local::softmax_row(&sub, &mut r);
+                    r
+                };
+                let (ra, rb) = (pick(&w, &a), pick(&ws, &b));
+                for (x, y) in ra.iter().zip(&rb) {
+                    assert!((x - y).abs() <= 1e-12, "k={k} l={l}: {x} vs {y}");
+                }
+                // reversed cluster order: index j becomes k-1-j
+                let wr: Vec<f64> = w.iter().rev().cloned().collect();
+                select_top_l(&wr, l, &mut s, &mut b);
+                let mut back: Vec<u32> = b.iter().map(|&j| (k as u32) - 1 - j).collect();
+                back.sort_unstable();
+                assert_eq!(a, back, "k={k} l={l} reversed");
+            }
+        }
+    }
+
+    #[test]
     fn select_among_candidates() {
         let w = [5.0, 1.0, 4.0, 9.0, 0.0];
         let mut cand = vec![4, 2, 1, 0];
