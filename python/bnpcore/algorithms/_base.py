@@ -33,6 +33,9 @@ class FitState:
         Seed of the random assignment of in-memory rows to batches (None: contiguous batches).
     stochastic_step : int
         Number of stochastic steps t taken so far (ρ_t uses t + 1 next).
+    last_top_l : int or None
+        L of the local steps of the last lap (None: dense), to recognise a lap whose family of
+        responsibilities is smaller than that of the memos it replaces.
     """
 
     stats: SuffStats
@@ -49,6 +52,7 @@ class FitState:
     stochastic_step: int = 0
     frozen: list = field(default_factory=list)
     batch_seed: int | None = None
+    last_top_l: int | None = None
 
     def new_uids(self, n: int) -> np.ndarray:
         out = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)
