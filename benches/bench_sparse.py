@@ -244,7 +244,10 @@ def main():
         results["heldout_minus_dense_over_seeds"] = []
         for K in args.k:
             for L in sorted({r["L"] for r in results["runs"] if r["K"] == K and not r["dense"]}):
-                d = np.array([r["heldout_minus_dense"] for r in results["runs"] if r["K"] == K and r["L"] == L])
+                d = np.array([r["heldout_minus_dense"] for r in results["runs"]
+                              if r["K"] == K and r["L"] == L and "heldout_minus_dense" in r])
+                if d.size < 2:
+                    continue  # --skip-dense: nothing to pair with
                 se = float(d.std(ddof=1) / np.sqrt(len(d)))
                 results["heldout_minus_dense_over_seeds"].append(
                     {"K": K, "L": L, "n_seeds": len(d), "mean": float(d.mean()), "standard_error": se, "values": d.tolist()}
