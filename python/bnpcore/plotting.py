@@ -375,7 +375,7 @@ def plot_top_l_mass(model, X, top_l=(1, 2, 4, 8, 16), ax=None):
     cdf = np.arange(1, n + 1) / n
     for j, L in enumerate(levels):
         dist = np.sort(np.maximum(1.0 - mass[:, j], floor))
-        cost = float(-np.mean(np.log(mass[:, j])))
+        cost = float(-np.mean(np.log(mass[:, j]))) + 0.0  # + 0.0: no "-0" for L >= K
         ax.step(dist, cdf, where="post", label=f"L={int(L)}: mean −log m = {cost:.2g} nats")
     ax.set_xscale("log")
     ax.set_xlim(floor / 2, 1.0)

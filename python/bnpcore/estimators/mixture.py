@@ -677,10 +677,10 @@ _DOC_PARAMS = """
     dense_laps : int, default=1
         With ``top_l``, the first ``dense_laps`` laps after initialisation use dense
         responsibilities. From the initial clusters, many rows' responsibilities are diffuse (on
-        image patches at K = 200 the top 4 clusters keep 68 % of a row's mass on average, the top
-        64 only 86 %), and truncating them in the first lap sends the fit down a different path;
-        after one dense lap the top 4 keep 99.4 %, and the L-sparse fit then follows the dense
-        one (see ``benches/bench_sparse.py``). Costs one dense lap; 0 is L-sparse
+        image patches at K = 200 the top 4 clusters keep 66 % of a row's mass on average, the top
+        64 only 85 %), and truncating them in the first lap sends the fit down a different path;
+        after one dense lap the top 4 keep all but 5e-5 of it, and the L-sparse fit then follows
+        the dense one (``benches/plot_top_l_mass.py``, ``benches/bench_sparse.py``). Costs one dense lap; 0 is L-sparse
         throughout. The ELBO is monotone from the end of the first L-sparse lap on (that lap
         replaces dense memos by L-sparse ones).
     learning_rate_delay, learning_rate_decay : float
