@@ -26,16 +26,11 @@ from bnpcore.exceptions import ParameterError
 from bnpcore.model import Model
 from bnpcore.obs import default_prior
 
+from _close import close
+
 KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 PAD = np.iinfo(np.uint32).max
 SETTINGS = settings(max_examples=15, deadline=None)
-
-
-def close(a, b, rtol=1e-10):
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    scale = max(1.0, float(np.abs(b).max(initial=0.0)))
-    return np.abs(a - b).max(initial=0.0) <= rtol * scale
 
 
 def make_data(kind, n, d, rng):

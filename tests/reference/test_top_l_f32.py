@@ -19,17 +19,12 @@ from bnpcore.obs import default_prior
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _close import close
+
 KIND = "zero_mean_gauss"
 D, K = 16, 256  # F·K = 136·256 >= 32768
 N_ROWS = 64 * D  # smallest batch that uses the float32 path
 SETTINGS = settings(max_examples=6, deadline=None)
-
-
-def close(a, b, rtol=1e-10):
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    scale = max(1.0, float(np.abs(b).max(initial=0.0)))
-    return np.abs(a - b).max(initial=0.0) <= rtol * scale
 
 
 def mixture_data(rng, n, scale, n_groups=12, d=D):
