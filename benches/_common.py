@@ -26,6 +26,18 @@ def plugin_loglik(weights, means, covariances, X) -> np.ndarray:
         return logsumexp(out + np.log(weights), axis=1)
 
 
+def gaussian_heldout_split(n_samples: int):
+    """The 16-D, 25-cluster benchmark data (``make_gaussian_mixture``, seed 0) and a seeded
+    random 10 % of its rows to hold out: ``(X, y, test)`` with ``test`` a boolean row mask."""
+    from bnpcore.datasets import make_gaussian_mixture
+
+    X, y = make_gaussian_mixture(n_samples=n_samples, random_state=0)
+    rng = np.random.default_rng(0)
+    test = np.zeros(n_samples, dtype=bool)
+    test[rng.choice(n_samples, n_samples // 10, replace=False)] = True
+    return X, y, test
+
+
 def machine() -> dict:
     info = {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
     try:

@@ -63,7 +63,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _common import plugin_loglik, save, table
+from _common import gaussian_heldout_split, plugin_loglik, save, table
 
 REPO = HERE.parent
 DRIVER = HERE / "_bnpy_driver.py"
@@ -202,13 +202,9 @@ def _bnpy_meta(res) -> dict:
 
 def moves_from_one(python, n_samples, n_batches, max_laps, timeout, with_delete):
     """Experiment (a)."""
-    from bnpcore.datasets import make_gaussian_mixture
     from sklearn.metrics import adjusted_rand_score
 
-    X, y = make_gaussian_mixture(n_samples=n_samples, random_state=0)
-    rng = np.random.default_rng(0)
-    test = np.zeros(n_samples, dtype=bool)
-    test[rng.choice(n_samples, n_samples // 10, replace=False)] = True
+    X, y, test = gaussian_heldout_split(n_samples)
     Xtr, ytr, Xte = X[~test], y[~test], X[test]
 
     m, t_bnp = _bnp_fit(Xtr, n_components=1, algorithm="memoized", n_batches=n_batches, max_laps=max_laps, random_state=0)
@@ -270,12 +266,7 @@ def moves_from_one(python, n_samples, n_batches, max_laps, timeout, with_delete)
 
 def fixed_k(python, n_samples, K, laps, timeout):
     """Experiment (b)."""
-    from bnpcore.datasets import make_gaussian_mixture
-
-    X, _ = make_gaussian_mixture(n_samples=n_samples, random_state=0)
-    rng = np.random.default_rng(0)
-    test = np.zeros(n_samples, dtype=bool)
-    test[rng.choice(n_samples, n_samples // 10, replace=False)] = True
+    X, _, test = gaussian_heldout_split(n_samples)
     Xtr, Xte = X[~test], X[test]
     m, t_bnp = _bnp_fit(Xtr, n_components=K, algorithm="full", moves=(), max_laps=laps, min_laps=laps, tol=0.0, random_state=0)
     lap_secs = float(m.history_["seconds"][-1])

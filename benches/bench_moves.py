@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import plugin_loglik, save, table
+from _common import gaussian_heldout_split, plugin_loglik, save, table
 
 
 def _bnp(X, **kw):
@@ -64,13 +64,9 @@ def _sklearn_row(label, Xtr, ytr, Xte, **kw):
 
 
 def gaussian(n_samples, max_laps, n_batches, sklearn_defaults=True, sklearn_converge=False):
-    from bnpcore.datasets import make_gaussian_mixture
     from sklearn.metrics import adjusted_rand_score
 
-    X, y = make_gaussian_mixture(n_samples=n_samples, random_state=0)
-    rng = np.random.default_rng(0)
-    test = np.zeros(n_samples, dtype=bool)
-    test[rng.choice(n_samples, n_samples // 10, replace=False)] = True
+    X, y, test = gaussian_heldout_split(n_samples)
     Xtr, ytr, Xte = X[~test], y[~test], X[test]
     m, t_bnp = _bnp(Xtr, n_components=1, algorithm="memoized", n_batches=n_batches, max_laps=max_laps, random_state=0)
     rows = [{
