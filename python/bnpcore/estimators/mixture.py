@@ -680,9 +680,9 @@ _DOC_PARAMS = """
         image patches at K = 200 the top 4 clusters keep 66 % of a row's mass on average, the top
         64 only 85 %), and truncating them in the first lap sends the fit down a different path;
         after one dense lap the top 4 keep all but 5e-5 of it, and the L-sparse fit then follows
-        the dense one (``benches/plot_top_l_mass.py``, ``benches/bench_sparse.py``). Costs one dense lap; 0 is L-sparse
-        throughout. The ELBO is monotone from the end of the first L-sparse lap on (that lap
-        replaces dense memos by L-sparse ones).
+        the dense one (``benches/plot_top_l_mass.py``, ``benches/bench_sparse.py``). Costs one
+        dense lap; 0 is L-sparse throughout. The ELBO is monotone from the end of the first
+        L-sparse lap on (that lap replaces dense memos by L-sparse ones).
     learning_rate_delay, learning_rate_decay : float
         Stochastic learning rate ρ_t = (t + delay)^(−decay), t = 1, 2, ... counting batch
         steps; ``decay`` must lie in (0.5, 1] (Robbins–Monro).
