@@ -16,7 +16,6 @@ import time
 import warnings
 
 import numpy as np
-
 from _common import plugin_loglik, save, table
 
 
@@ -30,11 +29,10 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
 
-    from sklearn.mixture import BayesianGaussianMixture
-    from sklearn.metrics import adjusted_rand_score
-
     import bnpcore
     from bnpcore.datasets import make_gaussian_mixture
+    from sklearn.metrics import adjusted_rand_score
+    from sklearn.mixture import BayesianGaussianMixture
 
     X_all, y_all = make_gaussian_mixture(
         n_samples=a.rows + a.rows // 5, n_features=a.features, n_components=a.clusters, random_state=a.seed

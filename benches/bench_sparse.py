@@ -41,9 +41,8 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
-
 import bnpcore
+import numpy as np
 from bnpcore import DPMixture
 from bnpcore.datasets import load_image_patches
 
@@ -90,7 +89,7 @@ def run_bnpcore(X, T, K, Ls, laps, threads, seed, step_rows, algorithm="full", n
         if heldout_every:
             # held-out score every few laps (outside the timed lap: the history's seconds count
             # only the laps themselves)
-            def cb(est, info, trace=trace):
+            def cb(est, info, trace=trace, K=K, L=L):
                 if info["lap"] % heldout_every == 0:
                     trace.append((int(info["lap"]), float(est.history_["seconds"][-1]), float(est.score(T))))
                     print(f"    K={K} L={'K' if L >= K else L} lap {trace[-1][0]:3d} {trace[-1][1]:8.1f} s  "
@@ -142,7 +141,7 @@ def run_bnpcore(X, T, K, Ls, laps, threads, seed, step_rows, algorithm="full", n
             # float32 candidate path (zero-mean Gaussian, large K): f64 log weights per row
             if "n_candidates" in step:
                 r["candidates_per_row"] = step["n_candidates"] / Xs.shape[0]
-        d = [r for r in out if r["dense"]][0]["step_cpu_seconds_1thread"]
+        d = next(r for r in out if r["dense"])["step_cpu_seconds_1thread"]
         for r in out:
             r["step_speedup_vs_dense"] = d / r["step_cpu_seconds_1thread"]
     dense = [r for r in out if r["dense"]]

@@ -16,7 +16,7 @@ import json
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def main():
@@ -28,7 +28,8 @@ def main():
     args = ap.parse_args()
     runs = []
     for path in args.results:
-        d = json.load(open(path))
+        with open(path) as fh:
+            d = json.load(fh)
         for r in d["runs"]:
             if r.get("heldout_trace"):
                 runs.append({**r, "rows": d["rows"], "algorithm": d.get("algorithm", "full")})

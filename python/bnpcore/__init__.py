@@ -23,20 +23,20 @@ from bnpcore.exceptions import (
 __version__ = _core.__version__
 
 __all__ = [
-    "DPMixture",
-    "FiniteMixture",
     "BnpcoreError",
     "ConvergenceWarning",
+    "DPMixture",
     "DataError",
     "ELBODecreaseWarning",
+    "FiniteMixture",
     "ModelFileError",
     "NonFiniteError",
     "NumericalError",
     "ParameterError",
     "ShapeError",
+    "__version__",
     "datasets",
     "load",
-    "__version__",
 ]
 
 if hasattr(_os, "register_at_fork"):

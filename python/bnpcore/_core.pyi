@@ -1,6 +1,7 @@
 """Type stubs of the Rust extension ``bnpcore._core`` (private: use the ``bnpcore`` API)."""
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -10,7 +11,7 @@ __version__: str
 F64 = npt.NDArray[np.float64]
 
 class ObsModel:
-    def __new__(cls, kind: str, prior: dict[str, Any]) -> "ObsModel": ...
+    def __new__(cls, kind: str, prior: dict[str, Any]) -> ObsModel: ...
     @property
     def kind(self) -> str: ...
     @property

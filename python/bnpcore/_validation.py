@@ -8,7 +8,7 @@ import numpy as np
 
 from bnpcore.exceptions import DataError, NonFiniteError, ParameterError, ShapeError
 
-__all__ = ["check_array", "check_random_state", "check_param"]
+__all__ = ["check_array", "check_param", "check_random_state"]
 
 
 def check_array(X, name: str = "X", n_features: int | None = None, min_rows: int = 1) -> np.ndarray:

@@ -27,13 +27,13 @@ import os
 import numpy as np
 
 __all__ = [
-    "load_image_patches",
     "load_digits",
+    "load_image_patches",
     "load_mnist_subset",
-    "make_gaussian_mixture",
     "make_1d_normal",
-    "make_toy_patches",
+    "make_gaussian_mixture",
     "make_toy_bars",
+    "make_toy_patches",
     "train_test_split_rows",
 ]
 

@@ -6,14 +6,14 @@ a user sees derives from :class:`BnpcoreError` and from the matching built-in ex
 
 __all__ = [
     "BnpcoreError",
-    "ParameterError",
-    "ShapeError",
+    "ConvergenceWarning",
     "DataError",
+    "ELBODecreaseWarning",
+    "ModelFileError",
     "NonFiniteError",
     "NumericalError",
-    "ModelFileError",
-    "ConvergenceWarning",
-    "ELBODecreaseWarning",
+    "ParameterError",
+    "ShapeError",
 ]
 
 

@@ -199,7 +199,7 @@ class ObsModel:
         self._core = _core.ObsModel(kind, self.prior)
 
     @classmethod
-    def from_data(cls, kind: str, X: np.ndarray, **hyper) -> "ObsModel":
+    def from_data(cls, kind: str, X: np.ndarray, **hyper) -> ObsModel:
         """Build with data-scaled default hyperparameters (see :func:`default_prior`)."""
         return cls(kind, default_prior(kind, X, **hyper))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_history", "plot_patch_components", "plot_clusters_2d", "plot_top_l_mass"]
+__all__ = ["plot_clusters_2d", "plot_history", "plot_patch_components", "plot_top_l_mass"]
 
 #: marker, colour and legend label of each accepted move kind in :func:`plot_history`.
 _MOVE_STYLES = {

@@ -4,7 +4,6 @@ model left as it was before the offending batch."""
 import warnings
 
 import numpy as np
-from conftest import tree_total
 import pytest
 from _memo_data import make_data
 from bnpcore import DPMixture
@@ -15,6 +14,7 @@ from bnpcore.exceptions import (
     ParameterError,
     ShapeError,
 )
+from conftest import tree_total
 
 
 def _fit(est, X):
@@ -141,5 +141,5 @@ def test_truncated_npy_file(tmp_path):
     np.save(tmp_path / "x.npy", X)
     raw = (tmp_path / "x.npy").read_bytes()
     (tmp_path / "x.npy").write_bytes(raw[:-100])
-    with pytest.raises(DataError, match="x.npy"):
+    with pytest.raises(DataError, match=r"x\.npy"):
         _memo(n_batches=4).fit(str(tmp_path / "x.npy"))

@@ -1,9 +1,9 @@
 """Memoized variational inference (spec 01 §5.3): exactness, monotonicity, batches, streaming."""
 
 import warnings
+from typing import ClassVar
 
 import numpy as np
-from conftest import tree_total
 import pytest
 from _memo_data import OBS, make_data
 from bnpcore import DPMixture, FiniteMixture
@@ -11,6 +11,7 @@ from bnpcore.alloc import make_alloc
 from bnpcore.data.sources import ArrayBatches, NpyFile
 from bnpcore.exceptions import ConvergenceWarning, ParameterError
 from bnpcore.model import Model
+from conftest import tree_total
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,7 +44,7 @@ def test_one_batch_equals_full_trace_for_trace(obs, cls):
 class _Recorder(Model):
     """Model that records every batch and its responsibilities (as computed in the lap)."""
 
-    log: list = []
+    log: ClassVar[list] = []
 
     def local_step(self, X, glob, *, n_threads=None, **options):
         out = super().local_step(X, glob, n_threads=n_threads, return_resp=True, **options)

@@ -33,7 +33,7 @@ def expect_error(exc_type, name, fn, *args, **kwargs):
     (RuntimeError) or a BaseException-only PanicException — fails the test."""
     try:
         fn(*args, **kwargs)
-    except BaseException as exc:  # noqa: BLE001 - we want to see PanicException too
+    except BaseException as exc:
         assert type(exc).__name__ != "PanicException", f"Rust panic reached Python: {exc}"
         assert "internal error" not in str(exc), f"Rust panic (caught at the boundary): {exc}"
         assert isinstance(exc, exc_type), f"expected {exc_type.__name__}, got {type(exc).__name__}: {exc}"
@@ -475,7 +475,7 @@ def call_no_panic(fn, *args, **kwargs):
         out = fn(*args, **kwargs)
     except ALLOWED:
         return None
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         raise AssertionError(f"{type(exc).__name__}: {exc}") from None
     return out
 

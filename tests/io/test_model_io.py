@@ -34,7 +34,8 @@ def _same_state(a, b):
         assert np.array_equal(a.history_[k], b.history_[k]), k
     sa, sb = a.state_, b.state_
     assert [m is None for m in sa.memos] == [m is None for m in sb.memos]
-    live = lambda s: [s.stats, *(m for m in s.memos if m is not None), *s.frozen]
+    def live(s):
+        return [s.stats, *(m for m in s.memos if m is not None), *s.frozen]
     for x, y in zip(live(sa), live(sb)):
         for f in ("N", "S", "H", "uids"):
             assert np.array_equal(getattr(x, f), getattr(y, f)), f

@@ -5,11 +5,11 @@ import warnings
 from collections import defaultdict
 
 import numpy as np
-from conftest import tree_total
 import pytest
 from bnpcore import DPMixture
 from bnpcore.datasets import make_1d_normal, make_gaussian_mixture, make_toy_patches
 from bnpcore.moves import BirthMove, DeleteMove, MergeMove
+from conftest import tree_total
 from sklearn.metrics import adjusted_rand_score
 
 

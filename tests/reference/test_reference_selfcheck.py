@@ -13,14 +13,13 @@ plus local/global-step optimality (P13, P15), the general-form identities of §3
 consistency checks of the allocation and scoring helpers.
 """
 
+import bnpcore._reference as ref
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 from scipy.special import betaln
-
-import bnpcore._reference as ref
 
 KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 ALLOCS = ("dp", "finite")
@@ -213,7 +212,7 @@ def test_e_log_lik_sum_from_stats(seed, kind, n, K):
 @SETTINGS
 @given(seed=seeds, kind=kinds, n=st.integers(2, 30), K=n_comps, data=st.data())
 def test_summaries_are_additive(seed, kind, n, K, data):
-    _, prior, X, R, _ = make_case(kind, seed, n, K)
+    _, _prior, X, R, _ = make_case(kind, seed, n, K)
     cut = data.draw(st.integers(1, n - 1))
     N, S = ref.summarize(kind, X, R)
     N1, S1 = ref.summarize(kind, X[:cut], R[:cut])
@@ -261,7 +260,7 @@ def test_smoothed_divergence_zero_on_diagonal_and_nonnegative(seed, kind, n, dat
     assert abs(div[i]) <= 1e-12
     assert np.all(div >= -1e-12)
     # equal rows give zero divergence
-    same = np.all(X == X[i], axis=1)
+    same = np.all(X[i] == X, axis=1)
     assert np.all(np.abs(div[same]) <= 1e-12)
 
 
@@ -440,7 +439,7 @@ def test_global_step_is_optimal_for_fixed_resp(seed, kind, alloc, n, K):
 @SETTINGS
 @given(seed=seeds, kind=kinds, n=sizes, K=st.integers(2, 5), J=st.integers(1, 4))
 def test_pair_entropy_and_proposal_summaries(seed, kind, n, K, J):
-    rng, prior, X, R, _ = make_case(kind, seed, n, K)
+    rng, _prior, X, R, _ = make_case(kind, seed, n, K)
     # pair entropy == entropy of the explicitly merged column
     merged = R[:, 0] + R[:, K - 1]
     assert close(ref.pair_entropy(R, [(0, K - 1)])[0], ref.entropy(merged[:, None])[0], 1e-12)

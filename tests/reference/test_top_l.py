@@ -14,19 +14,17 @@ the clusters permutes the outputs.
 
 import warnings
 
+import bnpcore._reference as ref
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-import bnpcore._reference as ref
+from _close import close
 from bnpcore import DPMixture, FiniteMixture, _core
 from bnpcore._reference.local import top_l_local_step, top_l_proposal_summaries, top_l_resp
 from bnpcore.exceptions import ParameterError
 from bnpcore.model import Model
 from bnpcore.obs import default_prior
-
-from _close import close
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 PAD = np.iinfo(np.uint32).max
@@ -86,7 +84,7 @@ CASES = st.tuples(
 @given(CASES, st.integers(0, 3))
 def test_top_l_at_least_k_is_bit_identical_to_dense(case, extra):
     kind, n, d, K, seed = case
-    X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
+    X, _prior, obs, N, S, elp = problem(kind, n, d, K, seed)
     kw = dict(merge_pairs=[(0, K - 1)] if K > 1 else [], cooccur_col=0, collect_col=K - 1)
     dense = _core.local_step(obs, X, N, S, elp, return_resp=True, **kw)
     sparse = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=K + extra, **kw)
@@ -102,7 +100,7 @@ def test_top_l_at_least_k_is_bit_identical_to_dense(case, extra):
 @given(CASES)
 def test_top_l_one_is_a_hard_assignment(case):
     kind, n, d, K, seed = case
-    X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
+    X, _prior, obs, N, S, elp = problem(kind, n, d, K, seed)
     out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=1)
     R = densify(out, K)
     assert np.array_equal(R.sum(axis=1), np.ones(n))
@@ -197,7 +195,7 @@ def test_sparse_objective_gap_at_fixed_globals_is_minus_sum_log_mass_kept(case, 
 @given(CASES, st.integers(1, 5), st.integers(1, 3))
 def test_sparse_restricted_steps_match_reference(case, L, n_fresh):
     kind, n, d, K, seed = case
-    X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
+    X, _prior, obs, N, S, elp = problem(kind, n, d, K, seed)
     rng = np.random.default_rng(seed + 2)
     # birth: the target's mass goes to fresh clusters built from a few rows
     Rf = rng.dirichlet(np.ones(n_fresh), size=n)
@@ -225,7 +223,7 @@ def test_sparse_restricted_steps_match_reference(case, L, n_fresh):
 @settings(max_examples=5, deadline=None)
 @given(st.sampled_from(KINDS), st.integers(0, 2**31 - 1), st.integers(1, 4))
 def test_sparse_step_is_bit_identical_for_any_thread_count(kind, seed, L):
-    X, prior, obs, N, S, elp = problem(kind, 3000, 3, 7, seed)
+    X, _prior, obs, N, S, elp = problem(kind, 3000, 3, 7, seed)
     a = _core.local_step(obs, X, N, S, elp, top_l=L, merge_pairs=[(0, 1)], n_threads=1)
     b = _core.local_step(obs, X, N, S, elp, top_l=L, merge_pairs=[(0, 1)], n_threads=2)
     for key in ("N", "S", "H", "pair_H"):
@@ -241,7 +239,7 @@ def test_top_l_resp_reference_ties_and_padding():
 
 
 def test_invalid_top_l_is_a_clear_error():
-    X, prior, obs, N, S, elp = problem("gauss", 20, 2, 3, 0)
+    X, _prior, obs, N, S, elp = problem("gauss", 20, 2, 3, 0)
     with pytest.raises(ValueError, match="top_l"):
         _core.local_step(obs, X, N, S, elp, top_l=0)
     with pytest.raises(ParameterError, match="top_l"):
@@ -421,7 +419,7 @@ def test_sparse_rows_beat_any_other_l_sparse_responsibilities(case, L, seed2):
     """Optimality (spec 04 §5.8): at fixed globals, the row objective Σ_k r_k (W_k − ln r_k) of
     the returned row is at least that of random rows with at most L non-zeros."""
     kind, n, d, K, seed = case
-    X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
+    X, _prior, obs, N, S, elp = problem(kind, n, d, K, seed)
     out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
     W = weights_matrix(obs, X, N, S, elp)
     R = densify(out, K)

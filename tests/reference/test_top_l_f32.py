@@ -12,14 +12,13 @@ the same values up to float64 rounding, and all the sparse-step identities. The 
 import bnpcore._reference as ref
 import numpy as np
 import pytest
+from _close import close
 from bnpcore import _core
 from bnpcore._reference.local import top_l_local_step, top_l_resp
 from bnpcore.model import Model
 from bnpcore.obs import default_prior
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from _close import close
 
 KIND = "zero_mean_gauss"
 D, K = 16, 256  # F·K = 136·256 >= 32768

@@ -78,7 +78,7 @@ def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kme
         # tied: exact ties are common at one-atom seeds of discrete models
         W = core.e_log_lik(X, N, S, n_threads=n_threads) + model.alloc.e_log_pi(N)[None, :]
         top = W.max(axis=1, keepdims=True)
-        z = np.argmax(W >= top - TIE_RTOL * np.maximum(1.0, np.abs(top)), axis=1)
+        z = np.argmax(top - TIE_RTOL * np.maximum(1.0, np.abs(top)) <= W, axis=1)
         hard = np.zeros_like(W)
         hard[np.arange(m), z] = w
         N_new, S_new = core.summarize(X, hard, n_threads=n_threads)
@@ -99,7 +99,7 @@ def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kme
         L0 = model.elbo(base)
         gains = [model.elbo(base.merge(a, b, float(out["pair_H"][i]))) - L0 for i, (a, b) in enumerate(pairs)]
         best = int(np.argmax(gains))
-        if not gains[best] > 0 and J <= n_fresh:
+        if not gains[best] > 0 and n_fresh >= J:
             N, S = tidy(out["N"], out["S"])
             break
         a, b = pairs[best]

@@ -9,7 +9,7 @@ import numpy as np
 
 from bnpcore.stats import SuffStats
 
-__all__ = ["FitState", "remove_empty_and_sort", "HISTORY_KEYS"]
+__all__ = ["HISTORY_KEYS", "FitState", "remove_empty_and_sort"]
 
 HISTORY_KEYS = ("lap", "elbo", "n_components", "seconds")
 
@@ -133,7 +133,7 @@ def remove_empty_and_sort(model, state: FitState, elbo: float, *, empty_tol: flo
     if not model.alloc.nested:
         return elbo
     G = state.stats
-    empty = np.flatnonzero(G.N <= empty_tol)
+    empty = np.flatnonzero(empty_tol >= G.N)
     if 0 < empty.size < G.K:
         cand = G.drop(empty)
         new = model.elbo(cand)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import numbers
 import os
 import warnings
 
 import numpy as np
-
 from bnpcore._validation import check_array, check_param, check_random_state
-from bnpcore.algorithms._base import HISTORY_KEYS, FitState
+from bnpcore.algorithms._base import FitState
 from bnpcore.algorithms.memoized import MONOTONE_RTOL, run_memoized_lap
 from bnpcore.alloc import make_alloc
 from bnpcore.data.sources import ArrayBatches, ListBatches, NpyFile, _check_lazy_2d, is_batch_list, open_npy_rows

@@ -10,6 +10,7 @@ exactly as the saved one would have.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -197,10 +198,8 @@ def save(model, path) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 

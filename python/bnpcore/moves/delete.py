@@ -167,7 +167,7 @@ class DeleteMove(Move):
         self.co_target, self.co_parts = None, {}
         if ctx.lap + 1 < max(self.start_lap, 2) or self.max_per_lap < 1 or not ctx.exact:
             return
-        if ctx.G.K - 1 <= int(self.manager.options["delete_max_absorb"]):
+        if int(self.manager.options["delete_max_absorb"]) >= ctx.G.K - 1:
             return
         t = self._targets(ctx)
         t = [u for u in t if u not in ctx.targets]

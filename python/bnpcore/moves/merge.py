@@ -92,7 +92,7 @@ def candidate_pairs(model, G, *, exclude=(), max_pairs: int = 25, max_K: int = 3
     ok = np.isfinite(score) & (score > 0)
     bad = np.zeros(K, dtype=bool)
     bad[list(exclude)] = True
-    if K > max_K:
+    if max_K < K:
         small = np.argsort(-G.N, kind="stable")[max_K:]
         bad[small] = True
     ok &= ~bad[:, None] & ~bad[None, :]

@@ -18,9 +18,7 @@ use crate::errors::to_py;
 use crate::parallel::{run, run_inline};
 
 fn get_f64(d: &Bound<'_, PyDict>, key: &str) -> PyResult<f64> {
-    d.get_item(key)?
-        .ok_or_else(|| PyKeyError::new_err(format!("prior is missing `{key}`")))?
-        .extract::<f64>()
+    d.get_item(key)?.ok_or_else(|| PyKeyError::new_err(format!("prior is missing `{key}`")))?.extract::<f64>()
 }
 fn get_arr1(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Array1<f64>> {
     let v = d.get_item(key)?.ok_or_else(|| PyKeyError::new_err(format!("prior is missing `{key}`")))?;
@@ -45,9 +43,14 @@ impl PyObs {
     #[new]
     fn new(py: Python<'_>, kind: &str, prior: &Bound<'_, PyDict>) -> PyResult<Self> {
         let built = match kind {
-            "gauss" => Gauss::new(get_f64(prior, "nu")?, get_f64(prior, "kappa")?, get_arr1(prior, "m")?, get_arr2(prior, "B")?).map(Obs::Gauss),
+            "gauss" => {
+                Gauss::new(get_f64(prior, "nu")?, get_f64(prior, "kappa")?, get_arr1(prior, "m")?, get_arr2(prior, "B")?).map(Obs::Gauss)
+            }
             "zero_mean_gauss" => Gauss::zero_mean(get_f64(prior, "nu")?, get_arr2(prior, "B")?).map(Obs::Gauss),
-            "diag_gauss" => DiagGauss::new(get_f64(prior, "nu")?, get_f64(prior, "kappa")?, get_arr1(prior, "m")?, get_arr1(prior, "beta")?).map(Obs::DiagGauss),
+            "diag_gauss" => {
+                DiagGauss::new(get_f64(prior, "nu")?, get_f64(prior, "kappa")?, get_arr1(prior, "m")?, get_arr1(prior, "beta")?)
+                    .map(Obs::DiagGauss)
+            }
             "mult" => Mult::new(get_arr1(prior, "lam")?).map(Obs::Mult),
             "bern" => Bern::new(get_arr1(prior, "lam1")?, get_arr1(prior, "lam0")?).map(Obs::Bern),
             other => {
@@ -216,9 +219,12 @@ fn extract_proposals(obs: &Obs, py: Python<'_>, props: Option<&Bound<'_, PyList>
         let dest = if let Some(cols) = d.get_item("dest_cols")? {
             Dest::Columns(cols.extract()?)
         } else {
-            let fn_: PyReadonlyArray1<f64> = d.get_item("fresh_N")?.ok_or_else(|| PyKeyError::new_err("proposal needs `dest_cols` or `fresh_N`"))?.extract()?;
-            let fs: PyReadonlyArray2<f64> = d.get_item("fresh_S")?.ok_or_else(|| PyKeyError::new_err("proposal needs `fresh_S`"))?.extract()?;
-            let fe: PyReadonlyArray1<f64> = d.get_item("fresh_e_log_pi")?.ok_or_else(|| PyKeyError::new_err("proposal needs `fresh_e_log_pi`"))?.extract()?;
+            let fn_: PyReadonlyArray1<f64> =
+                d.get_item("fresh_N")?.ok_or_else(|| PyKeyError::new_err("proposal needs `dest_cols` or `fresh_N`"))?.extract()?;
+            let fs: PyReadonlyArray2<f64> =
+                d.get_item("fresh_S")?.ok_or_else(|| PyKeyError::new_err("proposal needs `fresh_S`"))?.extract()?;
+            let fe: PyReadonlyArray1<f64> =
+                d.get_item("fresh_e_log_pi")?.ok_or_else(|| PyKeyError::new_err("proposal needs `fresh_e_log_pi`"))?.extract()?;
             let (fn_, fs) = (fn_.as_array(), fs.as_array());
             let table = run(py, None, || obs.e_log_lik_table(fn_, fs))?;
             Dest::Fresh { table, e_log_pi: fe.as_array().to_owned() }
@@ -323,9 +329,8 @@ fn fit_fresh_clusters<'py>(
         "finite" => Alloc::Finite { gamma },
         other => return Err(to_py(py, bnpcore::Error::param("alloc", format!("expected \"dp\" or \"finite\", got {other:?}")))),
     };
-    let count = |name: &str, v: i64| {
-        usize::try_from(v).map_err(|_| to_py(py, bnpcore::Error::param(name, format!("must be >= 0, got {v}"))))
-    };
+    let count =
+        |name: &str, v: i64| usize::try_from(v).map_err(|_| to_py(py, bnpcore::Error::param(name, format!("must be >= 0, got {v}"))));
     let opts = FreshOptions {
         n_fresh: count("n_fresh", n_fresh)?,
         n_seeds: count("n_seeds", n_seeds)?,

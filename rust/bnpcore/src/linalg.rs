@@ -28,22 +28,7 @@ pub fn gemm(alpha: f64, a: ArrayView2<f64>, b: ArrayView2<f64>, beta: f64, mut c
     // SAFETY: the three views are valid for the given dims and strides (ndarray guarantees it),
     // `c` is uniquely borrowed and cannot alias `a` or `b`.
     unsafe {
-        matrixmultiply::dgemm(
-            m,
-            k,
-            n,
-            alpha,
-            a.as_ptr(),
-            sa[0],
-            sa[1],
-            b.as_ptr(),
-            sb[0],
-            sb[1],
-            beta,
-            c.as_mut_ptr(),
-            sc[0],
-            sc[1],
-        );
+        matrixmultiply::dgemm(m, k, n, alpha, a.as_ptr(), sa[0], sa[1], b.as_ptr(), sb[0], sb[1], beta, c.as_mut_ptr(), sc[0], sc[1]);
     }
 }
 

@@ -36,11 +36,7 @@ pub fn digamma(mut x: f64) -> f64 {
     // Bernoulli-number series
     let series = inv2
         * (1.0 / 12.0
-            - inv2
-                * (1.0 / 120.0
-                    - inv2
-                        * (1.0 / 252.0
-                            - inv2 * (1.0 / 240.0 - inv2 * (1.0 / 132.0 - inv2 * (691.0 / 32760.0))))));
+            - inv2 * (1.0 / 120.0 - inv2 * (1.0 / 252.0 - inv2 * (1.0 / 240.0 - inv2 * (1.0 / 132.0 - inv2 * (691.0 / 32760.0))))));
     acc + x.ln() - 0.5 * inv - series
 }
 

@@ -118,18 +118,39 @@ fn summaries_are_additive_over_disjoint_splits() {
         assert_additive(whole.h.as_slice().unwrap(), &v(&|p| p.h.to_vec()), &format!("{kind} H"));
         assert_additive(whole.pair_h.as_slice().unwrap(), &v(&|p| p.pair_h.to_vec()), &format!("{kind} pair_h"));
         assert_additive(&[whole.h_sum, whole.lse_sum], &v(&|p| vec![p.h_sum, p.lse_sum]), &format!("{kind} h_sum/lse_sum"));
-        assert_additive(whole.cooccur.as_ref().unwrap().as_slice().unwrap(), &v(&|p| p.cooccur.as_ref().unwrap().to_vec()), &format!("{kind} cooccur"));
+        assert_additive(
+            whole.cooccur.as_ref().unwrap().as_slice().unwrap(),
+            &v(&|p| p.cooccur.as_ref().unwrap().to_vec()),
+            &format!("{kind} cooccur"),
+        );
         for j in 0..whole.proposals.len() {
-            assert_additive(whole.proposals[j].n.as_slice().unwrap(), &v(&|p| p.proposals[j].n.to_vec()), &format!("{kind} proposal {j} N"));
-            assert_additive(whole.proposals[j].s.as_slice().unwrap(), &v(&|p| p.proposals[j].s.iter().copied().collect()), &format!("{kind} proposal {j} S"));
-            assert_additive(whole.proposals[j].h.as_slice().unwrap(), &v(&|p| p.proposals[j].h.to_vec()), &format!("{kind} proposal {j} H"));
+            assert_additive(
+                whole.proposals[j].n.as_slice().unwrap(),
+                &v(&|p| p.proposals[j].n.to_vec()),
+                &format!("{kind} proposal {j} N"),
+            );
+            assert_additive(
+                whole.proposals[j].s.as_slice().unwrap(),
+                &v(&|p| p.proposals[j].s.iter().copied().collect()),
+                &format!("{kind} proposal {j} S"),
+            );
+            assert_additive(
+                whole.proposals[j].h.as_slice().unwrap(),
+                &v(&|p| p.proposals[j].h.to_vec()),
+                &format!("{kind} proposal {j} H"),
+            );
         }
         // the plain summarize kernel too
         let r = resp(n, k, &mut rng);
         let (tn, ts) = obs.summarize(x.view(), r.view()).unwrap();
-        let pieces: Vec<_> = cuts.windows(2).map(|c| obs.summarize(x.slice(s![c[0]..c[1], ..]), r.slice(s![c[0]..c[1], ..])).unwrap()).collect();
+        let pieces: Vec<_> =
+            cuts.windows(2).map(|c| obs.summarize(x.slice(s![c[0]..c[1], ..]), r.slice(s![c[0]..c[1], ..])).unwrap()).collect();
         assert_additive(tn.as_slice().unwrap(), &pieces.iter().map(|p| p.0.to_vec()).collect::<Vec<_>>(), &format!("{kind} summarize N"));
-        assert_additive(ts.as_slice().unwrap(), &pieces.iter().map(|p| p.1.iter().copied().collect()).collect::<Vec<_>>(), &format!("{kind} summarize S"));
+        assert_additive(
+            ts.as_slice().unwrap(),
+            &pieces.iter().map(|p| p.1.iter().copied().collect()).collect::<Vec<_>>(),
+            &format!("{kind} summarize S"),
+        );
     }
 }
 

@@ -14,7 +14,9 @@ use ndarray::{array, Array1, Array2};
 /// ln Student-t(x | dof, loc, scale²) =
 /// lnΓ((ν+1)/2) − lnΓ(ν/2) − ½ ln(ν π s²) − (ν+1)/2 ln(1 + (x − loc)² / (ν s²)).
 fn ln_student_t(x: f64, dof: f64, loc: f64, scale2: f64) -> f64 {
-    libm::lgamma(0.5 * (dof + 1.0)) - libm::lgamma(0.5 * dof) - 0.5 * (dof * std::f64::consts::PI * scale2).ln()
+    libm::lgamma(0.5 * (dof + 1.0))
+        - libm::lgamma(0.5 * dof)
+        - 0.5 * (dof * std::f64::consts::PI * scale2).ln()
         - 0.5 * (dof + 1.0) * (1.0 + (x - loc).powi(2) / (dof * scale2)).ln()
 }
 
@@ -81,7 +83,8 @@ fn one_dimensional_gaussians_match_the_student_t_chain() {
             assert!(close(finite, exact, 1e-10), "gauss n={n} scale={scale}: {finite} vs {exact}");
             // DP: the allocation term is ln p(z) = ln B(1 + N, γ) − ln B(1, γ); by the chain rule
             // the j-th atom joins stick 1 with probability E[u | j − 1 atoms there] = j / (j + γ)
-            let ln_pz = libm::lgamma(1.0 + n as f64) + libm::lgamma(gamma) - libm::lgamma(1.0 + n as f64 + gamma)
+            let ln_pz = libm::lgamma(1.0 + n as f64) + libm::lgamma(gamma)
+                - libm::lgamma(1.0 + n as f64 + gamma)
                 - (libm::lgamma(1.0) + libm::lgamma(gamma) - libm::lgamma(1.0 + gamma));
             let chain: f64 = (1..=n).map(|j| (j as f64 / (j as f64 + gamma)).ln()).sum();
             assert!(close(ln_pz, chain, 1e-11), "{ln_pz} vs {chain}");

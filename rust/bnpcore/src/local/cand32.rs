@@ -107,16 +107,7 @@ fn pow2(e: i32) -> f64 {
 /// Raw zero-mean `vech'` table: `q_k(x) = Σ_{i≤j} x_i x_j T[p(i,j), k]`.
 fn zero_mean_vech(table: &LogLikTable) -> Option<(usize, &Array2<f64>, &ndarray::Array1<f64>)> {
     match table {
-        LogLikTable::Lin {
-            feat:
-                FeatureMap::Vech {
-                    d,
-                    linear: false,
-                    center: None,
-                },
-            w,
-            cst,
-        } => Some((*d, w, cst)),
+        LogLikTable::Lin { feat: FeatureMap::Vech { d, linear: false, center: None }, w, cst } => Some((*d, w, cst)),
         _ => None,
     }
 }
@@ -232,22 +223,11 @@ struct RowBound {
 #[inline(always)]
 fn bounds_impl(c: &Cand32, rb: &RowBound, g: &[f32], lo: &mut [f64], up: &mut [f64]) {
     let k = g.len();
-    let (ts, cc, nw, nr, nwe, ka) = (
-        &c.tscale[..k],
-        &c.c[..k],
-        &c.n_wh[..k],
-        &c.n_raw[..k],
-        &c.n_wh_e[..k],
-        &c.kappa[..k],
-    );
+    let (ts, cc, nw, nr, nwe, ka) = (&c.tscale[..k], &c.c[..k], &c.n_wh[..k], &c.n_raw[..k], &c.n_wh_e[..k], &c.kappa[..k]);
     let (lo, up) = (&mut lo[..k], &mut up[..k]);
     for kk in 0..k {
         let v = g[kk] as f64 * (rb.sc * ts[kk]) + cc[kk];
-        let e = rb.alpha * nw[kk]
-            + rb.a_n * nr[kk]
-            + rb.b_n * nwe[kk]
-            + rb.ms * ka[kk]
-            + rb.slack * v.abs();
+        let e = rb.alpha * nw[kk] + rb.a_n * nr[kk] + rb.b_n * nwe[kk] + rb.ms * ka[kk] + rb.slack * v.abs();
         lo[kk] = v - e;
         up[kk] = v + e;
     }
@@ -325,11 +305,7 @@ pub(super) fn dot(a: &[f64], b: &[f64]) -> f64 {
 /// `Σ_i a_i b_i − [delta]` by Ogita–Rump–Oishi's compensated dot product (error-free
 /// products and sums, so `|result − exact| ≤ u₆₄|exact| + γ²_{n+1} Σ|terms|`); also returns
 /// `Σ|a_i b_i| + [delta]` for that bound.
-fn dot2_minus_delta(
-    a: impl Iterator<Item = f64>,
-    b: impl Iterator<Item = f64>,
-    delta: bool,
-) -> (f64, f64) {
+fn dot2_minus_delta(a: impl Iterator<Item = f64>, b: impl Iterator<Item = f64>, delta: bool) -> (f64, f64) {
     let (mut s, mut c, mut abs) = (0.0f64, 0.0f64, 0.0f64);
     let mut add = |p: f64, e: f64| {
         // TwoSum(s, p)
@@ -410,12 +386,7 @@ unsafe fn quad_vech4_avx(x: [&[f64]; 4], t: [&[f64]; 4]) -> [f64; 4] {
         while j < n4 {
             for r in 0..4 {
                 // SAFETY: p + j + 4 ≤ p + len ≤ F and i + j + 4 ≤ d (asserted lengths above).
-                let (a, b) = unsafe {
-                    (
-                        _mm256_loadu_pd(t[r].as_ptr().add(p + j)),
-                        _mm256_loadu_pd(x[r].as_ptr().add(i + j)),
-                    )
-                };
+                let (a, b) = unsafe { (_mm256_loadu_pd(t[r].as_ptr().add(p + j)), _mm256_loadu_pd(x[r].as_ptr().add(i + j))) };
                 v[r] = _mm256_add_pd(v[r], _mm256_mul_pd(a, b));
             }
             j += 4;
@@ -470,11 +441,7 @@ impl Cand32 {
         let (d, w, cst) = zero_mean_vech(table)?;
         let f = w.nrows();
         let k = w.ncols();
-        if k < MIN_CLUSTERS
-            || f * k < MIN_GEMM_WIDTH
-            || l.saturating_mul(MIN_K_OVER_L) > k
-            || n_rows < MIN_ROWS_PER_DIM * d
-        {
+        if k < MIN_CLUSTERS || f * k < MIN_GEMM_WIDTH || l.saturating_mul(MIN_K_OVER_L) > k || n_rows < MIN_ROWS_PER_DIM * d {
             return None;
         }
         Self::build(d, w.view(), cst.as_slice()?, elp)
@@ -502,9 +469,7 @@ impl Cand32 {
         // mean quadratic form M = −mean_k A_k (A_k = unvech'(T_k), off-diagonals halved)
         let mut tsum = vec![0.0; f];
         for kk in 0..k {
-            tsum.iter_mut()
-                .zip(&t64[kk * f..(kk + 1) * f])
-                .for_each(|(a, &b)| *a += b);
+            tsum.iter_mut().zip(&t64[kk * f..(kk + 1) * f]).for_each(|(a, &b)| *a += b);
         }
         let unvech_into = |t: &[f64], scale: f64, a: &mut ndarray::ArrayViewMut2<f64>| {
             let mut p = 0;
@@ -538,8 +503,7 @@ impl Cand32 {
         for i in 0..d {
             for j in 0..d {
                 let hi = h.column(i);
-                let (r, a) =
-                    dot2_minus_delta(hi.iter().cloned(), gv.column(j).iter().cloned(), i == j);
+                let (r, a) = dot2_minus_delta(hi.iter().cloned(), gv.column(j).iter().cloned(), i == j);
                 res2 += r * r;
                 abs2 += a * a;
             }
@@ -571,9 +535,7 @@ impl Cand32 {
                 }
                 let mut b_all = Array2::<f64>::zeros((d, nc * d));
                 gemm(1.0, h.view(), a_all.view(), 0.0, b_all.view_mut());
-                let b_rows = b_all
-                    .into_shape_with_order((d * nc, d))
-                    .expect("contiguous");
+                let b_rows = b_all.into_shape_with_order((d * nc, d)).expect("contiguous");
                 let mut at = Array2::<f64>::zeros((d * nc, d));
                 gemm(1.0, b_rows.view(), h.t(), 0.0, at.view_mut());
                 let mut out = Vec::with_capacity(nc);
@@ -633,22 +595,9 @@ impl Cand32 {
         let tscale: Vec<f64> = cols.iter().map(|c| pow2(c.e)).collect();
         let n_raw: Vec<f64> = cols.iter().map(|c| c.n_raw).collect();
         let n_wh: Vec<f64> = cols.iter().map(|c| c.n_wh).collect();
-        let n_wh_e: Vec<f64> = cols
-            .iter()
-            .map(|c| c.n_wh + g2d * nh * nh * c.n_raw)
-            .collect();
+        let n_wh_e: Vec<f64> = cols.iter().map(|c| c.n_wh + g2d * nh * nh * c.n_raw).collect();
         let c: Vec<f64> = cst.iter().zip(elp).map(|(a, b)| a + b).collect();
-        let kappa = cst
-            .iter()
-            .zip(elp)
-            .map(|(a, b)| {
-                if b.is_finite() {
-                    (gex + ADD_SLACK) * (a.abs() + b.abs())
-                } else {
-                    0.0
-                }
-            })
-            .collect();
+        let kappa = cst.iter().zip(elp).map(|(a, b)| if b.is_finite() { (gex + ADD_SLACK) * (a.abs() + b.abs()) } else { 0.0 }).collect();
         let ff = f as f64;
         // features fl32(fl32(ỹ_i 2^-e) fl32(ỹ_j 2^-e)): relative error (1+u)³ − 1
         let uphi = (1.0 + U32).powi(3) - 1.0;
@@ -689,14 +638,7 @@ impl Cand32 {
 
     /// [`Cand32::tile`] with the error bound multiplied by `margin_scale` (tests show that the
     /// bound is needed: with 0 the `f32` choice alone misses exact top-`L` members).
-    pub fn tile_with_margin(
-        &self,
-        x: ArrayView2<f64>,
-        l: usize,
-        extra: &[u32],
-        s: &mut Scratch32,
-        margin_scale: f64,
-    ) {
+    pub fn tile_with_margin(&self, x: ArrayView2<f64>, l: usize, extra: &[u32], s: &mut Scratch32, margin_scale: f64) {
         let (d, f, k) = (self.d, self.f, self.k);
         let rows = x.nrows();
         // every row of `phi` is overwritten below; `w32` is written by the GEMM (β = 0)
@@ -706,13 +648,7 @@ impl Cand32 {
         if s.w32.len() < rows * k {
             s.w32.resize(rows * k, 0.0);
         }
-        for v in [
-            &mut s.rscale,
-            &mut s.rnorm,
-            &mut s.rx2,
-            &mut s.ry,
-            &mut s.ry2,
-        ] {
+        for v in [&mut s.rscale, &mut s.rnorm, &mut s.rx2, &mut s.ry, &mut s.ry2] {
             v.clear();
             v.resize(rows, 0.0);
         }
@@ -724,8 +660,7 @@ impl Cand32 {
             s.yt.resize(rows * d, 0.0);
         }
         {
-            let yt = ndarray::ArrayViewMut2::from_shape((rows, d), &mut s.yt[..rows * d])
-                .expect("tile rows");
+            let yt = ndarray::ArrayViewMut2::from_shape((rows, d), &mut s.yt[..rows * d]).expect("tile rows");
             gemm(1.0, x, self.r.view(), 0.0, yt);
         }
         s.y32.resize(d, 0.0);
@@ -758,14 +693,7 @@ impl Cand32 {
             }
             vech_f32(&s.y32, o);
         }
-        sgemm_rows(
-            rows,
-            f,
-            k,
-            &s.phi[..rows * f],
-            &self.t32,
-            &mut s.w32[..rows * k],
-        );
+        sgemm_rows(rows, f, k, &s.phi[..rows * f], &self.t32, &mut s.w32[..rows * k]);
         // candidates: clusters whose upper bound reaches the l-th largest lower bound
         s.ptr.clear();
         s.ptr.push(0);
@@ -796,21 +724,8 @@ impl Cand32 {
                 // lower and upper bounds v ∓ e of every cluster (a cluster with E[ln π] = −∞
                 // gets lo = −∞ and up = NaN: never a candidate, and its exact value is −∞,
                 // which is what the local step's row of candidates holds for non-candidates)
-                let rb = RowBound {
-                    sc,
-                    alpha,
-                    a_n,
-                    b_n,
-                    ms,
-                    slack,
-                };
-                bounds(
-                    self,
-                    &rb,
-                    &s.w32[n * k..(n + 1) * k],
-                    &mut s.lo[..k],
-                    &mut s.up[..k],
-                );
+                let rb = RowBound { sc, alpha, a_n, b_n, ms, slack };
+                bounds(self, &rb, &s.w32[n * k..(n + 1) * k], &mut s.lo[..k], &mut s.up[..k]);
                 let thr = lth_largest_value(&s.lo[..k], l, &mut s.kth);
                 // blocks of 8 clusters with no upper bound reaching `thr` are skipped at once
                 for (b, blk) in s.up[..k].chunks(8).enumerate() {
@@ -863,15 +778,11 @@ impl Cand32 {
         }
         // (after the scatter `cnt[c]` is the end of bucket `c`, whose start is the end of `c − 1`);
         // four pairs at a time, in this cluster-major order
-        let pair = |q: usize, s: &Scratch32| -> (usize, usize) {
-            (s.owner[q] as usize, s.idx[q] as usize)
-        };
+        let pair = |q: usize, s: &Scratch32| -> (usize, usize) { (s.owner[q] as usize, s.idx[q] as usize) };
         let mut q4 = 0;
         while q4 + 4 <= total {
             let qs: [usize; 4] = std::array::from_fn(|r| s.order[q4 + r] as usize);
-            let xs: [&[f64]; 4] = std::array::from_fn(|r| {
-                x.row(pair(qs[r], s).0).to_slice().expect("contiguous rows")
-            });
+            let xs: [&[f64]; 4] = std::array::from_fn(|r| x.row(pair(qs[r], s).0).to_slice().expect("contiguous rows"));
             let ts: [&[f64]; 4] = std::array::from_fn(|r| {
                 let c = pair(qs[r], s).1;
                 &self.t64[c * f..(c + 1) * f]
@@ -887,10 +798,7 @@ impl Cand32 {
             let q = q as usize;
             let (n, c) = (s.owner[q] as usize, s.idx[q] as usize);
             let xr = x.row(n);
-            let v = quad_vech(
-                xr.as_slice().expect("contiguous rows"),
-                &self.t64[c * f..(c + 1) * f],
-            );
+            let v = quad_vech(xr.as_slice().expect("contiguous rows"), &self.t64[c * f..(c + 1) * f]);
             s.val[q] = (v + self.cst[c]) + self.elp[c];
         }
     }
@@ -902,9 +810,7 @@ mod tests {
     use crate::local::top_l::select_top_l;
 
     fn lcg(seed: &mut u64) -> f64 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         ((*seed >> 11) as f64) / ((1u64 << 53) as f64)
     }
 
@@ -933,11 +839,7 @@ mod tests {
             let mut p = 0;
             for i in 0..d {
                 for j in i..d {
-                    w[[p, kk]] = if i == j {
-                        -0.5 * lam[[i, i]]
-                    } else {
-                        -lam[[i, j]]
-                    };
+                    w[[p, kk]] = if i == j { -0.5 * lam[[i, i]] } else { -lam[[i, j]] };
                     p += 1;
                 }
             }
@@ -990,18 +892,11 @@ mod tests {
             let mut n_cand = 0;
             for n in 0..rows {
                 let xr: Vec<f64> = x.row(n).to_vec();
-                assert_eq!(
-                    select_from(&s, n, k, l),
-                    exact_top(&xr, &w, &cst, &elp, l),
-                    "row {n} l {l}"
-                );
+                assert_eq!(select_from(&s, n, k, l), exact_top(&xr, &w, &cst, &elp, l), "row {n} l {l}");
                 n_cand += s.row(n).0.len();
             }
             // the bound is rigorous but not loose: few extra candidates on this table
-            assert!(
-                n_cand as f64 <= rows as f64 * (l as f64 + 2.0),
-                "l={l}: {n_cand} candidates"
-            );
+            assert!(n_cand as f64 <= rows as f64 * (l as f64 + 2.0), "l={l}: {n_cand} candidates");
         }
     }
 
@@ -1021,9 +916,7 @@ mod tests {
         let mut x = Array2::<f64>::zeros((rows, d));
         x.iter_mut().for_each(|v| *v = normal(&mut seed));
         let col0: Vec<f64> = w.column(0).to_vec();
-        let mut q0: Vec<f64> = (0..rows)
-            .map(|n| quad_vech(&x.row(n).to_vec(), &col0))
-            .collect();
+        let mut q0: Vec<f64> = (0..rows).map(|n| quad_vech(&x.row(n).to_vec(), &col0)).collect();
         q0.sort_by(f64::total_cmp);
         cst[1] = cst[0] - eps * q0[rows / 2];
         elp[0] += 1e4;
@@ -1048,19 +941,10 @@ mod tests {
                 }
             }
         }
-        assert!(
-            ones > 0 && ones < rows,
-            "both clusters win some rows ({ones})"
-        );
+        assert!(ones > 0 && ones < rows, "both clusters win some rows ({ones})");
         // (rows with a tiny |x| have |q_0(x) − median| ≫ the bound: one candidate suffices there)
-        assert!(
-            both > rows / 2,
-            "both near-tied clusters are candidates on most rows ({both})"
-        );
-        assert!(
-            wrong_without > 0,
-            "without the margin the f32 choice should err on some row"
-        );
+        assert!(both > rows / 2, "both near-tied clusters are candidates on most rows ({both})");
+        assert!(wrong_without > 0, "without the margin the f32 choice should err on some row");
     }
 
     #[test]
@@ -1083,17 +967,10 @@ mod tests {
                     }
                 })
                 .collect();
-            let mut sorted: Vec<f64> = w
-                .iter()
-                .map(|&v| if v.is_nan() { f64::NEG_INFINITY } else { v })
-                .collect();
+            let mut sorted: Vec<f64> = w.iter().map(|&v| if v.is_nan() { f64::NEG_INFINITY } else { v }).collect();
             sorted.sort_by(|a, b| b.total_cmp(a));
             for l in 1..=k {
-                assert_eq!(
-                    lth_largest_value(&w, l, &mut buf),
-                    sorted[l - 1],
-                    "k={k} l={l}"
-                );
+                assert_eq!(lth_largest_value(&w, l, &mut buf), sorted[l - 1], "k={k} l={l}");
             }
         }
     }
@@ -1135,12 +1012,8 @@ mod tests {
         let mut seed = 1u64;
         for d in [1, 2, 3, 5, 12, 13, 64] {
             let f = d * (d + 1) / 2;
-            let xs: Vec<Vec<f64>> = (0..4)
-                .map(|_| (0..d).map(|_| normal(&mut seed) * 1e3).collect())
-                .collect();
-            let ts: Vec<Vec<f64>> = (0..4)
-                .map(|_| (0..f).map(|_| normal(&mut seed) * 1e5).collect())
-                .collect();
+            let xs: Vec<Vec<f64>> = (0..4).map(|_| (0..d).map(|_| normal(&mut seed) * 1e3).collect()).collect();
+            let ts: Vec<Vec<f64>> = (0..4).map(|_| (0..f).map(|_| normal(&mut seed) * 1e5).collect()).collect();
             let x4: [&[f64]; 4] = std::array::from_fn(|r| &xs[r][..]);
             let t4: [&[f64]; 4] = std::array::from_fn(|r| &ts[r][..]);
             let a = quad_vech4(x4, t4);

@@ -541,7 +541,19 @@ pub fn local_step<M: ObsModel>(
                 match sparse_l {
                     None => dense_tile(model, opts, &fresh, &tphi, &phi, t0, rows, &mut sc, &mut part, &wt, &resp_writer, &col_writer),
                     Some(l) => sparse_tile(
-                        opts, &phi, t0, rows, l, k, &mut sc, &mut part, &wt, &idx_writer, &val_writer, &col_writer, defer_vech,
+                        opts,
+                        &phi,
+                        t0,
+                        rows,
+                        l,
+                        k,
+                        &mut sc,
+                        &mut part,
+                        &wt,
+                        &idx_writer,
+                        &val_writer,
+                        &col_writer,
+                        defer_vech,
                         c32.is_some(),
                     ),
                 }
@@ -572,11 +584,7 @@ pub fn local_step<M: ObsModel>(
         }
     }
     let s_total = model.acc_finish(total.n.view(), total.acc);
-    let proposals = total
-        .props
-        .into_iter()
-        .map(|p| ProposalStats { s: model.acc_finish(p.n.view(), p.acc), n: p.n, h: p.h })
-        .collect();
+    let proposals = total.props.into_iter().map(|p| ProposalStats { s: model.acc_finish(p.n.view(), p.acc), n: p.n, h: p.h }).collect();
     Ok(LocalOutput {
         n: total.n,
         s: s_total,
@@ -741,13 +749,8 @@ fn dense_tile<M: ObsModel>(
                 }
             }
             let wr = w.row(n);
-            let mut bufs = PropBufs {
-                cand: &mut sc.cand,
-                dwr: &mut sc.dwr,
-                support: &mut sc.support,
-                gsub: &mut sc.gsub,
-                psub: &mut sc.psub,
-            };
+            let mut bufs =
+                PropBufs { cand: &mut sc.cand, dwr: &mut sc.dwr, support: &mut sc.support, gsub: &mut sc.gsub, psub: &mut sc.psub };
             budget_proposals_row(
                 opts,
                 l,
@@ -824,11 +827,9 @@ struct FreshRows {
 impl FreshRows {
     fn new(table: &LogLikTable, e_log_pi: &Array1<f64>) -> FreshRows {
         match table {
-            LogLikTable::Lin { w, cst, .. } => FreshRows {
-                wt: w.t().as_standard_layout().into_owned(),
-                cst: cst.clone(),
-                e_log_pi: e_log_pi.clone(),
-            },
+            LogLikTable::Lin { w, cst, .. } => {
+                FreshRows { wt: w.t().as_standard_layout().into_owned(), cst: cst.clone(), e_log_pi: e_log_pi.clone() }
+            }
         }
     }
 }
@@ -877,8 +878,7 @@ fn dense_proposal(
                 let x = x.as_slice().expect("contiguous");
                 for jj in 0..j {
                     let wr = fr.wt.row(jj);
-                    ps.dw[jj] =
-                        cand32::dot(x, wr.as_slice().expect("contiguous")) + fr.cst[jj] + fr.e_log_pi[jj];
+                    ps.dw[jj] = cand32::dot(x, wr.as_slice().expect("contiguous")) + fr.cst[jj] + fr.e_log_pi[jj];
                 }
             }
             (Dest::Columns(cols), _) => {
@@ -939,8 +939,7 @@ fn dense_proposal_gemm(
     let j = st.n.len();
     ps.dwm.clear();
     ps.dwm.resize(rows * j, 0.0);
-    let mut dw =
-        ArrayViewMut2::from_shape((rows, j), &mut ps.dwm[..]).expect("destination weights");
+    let mut dw = ArrayViewMut2::from_shape((rows, j), &mut ps.dwm[..]).expect("destination weights");
     match &p.dest {
         Dest::Fresh { table, e_log_pi } => {
             table.eval_features(*tphi, dw.view_mut());
@@ -1176,9 +1175,7 @@ fn sparse_tile(
         // merge pair entropies: only rows holding a or b contribute
         for (mi, &(pa, pb)) in opts.merge_pairs.iter().enumerate() {
             let term = match (slot(pa, &sc.slot_of), slot(pb, &sc.slot_of)) {
-                (Some(sa), Some(sb)) => {
-                    ent_term(sc.gv[sa] + sc.gv[sb], log_add_exp(logr(sa, &sc.g), logr(sb, &sc.g)))
-                }
+                (Some(sa), Some(sb)) => ent_term(sc.gv[sa] + sc.gv[sb], log_add_exp(logr(sa, &sc.g), logr(sb, &sc.g))),
                 (Some(sa), None) => ent_term(sc.gv[sa], logr(sa, &sc.g)),
                 (None, Some(sb)) => ent_term(sc.gv[sb], logr(sb, &sc.g)),
                 (None, None) => 0.0,
@@ -1198,13 +1195,8 @@ fn sparse_tile(
         }
         // restricted steps (births, deletes) with slot budgets (spec 04 §3.3-§3.4)
         if !opts.proposals.is_empty() {
-            let mut bufs = PropBufs {
-                cand: &mut sc.cand,
-                dwr: &mut sc.dwr,
-                support: &mut sc.support,
-                gsub: &mut sc.gsub,
-                psub: &mut sc.psub,
-            };
+            let mut bufs =
+                PropBufs { cand: &mut sc.cand, dwr: &mut sc.dwr, support: &mut sc.support, gsub: &mut sc.gsub, psub: &mut sc.psub };
             budget_proposals_row(opts, l, n, wn, wr, &sc.gv[..m], &sc.slot_of, &sc.dest_w, &mut bufs, part, phi);
         }
         for s_ in 0..m {

@@ -148,7 +148,11 @@ mod tests {
                     if u < 0.1 {
                         f64::NEG_INFINITY
                     } else if u < 0.15 {
-                        if u < 0.125 { 0.0 } else { -0.0 } // signed zeros
+                        if u < 0.125 {
+                            0.0
+                        } else {
+                            -0.0
+                        } // signed zeros
                     } else if u < 0.4 {
                         (u * 4.0).floor() // many ties
                     } else {

@@ -133,12 +133,8 @@ impl ObsModel for DiagGauss {
     fn posterior(&self, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Result<DiagGaussPost> {
         let d = self.d;
         let k = n.len();
-        let mut post = DiagGaussPost {
-            nu: Array1::zeros(k),
-            kappa: Array1::zeros(k),
-            mean: Array2::zeros((k, d)),
-            beta: Array2::zeros((k, d)),
-        };
+        let mut post =
+            DiagGaussPost { nu: Array1::zeros(k), kappa: Array1::zeros(k), mean: Array2::zeros((k, d)), beta: Array2::zeros((k, d)) };
         for j in 0..k {
             let nk = n[j].max(0.0);
             let kap = self.kappa + nk;

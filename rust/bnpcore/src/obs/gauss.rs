@@ -89,9 +89,8 @@ impl Gauss {
             return Err(Error::NonFinite { what: "prior mean/covariance".into() });
         }
         let bs = (&b + &b.t()) * 0.5;
-        let l = cholesky(bs.view(), 0, "prior scale").map_err(|_| {
-            Error::param("prior_covariance", "the prior scale matrix is not positive definite")
-        })?;
+        let l = cholesky(bs.view(), 0, "prior scale")
+            .map_err(|_| Error::param("prior_covariance", "the prior scale matrix is not positive definite"))?;
         let mut g = Gauss { d, zero_mean, nu, kappa, m: m.clone(), b: bs, c0: 0.0, kmm: Array2::zeros((d, d)) };
         if !zero_mean {
             let mc = m.view().insert_axis(Axis(1));
@@ -216,7 +215,7 @@ impl ObsModel for Gauss {
                     (self.kappa, Array1::zeros(d), &self.b + &sxx)
                 } else {
                     let kappa = self.kappa + nk;
-                    let mean = (&self.m * self.kappa + &row.slice(s![0..d])) / kappa;
+                    let mean = (&self.m * self.kappa + row.slice(s![0..d])) / kappa;
                     let mc = mean.view().insert_axis(Axis(1));
                     let b = &self.b + &sxx + &self.kmm - &(mc.dot(&mc.t()) * kappa);
                     (kappa, mean, b)
@@ -349,7 +348,7 @@ impl ObsModel for Gauss {
                 let sx = row.slice(s![0..d]).insert_axis(Axis(1));
                 let mm = post.mean.row(k).insert_axis(Axis(1));
                 let cross = sx.dot(&mm.t());
-                m2 = m2 - &cross - &cross.t() + &(mm.dot(&mm.t()) * nk);
+                m2 = m2 - &cross - cross.t() + &(mm.dot(&mm.t()) * nk);
             }
             nk * c - 0.5 * post.nu[k] * trace_inv_times(post.chol_inv[k].view(), m2.view())
         }))

@@ -538,13 +538,13 @@ pub fn eval_table(table: &LogLikTable, x: ArrayView2<f64>) -> Array2<f64> {
     let k = table.n_clusters();
     let mut out = Array2::<f64>::zeros((x.nrows(), k));
     let tile = crate::parallel::TILE_ROWS;
-    out.axis_chunks_iter_mut(Axis(0), tile)
-        .into_par_iter()
-        .zip(x.axis_chunks_iter(Axis(0), tile).into_par_iter())
-        .for_each_init(Vec::new, |buf, (o, xb)| {
+    out.axis_chunks_iter_mut(Axis(0), tile).into_par_iter().zip(x.axis_chunks_iter(Axis(0), tile).into_par_iter()).for_each_init(
+        Vec::new,
+        |buf, (o, xb)| {
             let phi = table.feature_map().apply(xb, buf);
             table.eval_features(phi, o);
-        });
+        },
+    );
     out
 }
 
@@ -552,8 +552,6 @@ pub fn eval_table(table: &LogLikTable, x: ArrayView2<f64>) -> Array2<f64> {
 /// matches the statistic layout.
 pub(crate) fn lin_sum_from_stats(table: &LogLikTable, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Array1<f64> {
     match table {
-        LogLikTable::Lin { w, cst, .. } => {
-            Array1::from_iter((0..n.len()).map(|k| s.row(k).dot(&w.column(k)) + n[k] * cst[k]))
-        }
+        LogLikTable::Lin { w, cst, .. } => Array1::from_iter((0..n.len()).map(|k| s.row(k).dot(&w.column(k)) + n[k] * cst[k])),
     }
 }
