@@ -157,7 +157,10 @@ class _Checked:
 
 
 class ArrayBatches:
-    """B fixed batches over one array (in memory or a ``numpy.memmap``).
+    """B fixed batches of mixture rows over one array (in memory or a ``numpy.memmap``).
+
+    A :class:`~bnpcore.data.BatchSource` with ``segment == "row"``: the only source that may
+    shuffle (in-memory arrays with a ``seed``).
 
     Parameters
     ----------
@@ -194,9 +197,20 @@ class ArrayBatches:
         self._validated = validated
         self._check = _Checked(None, check_data)
 
+    segment = "row"
+
+    @property
+    def shuffles(self) -> bool:
+        """Rows were assigned to batches at random (in-memory array, ``seed`` given, B > 1)."""
+        return self.rows is not None
+
     @property
     def n_rows(self) -> int:
         return int(self.X.shape[0])
+
+    @property
+    def n_segments(self) -> int:
+        return self.n_rows
 
     @property
     def n_features(self) -> int:
@@ -265,9 +279,16 @@ class ListBatches:
         self._n_features = int(d)
         self._check = _Checked(None, check_data)
 
+    segment = "row"
+    shuffles = False
+
     @property
     def n_rows(self) -> int:
         return int(self.offsets[-1])
+
+    @property
+    def n_segments(self) -> int:
+        return self.n_rows
 
     @property
     def n_features(self) -> int:
