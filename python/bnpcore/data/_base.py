@@ -111,8 +111,9 @@ def balanced_bounds(weights, n_batches: int, *, what: str = "segments") -> np.nd
     """Split segments into ``n_batches`` contiguous batches of about equal total weight.
 
     Deterministic: boundary b (0 < b < B) is the segment index whose cumulative weight is
-    nearest to ``b * W / B`` (W the total weight; ties go to the lower index), moved as little
-    as needed so that every batch holds at least one segment. With all weights zero the
+    nearest to ``b * W / B`` (W the total weight; ties go to the lower index), clipped to
+    ``b .. n_segments - B + b`` and then moved forward where needed, so that every batch holds
+    at least one segment. With all weights zero the
     segments themselves are balanced. Nothing is random: documents and sequences are never
     shuffled, and the same data always give the same batches.
 
@@ -153,5 +154,5 @@ def balanced_bounds(weights, n_batches: int, *, what: str = "segments") -> np.nd
         j = int(np.searchsorted(cum, target, side="left"))  # cum[j-1] < target <= cum[j]
         if j > 0 and (j > n or target - cum[j - 1] <= cum[j] - target):
             j -= 1
-        bounds[b] = min(max(j, bounds[b - 1] + 1), n - (n_batches - b))
+        bounds[b] = max(min(max(j, b), n - n_batches + b), bounds[b - 1] + 1)
     return bounds
