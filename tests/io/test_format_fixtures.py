@@ -27,16 +27,26 @@ FIXTURES = [
 ]
 
 
+def _load_or_refuse(path, version):
+    """The loaded model, or None if this bnpcore refuses the file's (older) format version with
+    the clear version error. Files of the current version must load."""
+    try:
+        return bnpcore.load(path)
+    except ModelFileError as exc:
+        if version == FORMAT_VERSION:
+            raise
+        assert f"format version {version!r}; this bnpcore reads version {FORMAT_VERSION}" in str(exc)
+        return None
+
+
 @pytest.mark.parametrize("stem,cls,version", FIXTURES, ids=[f[0] for f in FIXTURES])
 def test_saved_file_loads_and_predicts_the_same(stem, cls, version):
     path = DATA / f"{stem}.npz"
     expected = np.load(DATA / f"{stem}_expected.npz")
     assert path.stat().st_size < 50_000
-    if version != FORMAT_VERSION:  # a later reader may refuse an old version, but only clearly
-        with pytest.raises(ModelFileError, match="format version"):
-            bnpcore.load(path)
+    est = _load_or_refuse(path, version)
+    if est is None:
         return
-    est = bnpcore.load(path)
     assert type(est) is cls
     X = expected["X"]
     assert np.array_equal(est.predict(X), expected["predict"])
@@ -50,9 +60,9 @@ def test_saved_file_loads_and_predicts_the_same(stem, cls, version):
 
 @pytest.mark.parametrize("stem,cls,version", FIXTURES, ids=[f[0] for f in FIXTURES])
 def test_saved_file_continues_fitting(stem, cls, version):
-    if version != FORMAT_VERSION:
-        pytest.skip("older format versions are refused (tested above)")
-    est = bnpcore.load(DATA / f"{stem}.npz")
+    est = _load_or_refuse(DATA / f"{stem}.npz", version)
+    if est is None:
+        return
     X = np.load(DATA / f"{stem}_expected.npz")["X"]
     lap = est.state_.lap
     est.set_params(warm_start=True, max_laps=2)
