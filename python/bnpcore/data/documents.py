@@ -559,6 +559,21 @@ def document_source(X, n_batches: int = 1, *, n_vocab: int | None = None, docs_p
     Returns
     -------
     DocumentBatches, DocumentListBatches, BagOfWordsBatches or DocumentStream
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from bnpcore.data import document_source
+    >>> counts = sp.coo_array(([2, 1, 3, 1], ([0, 0, 1, 2], [0, 4, 2, 3])), shape=(3, 5))
+    >>> src = document_source(counts, n_batches=2)
+    >>> src.bounds  # whole documents, balanced by tokens: 3 | 3 + 1
+    array([0, 1, 3])
+    >>> batch = src.get(1)
+    >>> batch.shape, batch.indptr  # indptr is the batch's doc_range
+    ((2, 5), array([0, 1, 2]))
+    >>> corpus = [[(0, 2), (4, 1)], [(2, 3)], [(3, 1)]]  # gensim-style bag of words
+    >>> (document_source(corpus, n_batches=2).get(1) != batch).nnz
+    0
     """
     if _is_path(X):
         return DocumentBatches(_load_npz(X, "X"), n_batches, n_vocab=n_vocab)

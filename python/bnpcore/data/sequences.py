@@ -159,6 +159,18 @@ def sequence_source(X, lengths=None, n_batches: int = 1, *, n_features: int | No
 
     ``X`` may also be the path of a ``.npy`` file (read by explicit row-range reads, one batch
     at a time).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bnpcore.data import sequence_source
+    >>> X = np.arange(20.0).reshape(10, 2)
+    >>> src = sequence_source(X, lengths=[3, 3, 4], n_batches=2)
+    >>> src.bounds  # whole sequences, balanced by rows: 3 + 3 | 4
+    array([0, 2, 3])
+    >>> batch = src.get(0)
+    >>> batch.seq_range, batch.X.shape
+    (array([0, 3, 6]), (6, 2))
     """
     import os
 

@@ -62,6 +62,17 @@ def register_model_type(name, cls=None):
         to a different class, or ``cls`` is registered under a different name. Registering the
         same class again (or a class of the same module and qualified name, as after
         ``importlib.reload``) replaces the entry.
+
+    Examples
+    --------
+    >>> from bnpcore import DPMixture
+    >>> from bnpcore.io import lookup_model_type, register_model_type, unregister_model_type
+    >>> @register_model_type("example.MyMixture")
+    ... class MyMixture(DPMixture):
+    ...     pass
+    >>> lookup_model_type("example.MyMixture") is MyMixture
+    True
+    >>> unregister_model_type("example.MyMixture")
     """
     if not isinstance(name, str) or not name:
         raise ParameterError(f"`name` must be a non-empty string, got {name!r}")
