@@ -136,6 +136,14 @@ def balanced_bounds(weights, n_batches: int, *, what: str = "segments") -> np.nd
     ------
     ParameterError
         If ``n_batches`` is not an integer in ``1..n_segments``.
+
+    Examples
+    --------
+    >>> from bnpcore.data import balanced_bounds
+    >>> balanced_bounds([5, 1, 1, 1, 4, 4], 3)  # 16 tokens, targets 5.3 and 10.7: 5 | 1 + 1 + 1 + 4 | 4
+    array([0, 1, 5, 6])
+    >>> balanced_bounds([1, 1, 1, 1, 100], 3)  # every batch keeps at least one segment
+    array([0, 3, 4, 5])
     """
     w = np.asarray(weights, dtype=np.float64)
     n = int(w.shape[0])

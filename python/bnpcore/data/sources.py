@@ -1,4 +1,7 @@
-"""Fixed batches of rows (spec 01 §5.3: data are split once into B fixed batches).
+"""Fixed batches of mixture rows (spec 01 §5.3: data are split once into B fixed batches).
+
+Documents and sequences have their own sources (:mod:`bnpcore.data.documents`,
+:mod:`bnpcore.data.sequences`); all follow :class:`bnpcore.data.BatchSource`.
 
 A *batch source* is what the learning algorithms read data from. It has ``len(source)``
 batches, ``source.get(b)`` returns batch ``b`` as a validated C-contiguous float64 array, and
