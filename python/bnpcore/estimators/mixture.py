@@ -760,3 +760,10 @@ class FiniteMixture(_BaseMixture):
         + _DOC_PARAMS
     )
     _alloc_name = "finite"
+
+
+# Persistence by registry (docs/model_format.md): bnpcore.io finds these classes by model-type name.
+from bnpcore.io import register_model_type  # noqa: E402
+
+register_model_type("DPMixture", DPMixture)
+register_model_type("FiniteMixture", FiniteMixture)
