@@ -53,7 +53,7 @@ def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kme
 
     def step(N, S, pairs=None):
         kw = {"merge_pairs": pairs} if pairs else {}
-        return _core.local_step(core, X, N, S, model.alloc.e_log_pi(N), weights=w, n_threads=n_threads, **kw)
+        return _core.local_step(core, model.alloc.core, X, N, S, weights=w, n_threads=n_threads, **kw)
 
     def tidy(N, S):
         order = np.argsort(-N, kind="stable")
