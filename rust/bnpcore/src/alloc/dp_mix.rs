@@ -1,4 +1,4 @@
-//! Dirichlet-process mixture allocation (Hughes thesis §2.2–§2.3; Hughes & Sudderth, NIPS 2013).
+//! Dirichlet-process mixture allocation (Hughes thesis §3.2–§3.4; Hughes & Sudderth, NIPS 2013).
 //!
 //! `q(u_k) = Beta(η_k1, η_k0)` with optimal `η_k1 = 1 + N_k`, `η_k0 = γ + N^>_k`; the ELBO term at
 //! the optimum is `Σ_k [c_B(1, γ) − c_B(1 + N_k, γ + N^>_k)]` with
@@ -51,7 +51,7 @@ pub fn elbo(n: ArrayView1<f64>, gamma: f64) -> Result<f64> {
 }
 
 /// Exact change of the allocation ELBO term when clusters `i < j` merge (`N_i ← N_i + N_j`,
-/// column `j` removed), for every pair, in `O(K²)` (Hughes thesis §3.4):
+/// column `j` removed), for every pair, in `O(K²)` (Hughes thesis §4.1):
 ///
 /// `Δ_ij = c_B(η̂_j) − c_B(1, γ) + c_B(η̂_i) − c_B(η̂_i1 + N_j, η̂_i0 − N_j)
 ///        + Σ_{i<k<j} [c_B(η̂_k) − c_B(η̂_k1, η̂_k0 − N_j)]`

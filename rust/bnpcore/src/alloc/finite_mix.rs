@@ -1,4 +1,4 @@
-//! Finite mixture with a symmetric `Dirichlet(γ/K)` prior on the weights (Hughes thesis §2.1).
+//! Finite mixture with a symmetric `Dirichlet(γ/K)` prior on the weights (Hughes thesis §2.5–§2.6).
 //!
 //! `q(π) = Dir(θ)` with optimal `θ_k = γ/K + N_k`; `E[ln π_k] = ψ(θ_k) − ψ(Σθ)`,
 //! `E[π_k] = θ_k/Σθ`, ELBO term `c_Dir(γ/K·1) − c_Dir(θ)` (`c_Dir(γ/K·1)` counted once). The prior

@@ -2,7 +2,7 @@
 //! that alone — the expected log weights `E[ln π]` the local step adds to the log-likelihoods,
 //! the expected weights, the allocation term of the ELBO and its exact change under a merge.
 //!
-//! * [`dp_mix`]: stick-breaking Dirichlet-process mixture (Hughes thesis §2.2–§2.3), built on the
+//! * [`dp_mix`]: stick-breaking Dirichlet-process mixture (Hughes thesis §3.2–§3.4), built on the
 //!   stick-breaking expectations of [`stick`] (shared with the top levels of the HDP models);
 //! * [`finite_mix`]: finite mixture with a symmetric `Dirichlet(γ/K)` prior;
 //! * [`Alloc::Fixed`]: given log weights and no allocation ELBO term, so an allocation model

@@ -1,5 +1,5 @@
 //! Stick-breaking expectations shared by every model with a Dirichlet-process level: the DP
-//! mixture, the top level of the HDP topic model and of the HDP-HMM (Hughes thesis §2.2, §3.2).
+//! mixture, the top level of the HDP topic model and of the HDP-HMM (Hughes thesis §3.1, §5.1, §6.1).
 //!
 //! Stick `k` has `q(u_k) = Beta(η_k1, η_k0)` and weight `π_k = u_k Π_{ℓ<k} (1 − u_ℓ)`. These
 //! functions take the Beta parameters as they are (optimal or not), so a model whose sticks are

@@ -96,3 +96,43 @@ pub(super) fn dense_tile(ctx: &LocalContext, tile: &Tile, sc: &mut Scratch, part
     part.n += &resp.sum_axis(Axis(0));
     gemm(1.0, resp.t(), phi.view(), 1.0, part.acc.view_mut());
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::alloc::Alloc;
+    use crate::local::{LocalOptions, Proposal};
+    use crate::obs::{Mult, Obs};
+    use ndarray::{array, Axis};
+
+    /// Dense rows are distributions, the summaries are their weighted sums, and the merge pair
+    /// entropy and collected column come from the same rows.
+    #[test]
+    fn dense_rows_summaries_and_move_outputs_agree() {
+        let obs = Obs::Mult(Mult::new(array![0.5, 0.5, 0.5]).unwrap());
+        let x = array![[3.0, 0.0, 1.0], [0.0, 2.0, 2.0], [1.0, 1.0, 0.0], [5.0, 0.0, 0.0], [0.0, 0.0, 4.0]];
+        let (n0, s0) = (array![2.0, 3.0, 1.0], array![[4.0, 0.0, 1.0], [0.0, 3.0, 2.0], [0.0, 0.0, 3.0]]);
+        let w = array![1.0, 0.5, 2.0, 1.0, 0.25];
+        let opts = LocalOptions {
+            weights: Some(w.view()),
+            merge_pairs: vec![(0, 2)],
+            proposals: vec![Proposal { src: vec![1], dest: crate::local::Dest::Columns(vec![0, 2]) }],
+            collect_col: Some(1),
+            return_resp: true,
+            ..Default::default()
+        };
+        let out = obs.local_step(x.view(), n0.view(), s0.view(), &Alloc::Dp { gamma: 1.0 }, &opts).unwrap();
+        let r = out.resp.unwrap();
+        for row in r.rows() {
+            assert!((row.sum() - 1.0).abs() < 1e-14);
+        }
+        let rw = &r * &w.view().insert_axis(Axis(1));
+        let (n, s) = obs.summarize(x.view(), rw.view()).unwrap();
+        assert!(out.n.iter().zip(&n).all(|(a, b)| (a - b).abs() < 1e-12));
+        assert!(out.s.iter().zip(&s).all(|(a, b)| (a - b).abs() < 1e-12));
+        let pair: f64 = (0..5).map(|i| w[i] * -(r[[i, 0]] + r[[i, 2]]) * (r[[i, 0]] + r[[i, 2]]).ln()).sum();
+        assert!((out.moves.pair_h[0] - pair).abs() < 1e-12);
+        assert_eq!(out.moves.col.unwrap(), r.column(1));
+        // the proposal moves column 1's mass onto columns 0 and 2: its counts total the mass
+        assert!((out.moves.proposals[0].n.sum() - n[1]).abs() < 1e-12);
+    }
+}

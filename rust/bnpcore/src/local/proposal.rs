@@ -1,5 +1,5 @@
-//! Restricted-step proposals of the birth and delete moves (Hughes thesis §3.3–§3.5; sparse
-//! rows: the "at most `L` entries" family of the L-sparse local step).
+//! Restricted-step proposals of the birth and delete moves (Hughes thesis §4.2–§4.3; sparse
+//! rows: the "at most `L` entries" family of the L-sparse local step, thesis §7.1).
 //!
 //! A proposal takes the responsibility mass `a_n = Σ_{k∈src} r_nk` of its source clusters and
 //! spreads it over destination clusters (existing columns, or fresh clusters with their own

@@ -1,7 +1,8 @@
 //! L-sparse rows of a tile (`top_l = L < K`): per row the `L` largest log weights are selected
 //! ([`super::top_l`], or among the f32 candidates of [`super::cand32`]) and normalised over; the
 //! entropies, merge pair entropies, co-occurrences, collected column, restricted steps and
-//! summaries are computed from the kept entries only (Hughes thesis §3.6 for the sparse local step).
+//! summaries are computed from the kept entries only (Hughes thesis §7.1; Hughes & Sudderth, *Fast learning of clusters and
+//! topics via sparse posteriors*).
 
 use ndarray::{s, Array1, Array2, ArrayView2};
 
