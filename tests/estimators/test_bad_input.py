@@ -118,9 +118,20 @@ def test_predict_checks_the_data_too(kind):
         expect_error(DataError, "X", est.predict, X + 0.5)
 
 
-def test_predict_before_fit():
-    with pytest.raises(BnpcoreError, match="not fitted"):
-        DPMixture().predict(np.zeros((2, 2)))
+@pytest.mark.parametrize("cls", ESTIMATORS)
+@pytest.mark.parametrize("method", ["predict", "predict_proba", "score", "score_samples", "top_l_mass", "elbo_terms"])
+def test_use_before_fit_is_a_value_error(cls, method):
+    """Unfitted use is a user mistake: a ``NotFittedError`` that is a ``ValueError`` (and, for
+    ``hasattr``-style checks, an ``AttributeError``), exported from ``bnpcore``."""
+    import bnpcore
+
+    args = () if method == "elbo_terms" else (np.zeros((2, 2)),)
+    with pytest.raises(bnpcore.NotFittedError, match="not fitted yet; call fit first") as info:
+        getattr(cls(), method)(*args)
+    assert type(info.value) is bnpcore.exceptions.NotFittedError
+    assert isinstance(info.value, ValueError) and isinstance(info.value, BnpcoreError)
+    assert isinstance(info.value, AttributeError)
+    assert "NotFittedError" in bnpcore.__all__
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
@@ -291,10 +302,16 @@ def test_data_whose_squares_overflow(kind, scale):
     assert "rescale" in str(exc)
 
 
-def test_counts_whose_sums_overflow_give_an_error_not_nan():
+def test_counts_whose_sums_overflow_are_a_data_error_naming_x():
+    """Counts whose sums overflow float64 are bad input (a ValueError naming `X`), caught before
+    any summary is formed, not a NumericalError from a NaN ELBO."""
     X = np.full((10, 3), 1e307)
-    with pytest.raises(NumericalError, match="not finite"):
-        DPMixture(obs="mult", n_components=2, max_laps=3).fit(X)
+    for est in (DPMixture(obs="mult", n_components=2, max_laps=3), FiniteMixture(obs="mult", n_components=2, max_laps=3)):
+        exc = expect_error(DataError, "X", est.fit, X)
+        assert isinstance(exc, ValueError) and not isinstance(exc, NumericalError)
+        assert "overflow" in str(exc)
+    # one count below the limit is fine on its own
+    fit_quietly(DPMixture(obs="mult", n_components=2, max_laps=2), np.array([[1e300, 0.0, 1.0], [0.0, 2.0, 1.0]]))
 
 
 def test_moderate_offset_fits():
