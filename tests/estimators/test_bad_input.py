@@ -6,14 +6,13 @@ error")``, which is a bug too), never a NaN result, never a hang.
 """
 
 import re
-import warnings
 
 import numpy as np
 import pytest
+from _helpers import KINDS, fit_quietly
 from bnpcore import DPMixture, FiniteMixture, _core
 from bnpcore.exceptions import (
     BnpcoreError,
-    ConvergenceWarning,
     DataError,
     NonFiniteError,
     NumericalError,
@@ -23,7 +22,6 @@ from bnpcore.exceptions import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 ESTIMATORS = (DPMixture, FiniteMixture)
 
 
@@ -43,12 +41,6 @@ def expect_error(exc_type, name, fn, *args, **kwargs):
     raise AssertionError(f"no error raised (expected {exc_type.__name__} naming `{name}`)")
 
 
-def fit_quietly(est, X):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return est.fit(X)
-
-
 def valid_data(kind, n=40, D=3, seed=0):
     rng = np.random.default_rng(seed)
     if kind == "mult":
@@ -64,7 +56,7 @@ def valid_data(kind, n=40, D=3, seed=0):
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-@pytest.mark.parametrize("kind", OBS_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_non_finite_data(cls, kind, bad):
     X = valid_data(kind)
@@ -102,7 +94,7 @@ def test_integer_and_bool_input_is_accepted(cls):
     assert est.predict(X > 2).shape == (30,)
 
 
-@pytest.mark.parametrize("kind", OBS_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_predict_checks_the_data_too(kind):
     X = valid_data(kind)
     est = fit_quietly(DPMixture(obs=kind, n_components=2, max_laps=5, random_state=0), X)
@@ -440,7 +432,7 @@ PRIORS = {
 }
 
 
-@pytest.mark.parametrize("kind", OBS_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("layout", ["fortran", "strided"])
 def test_any_memory_layout_gives_the_same_result(kind, layout):
     rng = np.random.default_rng(1)
@@ -515,7 +507,7 @@ def any_array1(draw):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    kind=st.sampled_from(OBS_KINDS),
+    kind=st.sampled_from(KINDS),
     X=any_array2(),
     R=any_array2(),
     N=any_array1(),

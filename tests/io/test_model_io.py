@@ -6,14 +6,14 @@ import pickle
 import subprocess
 import sys
 import textwrap
-import warnings
 import zipfile
 
 import bnpcore
 import numpy as np
 import pytest
+from _helpers import fit_quietly
 from bnpcore import DPMixture, FiniteMixture
-from bnpcore.exceptions import ConvergenceWarning, ModelFileError
+from bnpcore.exceptions import ModelFileError
 from bnpcore.io import FORMAT_VERSION
 
 
@@ -21,12 +21,6 @@ def _data(n=600, d=3, k=4, seed=0):
     rng = np.random.default_rng(seed)
     z = rng.integers(0, k, size=n)
     return rng.normal(0, 4, size=(k, d))[z] + rng.normal(size=(n, d))
-
-
-def _fit(est, X):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return est.fit(X)
 
 
 def _same_state(a, b):
@@ -59,7 +53,7 @@ def _same_state(a, b):
 )
 def test_save_load_round_trip_identical_predictions(tmp_path, cls, kw):
     X = _data()
-    est = _fit(cls(n_components=5, random_state=0, max_laps=5, **kw), X)
+    est = fit_quietly(cls(n_components=5, random_state=0, max_laps=5, **kw), X)
     path = tmp_path / "model.npz"
     est.save(path)
     again = bnpcore.load(path)
@@ -94,30 +88,30 @@ def test_unfitted_round_trip_and_module_level_functions(tmp_path):
 def test_warm_start_3_plus_save_load_plus_3_equals_6_laps(tmp_path, algorithm, n_batches):
     X = _data(seed=1)
     kw = dict(n_components=6, algorithm=algorithm, n_batches=n_batches, random_state=2, tol=0, moves=())
-    six = _fit(DPMixture(max_laps=6, **kw), X)
-    three = _fit(DPMixture(max_laps=3, **kw), X)
+    six = fit_quietly(DPMixture(max_laps=6, **kw), X)
+    three = fit_quietly(DPMixture(max_laps=3, **kw), X)
     three.save(tmp_path / "m.npz")
     resumed = bnpcore.load(tmp_path / "m.npz")
     resumed.set_params(warm_start=True)
-    _fit(resumed, X)
+    fit_quietly(resumed, X)
     _same_state(resumed, six)
     assert resumed.n_iter_ == 3
     # and without the file in between
     three.set_params(warm_start=True)
-    _fit(three, X)
+    fit_quietly(three, X)
     _same_state(three, six)
 
 
 def test_pickle_round_trip(tmp_path):
     X = _data()
-    est = _fit(DPMixture(n_components=5, random_state=0, max_laps=4, algorithm="memoized", n_batches=3, moves=()), X)
+    est = fit_quietly(DPMixture(n_components=5, random_state=0, max_laps=4, algorithm="memoized", n_batches=3, moves=()), X)
     again = pickle.loads(pickle.dumps(est))
     assert np.array_equal(again.predict_proba(X), est.predict_proba(X))
     _same_state(again, est)
     again.set_params(warm_start=True, max_laps=2)
     est.set_params(warm_start=True, max_laps=2)
-    _fit(again, X)
-    _fit(est, X)
+    fit_quietly(again, X)
+    fit_quietly(est, X)
     _same_state(again, est)
 
 
@@ -130,7 +124,7 @@ def test_checkpoint_written_every_lap(tmp_path):
         if os.path.exists(path):
             laps.append(bnpcore.load(path).state_.lap)
 
-    est = _fit(DPMixture(n_components=4, random_state=0, max_laps=4, tol=0, checkpoint_path=str(path), callback=cb), X)
+    est = fit_quietly(DPMixture(n_components=4, random_state=0, max_laps=4, tol=0, checkpoint_path=str(path), callback=cb), X)
     assert laps == [1, 2, 3]  # the callback runs before that lap's checkpoint is written
     assert bnpcore.load(path).state_.lap == 4
     assert not [f for f in os.listdir(tmp_path) if ".tmp-" in f]
@@ -186,8 +180,8 @@ def test_sigkill_mid_lap_resumes_from_last_complete_lap(tmp_path, mode, kill_at,
     resumed = bnpcore.load(ckpt)
     assert resumed.state_.lap == expect_lap
     resumed.set_params(warm_start=True, max_laps=6 - expect_lap)
-    _fit(resumed, X)
-    reference = _fit(DPMixture(n_components=6, algorithm="memoized", n_batches=4, random_state=3, tol=0, max_laps=6, moves=()), X)
+    fit_quietly(resumed, X)
+    reference = fit_quietly(DPMixture(n_components=6, algorithm="memoized", n_batches=4, random_state=3, tol=0, max_laps=6, moves=()), X)
     _same_state(resumed, reference)
 
 
@@ -195,7 +189,7 @@ def test_sigkill_mid_lap_resumes_from_last_complete_lap(tmp_path, mode, kill_at,
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     X = _data()
-    est = _fit(DPMixture(n_components=4, random_state=0, max_laps=3, algorithm="memoized", n_batches=2, moves=()), X)
+    est = fit_quietly(DPMixture(n_components=4, random_state=0, max_laps=3, algorithm="memoized", n_batches=2, moves=()), X)
     path = tmp_path_factory.mktemp("files") / "m.npz"
     est.save(path)
     return path

@@ -13,6 +13,7 @@ single-component subsample (a flat split direction) amplifies that over the iter
 
 import numpy as np
 import pytest
+from _helpers import KINDS, synthetic_data
 from bnpcore import _core
 from bnpcore._reference.birth import fit_fresh_clusters as ref_fit
 from bnpcore.alloc import DPAlloc, FiniteAlloc
@@ -20,11 +21,8 @@ from bnpcore.exceptions import NonFiniteError, ParameterError, ShapeError
 from bnpcore.model import Model
 from bnpcore.moves.birth import fit_fresh_clusters
 from bnpcore.obs import ObsModel
-from conftest import synthetic_data
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
-KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 
 
 def _problem(kind, alloc, gamma, n, n_clusters, d, scale, seed):

@@ -6,10 +6,10 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from _helpers import tree_total
 from bnpcore import DPMixture
 from bnpcore.datasets import make_1d_normal, make_gaussian_mixture, make_toy_patches
 from bnpcore.moves import BirthMove, DeleteMove, MergeMove
-from conftest import tree_total
 from sklearn.metrics import adjusted_rand_score
 
 

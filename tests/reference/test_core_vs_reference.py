@@ -31,6 +31,7 @@ import itertools
 import bnpcore._reference as ref
 import numpy as np
 import pytest
+from _helpers import KINDS
 from bnpcore import _core
 from bnpcore._reference.local import _softmax_rows
 from bnpcore.exceptions import ShapeError
@@ -39,7 +40,6 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.special import digamma, gammaln
 
-KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 GAUSSIANS = ("gauss", "diag_gauss", "zero_mean_gauss")
 SCALES = (1e-6, 1.0, 1e4)
 RTOL = 1e-10

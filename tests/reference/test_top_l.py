@@ -17,7 +17,7 @@ import warnings
 import bnpcore._reference as ref
 import numpy as np
 import pytest
-from _close import close
+from _helpers import KINDS, close
 from bnpcore import DPMixture, FiniteMixture, _core
 from bnpcore._reference.local import top_l_local_step, top_l_proposal_summaries, top_l_resp
 from bnpcore.exceptions import ParameterError
@@ -26,7 +26,6 @@ from bnpcore.obs import default_prior
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 PAD = np.iinfo(np.uint32).max
 SETTINGS = settings(max_examples=15, deadline=None)
 

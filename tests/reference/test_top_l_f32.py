@@ -12,7 +12,7 @@ the same values up to float64 rounding, and all the sparse-step identities. The 
 import bnpcore._reference as ref
 import numpy as np
 import pytest
-from _close import close
+from _helpers import close
 from bnpcore import _core
 from bnpcore._reference.local import top_l_local_step, top_l_resp
 from bnpcore.model import Model
