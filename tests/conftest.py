@@ -13,7 +13,9 @@ from _helpers import synthetic_data
 
 # "ci": derandomized with explicit example counts, so a failure reproduces on the next run;
 # "dev" (default locally): hypothesis's usual random exploration. scripts/test.sh selects "ci".
-settings.register_profile("ci", derandomize=True, print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "ci", derandomize=True, max_examples=100, deadline=None, database=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.register_profile("dev", suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("BNPCORE_HYPOTHESIS_PROFILE", "dev"))
 

@@ -57,6 +57,7 @@ def test_image_patches_match_direct_extraction():
     np.testing.assert_allclose(Xc, X - X.mean(axis=1, keepdims=True))
 
 
+@pytest.mark.slow
 def test_image_patches_stride1_count_per_image():
     X, image = datasets.load_image_patches(stride=1, images=("china.jpg",), return_image_index=True)
     assert X.shape == (265_860, 64)

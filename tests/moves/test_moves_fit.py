@@ -105,6 +105,7 @@ def test_merges_and_deletes_from_many_clusters(audited):
     assert abs(m.n_components_ - 4) <= 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "n, d, k, sep, seed",
     [(4000, 2, 4, 6.0, 0), (5000, 4, 5, 3.0, 5), (6000, 5, 8, 3.0, 3), (8000, 8, 10, 2.0, 4)],
