@@ -165,4 +165,13 @@ def test_bad_input_raises_naming_the_argument():
         _core.fit_fresh_clusters(core, X, w, "finite", -1.0, *args[5:])
     with pytest.raises(ParameterError, match="n_threads"):
         _core.fit_fresh_clusters(*args, n_threads=0)
-    assert _core.fit_fresh_clusters(*args) is not None
+    # valid arguments: the binding returns the oracle's fit for the same uniforms
+    got = _core.fit_fresh_clusters(*args)
+
+    class FixedUniforms:
+        def random(self, n):
+            return np.full(n, 0.5)
+
+    want = ref_fit(model, X, w, 3, FixedUniforms(), n_seeds=3, iters=20, kmeans_iters=10)
+    assert len(got) == 3
+    _assert_same_fit(tuple(got), want, w, _elbo_size(model, X, w))
