@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from bnpcore import datasets
+from bnpcore.exceptions import ConvergenceWarning
 
 
 def _oracle_labels(X, weights, means, covariances):
@@ -334,7 +335,7 @@ def test_plot_top_l_mass_draws_one_cdf_per_level(pyplot):
 
     X, _ = datasets.make_gaussian_mixture(n_samples=400, n_features=2, n_components=4, random_state=0)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore", ConvergenceWarning)
         m = DPMixture(n_components=6, max_laps=3, moves=(), random_state=0).fit(X)
     fig = plot_top_l_mass(m, X, top_l=(1, 2, 4))
     assert isinstance(fig, Figure)

@@ -160,7 +160,8 @@ _KILL_SCRIPT = textwrap.dedent(
                 fh.flush()
                 os.kill(os.getpid(), signal.SIGKILL)
         fmt.np = type("np_proxy", (), {"__getattr__": lambda self, k: getattr(np, k), "savez": staticmethod(savez)})()
-    warnings.simplefilter("ignore")
+    warnings.simplefilter("error")  # as under pytest: an ELBO decrease must fail the run
+    warnings.simplefilter("ignore", bnpcore.exceptions.ConvergenceWarning)
     DPMixture(n_components=6, algorithm="memoized", n_batches=4, random_state=3, tol=0, max_laps=6,
               moves=(), checkpoint_path=ckpt).fit(X)
     """

@@ -17,10 +17,10 @@ import warnings
 import bnpcore._reference as ref
 import numpy as np
 import pytest
-from _helpers import KINDS, close
+from _helpers import KINDS, close, fit_quietly
 from bnpcore import DPMixture, FiniteMixture, _core
 from bnpcore._reference.local import top_l_local_step, top_l_proposal_summaries, top_l_resp
-from bnpcore.exceptions import ParameterError
+from bnpcore.exceptions import ConvergenceWarning, NotFittedError, ParameterError
 from bnpcore.model import Model
 from bnpcore.obs import default_prior
 from hypothesis import given, settings
@@ -256,21 +256,19 @@ def _monotone(elbo):
 def test_estimators_with_top_l_fit_and_never_decrease_the_elbo(kind, algorithm):
     rng = np.random.default_rng(3)
     X = make_data(kind, 600, 3, rng)
-    for est, L, dense_laps in ((DPMixture, 2, 1), (FiniteMixture, 1, 0), (DPMixture, 1, 2)):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=Warning)
-            from bnpcore.exceptions import ELBODecreaseWarning
-
-            warnings.simplefilter("error", category=ELBODecreaseWarning)
-            m = est(
-                obs=kind, n_components=6, top_l=L, algorithm=algorithm, n_batches=3, max_laps=8, moves=(),
-                random_state=0, dense_laps=dense_laps,
-            ).fit(X)
+    for est, L, dense_laps in ((DPMixture, 2, 3), (FiniteMixture, 1, 0), (DPMixture, 1, 4)):
+        # ELBODecreaseWarning stays an error (pyproject.toml); only running out of laps is expected
+        m = fit_quietly(est(
+            obs=kind, n_components=6, top_l=L, algorithm=algorithm, n_batches=3, max_laps=8, min_laps=8, tol=0.0,
+            moves=(), random_state=0, dense_laps=dense_laps,
+        ), X)
+        elbo = m.history_["elbo"]
+        assert len(elbo) == 8
         if algorithm != "stochastic":  # stochastic VI is not monotone
-            # monotone within each family: over the dense laps, and from the end of the first
-            # L-sparse lap on (that lap replaces dense memos by L-sparse ones)
-            elbo = m.history_["elbo"]
+            # monotone within each family: over the dense laps (at least three), and from the end
+            # of the first L-sparse lap on (that lap replaces dense memos by L-sparse ones)
             assert _monotone(elbo[:dense_laps]) and _monotone(elbo[dense_laps:])
+            assert not dense_laps or not np.array_equal(elbo[1:dense_laps], elbo[: dense_laps - 1])  # it moved
         assert np.all(np.isfinite(m.history_["elbo"]))
         P = m.predict_proba(X[:50])
         assert P.shape == (50, len(m.summaries_.N))
@@ -281,7 +279,7 @@ def test_estimator_top_l_at_least_k_equals_dense():
     X = make_data("gauss", 400, 2, np.random.default_rng(5))
     kw = dict(n_components=5, max_laps=5, moves=(), random_state=1)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=Warning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
         a = DPMixture(**kw).fit(X)
         b = DPMixture(top_l=50, **kw).fit(X)
     assert np.array_equal(a.history_["elbo"], b.history_["elbo"])
@@ -297,12 +295,10 @@ def test_moves_with_top_l_never_decrease_the_elbo(moves, top_l, dense_laps):
     the start from one cluster, where top_l >= K at first (births from K = 1 with L = 1 used to
     leave rows with more than L entries)."""
     from bnpcore.datasets import make_gaussian_mixture
-    from bnpcore.exceptions import ELBODecreaseWarning
 
     X, _ = make_gaussian_mixture(n_samples=1500, n_features=3, n_components=5, random_state=0)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        warnings.simplefilter("error", ELBODecreaseWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
         m = DPMixture(
             n_components=1 if "birth" in moves else 8, algorithm="memoized", n_batches=3, max_laps=8,
             top_l=top_l, moves=moves, random_state=0, dense_laps=dense_laps,
@@ -322,7 +318,7 @@ def test_top_l_mass_matches_sorted_dense_responsibilities_and_the_objective_gap(
     rng = np.random.default_rng(11)
     X = make_data(kind, 500, 3, rng)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore", ConvergenceWarning)
         # fitted with top_l=2: top_l_mass must use the dense step regardless
         m = DPMixture(obs=kind, n_components=7, max_laps=3, moves=(), top_l=2, random_state=0).fit(X)
     K = m.summaries_.N.shape[0]
@@ -349,7 +345,7 @@ def test_top_l_mass_matches_sorted_dense_responsibilities_and_the_objective_gap(
 def test_top_l_mass_chunks_rows_and_rejects_bad_levels():
     X = make_data("gauss", 300, 2, np.random.default_rng(2))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore", ConvergenceWarning)
         m = DPMixture(n_components=4, max_laps=2, moves=(), random_state=0).fit(X)
     whole = m.top_l_mass(X, 2)
     assert whole.shape == (300, 1)
@@ -359,7 +355,7 @@ def test_top_l_mass_chunks_rows_and_rejects_bad_levels():
     for bad in (0, -1, [1, 0], [], 1.5, [True]):
         with pytest.raises(ParameterError, match="top_l"):
             m.top_l_mass(X, bad)
-    with pytest.raises(Exception, match="fit"):
+    with pytest.raises(NotFittedError, match="not fitted yet; call fit first"):
         DPMixture().top_l_mass(X)
 
 
@@ -465,7 +461,7 @@ def test_first_laps_are_dense_then_l_sparse(algorithm):
     kw = dict(n_components=10, algorithm=algorithm, n_batches=3, max_laps=6, min_laps=6, tol=0.0, moves=(),
               random_state=0)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore", ConvergenceWarning)
         dense = DPMixture(**kw).fit(X)
         zero = DPMixture(top_l=1, dense_laps=0, **kw).fit(X)
         runs = {d: DPMixture(top_l=1, dense_laps=d, **kw).fit(X) for d in (1, 2, 6)}
@@ -494,7 +490,7 @@ def test_dense_laps_survive_save_load_and_warm_start(tmp_path):
     kw = dict(n_components=8, algorithm="memoized", n_batches=3, min_laps=5, tol=0.0, moves=(), random_state=3,
               top_l=2, dense_laps=1)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore", ConvergenceWarning)
         straight = DPMixture(max_laps=5, **kw).fit(X)
         first = DPMixture(max_laps=1, **kw).fit(X)
         first.save(tmp_path / "m.npz")

@@ -15,6 +15,7 @@ import pytest
 from _helpers import close
 from bnpcore import _core
 from bnpcore._reference.local import top_l_local_step, top_l_resp
+from bnpcore.exceptions import ConvergenceWarning
 from bnpcore.model import Model
 from bnpcore.obs import default_prior
 from hypothesis import given, settings
@@ -228,13 +229,11 @@ def test_memoized_fit_on_the_float32_path_never_decreases_the_elbo(moves):
     import warnings
 
     from bnpcore import DPMixture
-    from bnpcore.exceptions import ELBODecreaseWarning
 
     d = 32  # F = 528: the path runs for K >= 64 with L = 2 on batches of >= 2048 rows
     X = mixture_data(np.random.default_rng(0), 4096, 1.0, d=d)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        warnings.simplefilter("error", ELBODecreaseWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
         m = DPMixture(
             obs=KIND, n_components=160, top_l=2, algorithm="memoized", n_batches=2, max_laps=5, moves=moves,
             random_state=0,
