@@ -16,6 +16,10 @@ from bnpcore import DPMixture, FiniteMixture
 from bnpcore.exceptions import ModelFileError
 from bnpcore.io import FORMAT_VERSION
 
+RESUME_WITH_MOVES = pytest.mark.xfail(
+    strict=True, reason="resume is not exact with moves yet (issue: DP mixtures as users get them, item 1)"
+)
+
 
 def _data(n=600, d=3, k=4, seed=0):
     rng = np.random.default_rng(seed)
@@ -102,6 +106,84 @@ def test_warm_start_3_plus_save_load_plus_3_equals_6_laps(tmp_path, algorithm, n
     _same_state(three, six)
 
 
+def _moves_data():
+    """Five separated clusters started from two components: births, merges and deletes are
+    proposed and some are accepted within the first laps."""
+    from bnpcore.datasets import make_gaussian_mixture
+
+    X, _ = make_gaussian_mixture(n_samples=1200, n_features=2, n_components=5, separation=5.0, random_state=4)
+    return X
+
+
+_DEFAULT_MOVES_KW = dict(n_components=2, algorithm="memoized", n_batches=3, random_state=2, tol=0)  # moves: the default
+
+
+def test_default_moves_are_on_and_accepted_in_the_persistence_fits():
+    """The persistence tests below use what users get: a memoized DPMixture with its default
+    moves (birth, merge, delete), with moves accepted in laps 1-3 and in laps 4-6."""
+    six = fit_quietly(DPMixture(max_laps=6, **_DEFAULT_MOVES_KW), _moves_data())
+    assert DPMixture(**_DEFAULT_MOVES_KW)._moves_tuple() == ("birth", "merge", "delete")
+    laps = {r["lap"] for r in six.moves_log_ if r["accepted"]}
+    assert laps & {1, 2, 3} and laps & {4, 5, 6}, six.moves_log_
+
+
+def test_moves_log_survives_save_load_and_pickle(tmp_path):
+    est = fit_quietly(DPMixture(max_laps=4, **_DEFAULT_MOVES_KW), _moves_data())
+    assert any(r["accepted"] for r in est.moves_log_)
+    est.save(tmp_path / "m.npz")
+    for again in (bnpcore.load(tmp_path / "m.npz"), pickle.loads(pickle.dumps(est))):
+        assert again.moves_log_ == est.moves_log_
+        assert again.state_.moves_log == est.state_.moves_log
+        _same_state(again, est)
+
+
+@RESUME_WITH_MOVES
+def test_default_moves_3_plus_save_load_plus_3_equals_6_laps(tmp_path):
+    X = _moves_data()
+    six = fit_quietly(DPMixture(max_laps=6, **_DEFAULT_MOVES_KW), X)
+    three = fit_quietly(DPMixture(max_laps=3, **_DEFAULT_MOVES_KW), X)
+    three.save(tmp_path / "m.npz")
+    resumed = bnpcore.load(tmp_path / "m.npz")
+    resumed.set_params(warm_start=True)
+    fit_quietly(resumed, X)
+    _same_state(resumed, six)
+
+
+@RESUME_WITH_MOVES
+def test_default_moves_3_plus_in_memory_warm_start_3_equals_6_laps():
+    X = _moves_data()
+    six = fit_quietly(DPMixture(max_laps=6, **_DEFAULT_MOVES_KW), X)
+    three = fit_quietly(DPMixture(max_laps=3, **_DEFAULT_MOVES_KW), X)
+    three.set_params(warm_start=True)
+    fit_quietly(three, X)
+    _same_state(three, six)
+
+
+@RESUME_WITH_MOVES
+def test_default_moves_checkpoint_after_3_laps_resumes_to_6(tmp_path):
+    X = _moves_data()
+    six = fit_quietly(DPMixture(max_laps=6, **_DEFAULT_MOVES_KW), X)
+    ckpt = tmp_path / "ckpt.npz"
+    fit_quietly(DPMixture(max_laps=3, checkpoint_path=str(ckpt), **_DEFAULT_MOVES_KW), X)
+    resumed = bnpcore.load(ckpt)
+    assert resumed.state_.lap == 3
+    resumed.set_params(warm_start=True, checkpoint_path=None)
+    fit_quietly(resumed, X)
+    _same_state(resumed, six)
+
+
+def test_default_moves_pickle_round_trip_then_continue_identically():
+    X = _moves_data()
+    est = fit_quietly(DPMixture(max_laps=3, **_DEFAULT_MOVES_KW), X)
+    again = pickle.loads(pickle.dumps(est))
+    _same_state(again, est)
+    again.set_params(warm_start=True, max_laps=2)
+    est.set_params(warm_start=True, max_laps=2)
+    fit_quietly(again, X)
+    fit_quietly(est, X)
+    _same_state(again, est)
+
+
 def test_pickle_round_trip(tmp_path):
     X = _data()
     est = fit_quietly(DPMixture(n_components=5, random_state=0, max_laps=4, algorithm="memoized", n_batches=3, moves=()), X)
@@ -141,6 +223,7 @@ _KILL_SCRIPT = textwrap.dedent(
 
     X = np.load(sys.argv[1])
     ckpt, kill_at, mode = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    moves = None if sys.argv[5] == "default" else ()
     calls = {"get": 0, "save": 0}
     if mode == "batch":  # SIGKILL in the middle of a lap, at the kill_at-th batch read
         orig = ArrayBatches.get
@@ -163,26 +246,28 @@ _KILL_SCRIPT = textwrap.dedent(
     warnings.simplefilter("error")  # as under pytest: an ELBO decrease must fail the run
     warnings.simplefilter("ignore", bnpcore.exceptions.ConvergenceWarning)
     DPMixture(n_components=6, algorithm="memoized", n_batches=4, random_state=3, tol=0, max_laps=6,
-              moves=(), checkpoint_path=ckpt).fit(X)
+              moves=moves, checkpoint_path=ckpt).fit(X)
     """
 )
 
 
+@pytest.mark.parametrize("moves", [pytest.param("default", marks=RESUME_WITH_MOVES), "none"])
 @pytest.mark.parametrize("mode,kill_at,expect_lap", [("batch", 4 * 3 + 2, 3), ("save", 4, 3)])
-def test_sigkill_mid_lap_resumes_from_last_complete_lap(tmp_path, mode, kill_at, expect_lap):
+def test_sigkill_mid_lap_resumes_from_last_complete_lap(tmp_path, mode, kill_at, expect_lap, moves):
     X = _data(n=800, seed=5)
     np.save(tmp_path / "x.npy", X)
     ckpt = tmp_path / "ckpt.npz"
     script = tmp_path / "run.py"
     script.write_text(_KILL_SCRIPT)
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "x.npy"), str(ckpt), str(kill_at), mode],
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "x.npy"), str(ckpt), str(kill_at), mode, moves],
                           capture_output=True, timeout=120, check=False)
     assert proc.returncode == -9, proc.stderr.decode()
     resumed = bnpcore.load(ckpt)
     assert resumed.state_.lap == expect_lap
     resumed.set_params(warm_start=True, max_laps=6 - expect_lap)
     fit_quietly(resumed, X)
-    reference = fit_quietly(DPMixture(n_components=6, algorithm="memoized", n_batches=4, random_state=3, tol=0, max_laps=6, moves=()), X)
+    reference = fit_quietly(DPMixture(n_components=6, algorithm="memoized", n_batches=4, random_state=3, tol=0, max_laps=6,
+                                      moves=None if moves == "default" else ()), X)
     _same_state(resumed, reference)
 
 
