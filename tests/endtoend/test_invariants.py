@@ -11,8 +11,9 @@ across seeds and thread counts.
 import bnpcore._reference as ref
 import numpy as np
 import pytest
-from _helpers import KINDS, fit_quietly
+from _helpers import KINDS, fit_quietly, synthetic_data
 from bnpcore import DPMixture, FiniteMixture, _core
+from bnpcore._reference.local import top_l_local_step
 from scipy.special import betaln
 
 ESTIMATORS = {"dp": DPMixture, "finite": FiniteMixture}
@@ -236,3 +237,89 @@ def test_local_step_bit_identical_for_1_and_2_threads(make_data):
     for p, q in zip(a["proposals"], b["proposals"]):
         for x, y in zip(p, q):
             assert x.tobytes() == y.tobytes()
+
+
+# ----------------------------------------------------------------------------------------------
+# P8 for what users get: multi-batch memoized fits with the default moves, dense and top-L
+# ----------------------------------------------------------------------------------------------
+
+PAD = np.iinfo(np.uint32).max
+
+
+def _dense_resp(out, K):
+    """Dense responsibilities from a local step's output (numpy only: L-sparse rows come as
+    value/index pairs padded with index 2**32 - 1)."""
+    if "resp" in out:
+        return np.array(out["resp"])
+    R = np.zeros((out["resp_val"].shape[0], K))
+    rows, slots = np.nonzero(out["resp_idx"] != PAD)
+    R[rows, out["resp_idx"][rows, slots].astype(np.int64)] = out["resp_val"][rows, slots]
+    return R
+
+
+@pytest.fixture
+def memo_recorder(monkeypatch):
+    """Pair every memo a lap stores with the local step that produced it: batch rows, global
+    parameters (N, S, uids) and the responsibilities of that visit."""
+    from bnpcore.algorithms._base import FitState
+    from bnpcore.model import Model
+
+    rec = {"on": False, "last": None, "memos": {}}
+    orig_step, orig_set = Model.local_step, FitState.set_memo
+
+    def local_step(self, X, glob, **options):
+        out = orig_step(self, X, glob, **{**options, "return_resp": True})
+        rec["last"] = (np.array(X), glob.N.copy(), glob.S.copy(), glob.uids.copy(), _dense_resp(out, glob.K), self.top_l)
+        return out
+
+    def set_memo(self, b, new):
+        if rec["on"]:
+            rec["memos"][b] = rec["last"]
+        return orig_set(self, b, new)
+
+    monkeypatch.setattr(Model, "local_step", local_step)
+    monkeypatch.setattr(FitState, "set_memo", set_memo)
+    return rec
+
+
+@pytest.mark.parametrize("top_l", [None, 2])
+@pytest.mark.parametrize("kind", KINDS)
+def test_memoized_fit_with_moves_elbo_equals_raw_elbo(kind, top_l, memo_recorder):
+    """A memoized DPMixture with its default moves (birth, merge, delete accepted along the
+    way), 3 batches, dense or top_l=2: after a last lap, the fitted ELBO (Rust, from the
+    tree-summed memos and their uids after the moves, empty-cluster removal and sorting) equals
+    the ELBO recomputed by the numpy reference from the raw data and the responsibilities that
+    produced each memo; those responsibilities are themselves the numpy reference local step at
+    the global parameters of their visit."""
+    X, _ = synthetic_data(kind, n=600, n_clusters=4, seed=11)
+    est = fit_quietly(DPMixture(obs=kind, n_components=2, algorithm="memoized", n_batches=3, max_laps=12, top_l=top_l,
+                                random_state=5), X)
+    assert est._moves_tuple() == ("birth", "merge", "delete")
+    assert any(r["accepted"] for r in est.moves_log_), "no move accepted: the test would not cover moves"
+    memo_recorder["on"] = True
+    n_log = len(est.moves_log_)
+    est.set_params(warm_start=True, max_laps=1)
+    fit_quietly(est, X)
+    assert not any(r["accepted"] for r in est.moves_log_[n_log:]), "a move in the last lap rewrote the memos"
+    assert sorted(memo_recorder["memos"]) == [0, 1, 2]
+    prior, G = est.obs_model_.prior, est.summaries_
+    Xs, Rs = [], []
+    for Xb, Nb, Sb, uids, Rb, L in memo_recorder["memos"].values():
+        if L is None:
+            want = ref.local_step(kind, prior, "dp", est.gamma, Nb, Sb, Xb)
+        else:
+            want = top_l_local_step(kind, prior, "dp", est.gamma, Nb, Sb, Xb, L)
+        np.testing.assert_allclose(Rb, want, rtol=1e-9, atol=1e-10)
+        # columns in the order of the final uids; clusters removed at the end of the lap held no mass
+        pos = {u: j for j, u in enumerate(uids)}
+        gone = [j for u, j in pos.items() if u not in set(G.uids.tolist())]
+        assert Rb[:, gone].sum() <= 1e-9
+        Xs.append(Xb)
+        Rs.append(Rb[:, [pos[u] for u in G.uids]])
+    Xall, Rall = np.vstack(Xs), np.vstack(Rs)
+    assert sorted(map(tuple, Xall)) == sorted(map(tuple, X))  # the batches partition the data
+    N_raw, S_raw = ref.summarize(kind, Xall, Rall)
+    np.testing.assert_allclose(G.N, N_raw, rtol=1e-10, atol=1e-8)
+    np.testing.assert_allclose(G.S, S_raw, rtol=1e-10, atol=1e-8 * max(1.0, np.abs(S_raw).max()))
+    raw = ref.raw_elbo(kind, prior, "dp", est.gamma, Xall, Rall)
+    assert est.elbo_ == pytest.approx(raw, rel=1e-10, abs=1e-8)
