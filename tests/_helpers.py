@@ -100,3 +100,46 @@ def close(a, b, rtol=1e-10):
     b = np.asarray(b, dtype=float)
     scale = max(1.0, float(np.abs(b).max(initial=0.0)))
     return np.abs(a - b).max(initial=0.0) <= rtol * scale
+
+
+PAD = np.iinfo(np.uint32).max
+
+
+def _dense_resp(out, K):
+    """Dense responsibilities from a local step's output (numpy only: L-sparse rows come as
+    value/index pairs padded with index 2**32 - 1)."""
+    if "resp" in out:
+        return np.array(out["resp"])
+    R = np.zeros((out["resp_val"].shape[0], K))
+    rows, slots = np.nonzero(out["resp_idx"] != PAD)
+    R[rows, out["resp_idx"][rows, slots].astype(np.int64)] = out["resp_val"][rows, slots]
+    return R
+
+
+def record_memos(monkeypatch):
+    """Pair every memo a lap stores with the local step that produced it: batch rows, global
+    parameters (N, S, uids), the responsibilities of that visit and the model's top_l.
+
+    Returns a dict: set ``rec["on"] = True`` to start recording; ``rec["memos"][b]`` then holds
+    ``(X_b, N, S, uids, R_b, top_l)`` of the latest visit of batch ``b``."""
+    from bnpcore.algorithms._base import FitState
+    from bnpcore.model import Model
+
+    rec = {"on": False, "last": None, "memos": {}}
+    orig_step, orig_set = Model.local_step, FitState.set_memo
+
+    def local_step(self, X, glob, **options):
+        out = orig_step(self, X, glob, **{**options, "return_resp": True})
+        rec["last"] = (np.array(X), glob.N.copy(), glob.S.copy(), glob.uids.copy(), _dense_resp(out, glob.K), self.top_l)
+        return out
+
+    def set_memo(self, b, new):
+        if rec["on"]:
+            # a memo set by anything but a lap's local step (a move) is not paired: None
+            rec["memos"][b] = rec["last"]
+        rec["last"] = None
+        return orig_set(self, b, new)
+
+    monkeypatch.setattr(Model, "local_step", local_step)
+    monkeypatch.setattr(FitState, "set_memo", set_memo)
+    return rec

@@ -11,7 +11,7 @@ across seeds and thread counts.
 import bnpcore._reference as ref
 import numpy as np
 import pytest
-from _helpers import KINDS, fit_quietly, synthetic_data
+from _helpers import KINDS, fit_quietly, record_memos, synthetic_data
 from bnpcore import DPMixture, FiniteMixture, _core
 from bnpcore._reference.local import top_l_local_step
 from scipy.special import betaln
@@ -243,43 +243,9 @@ def test_local_step_bit_identical_for_1_and_2_threads(make_data):
 # P8 for what users get: multi-batch memoized fits with the default moves, dense and top-L
 # ----------------------------------------------------------------------------------------------
 
-PAD = np.iinfo(np.uint32).max
-
-
-def _dense_resp(out, K):
-    """Dense responsibilities from a local step's output (numpy only: L-sparse rows come as
-    value/index pairs padded with index 2**32 - 1)."""
-    if "resp" in out:
-        return np.array(out["resp"])
-    R = np.zeros((out["resp_val"].shape[0], K))
-    rows, slots = np.nonzero(out["resp_idx"] != PAD)
-    R[rows, out["resp_idx"][rows, slots].astype(np.int64)] = out["resp_val"][rows, slots]
-    return R
-
-
 @pytest.fixture
 def memo_recorder(monkeypatch):
-    """Pair every memo a lap stores with the local step that produced it: batch rows, global
-    parameters (N, S, uids) and the responsibilities of that visit."""
-    from bnpcore.algorithms._base import FitState
-    from bnpcore.model import Model
-
-    rec = {"on": False, "last": None, "memos": {}}
-    orig_step, orig_set = Model.local_step, FitState.set_memo
-
-    def local_step(self, X, glob, **options):
-        out = orig_step(self, X, glob, **{**options, "return_resp": True})
-        rec["last"] = (np.array(X), glob.N.copy(), glob.S.copy(), glob.uids.copy(), _dense_resp(out, glob.K), self.top_l)
-        return out
-
-    def set_memo(self, b, new):
-        if rec["on"]:
-            rec["memos"][b] = rec["last"]
-        return orig_set(self, b, new)
-
-    monkeypatch.setattr(Model, "local_step", local_step)
-    monkeypatch.setattr(FitState, "set_memo", set_memo)
-    return rec
+    return record_memos(monkeypatch)
 
 
 @pytest.mark.parametrize("top_l", [None, 2])
