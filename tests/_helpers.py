@@ -105,7 +105,7 @@ def close(a, b, rtol=1e-10):
 PAD = np.iinfo(np.uint32).max
 
 
-def _dense_resp(out, K):
+def dense_resp(out, K):
     """Dense responsibilities from a local step's output (numpy only: L-sparse rows come as
     value/index pairs padded with index 2**32 - 1)."""
     if "resp" in out:
@@ -130,7 +130,7 @@ def record_memos(monkeypatch):
 
     def local_step(self, X, glob, **options):
         out = orig_step(self, X, glob, **{**options, "return_resp": True})
-        rec["last"] = (np.array(X), glob.N.copy(), glob.S.copy(), glob.uids.copy(), _dense_resp(out, glob.K), self.top_l)
+        rec["last"] = (np.array(X), glob.N.copy(), glob.S.copy(), glob.uids.copy(), dense_resp(out, glob.K), self.top_l)
         return out
 
     def set_memo(self, b, new):

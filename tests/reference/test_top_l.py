@@ -17,11 +17,10 @@ import warnings
 import bnpcore._reference as ref
 import numpy as np
 import pytest
-from _helpers import KINDS, close, fit_quietly
+from _helpers import KINDS, close, dense_resp, fit_quietly
 from bnpcore import DPMixture, FiniteMixture, _core
 from bnpcore._reference.local import top_l_local_step, top_l_proposal_summaries, top_l_resp
 from bnpcore.exceptions import ConvergenceWarning, NotFittedError, ParameterError
-from bnpcore.model import Model
 from bnpcore.obs import default_prior
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -62,11 +61,18 @@ def rtol_for(prior, base=1e-9):
 
 
 def densify(out, K):
-    return Model.resp_from_output(out, K)
+    """Dense rows from the value/index pairs (numpy only, not the production decoder)."""
+    return dense_resp(out, K)
 
 
-def weights_matrix(obs, X, N, S, elp):
-    return obs.e_log_lik(X, N, S) + elp[None, :]
+def weights_matrix(kind, prior, X, N, S, elp):
+    """W_nk = E log F(x_n | phi_k) + E ln pi_k by the numpy reference (not the core)."""
+    return ref.e_log_lik(kind, prior, N, S, X) + elp[None, :]
+
+
+def reference_dense(kind, prior, X, N, S):
+    """The dense responsibilities by the numpy reference (problem() uses alloc dp, gamma 1)."""
+    return ref.local_step(kind, prior, "dp", 1.0, N, S, X)
 
 
 CASES = st.tuples(
@@ -99,12 +105,12 @@ def test_top_l_at_least_k_is_bit_identical_to_dense(case, extra):
 @given(CASES)
 def test_top_l_one_is_a_hard_assignment(case):
     kind, n, d, K, seed = case
-    X, _prior, obs, N, S, elp = problem(kind, n, d, K, seed)
+    X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
     out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=1)
     R = densify(out, K)
     assert np.array_equal(R.sum(axis=1), np.ones(n))
     assert set(np.unique(R)) <= {0.0, 1.0}
-    W = weights_matrix(obs, X, N, S, elp)
+    W = weights_matrix(kind, prior, X, N, S, elp)
     chosen = W[np.arange(n), out["resp_idx"][:, 0].astype(np.intp)]
     assert np.all(chosen >= W.max(axis=1) - 1e-9 * np.maximum(1, np.abs(W).max(axis=1)))
     assert np.array_equal(out["H"], np.zeros(K))
@@ -119,7 +125,7 @@ def test_sparse_rows_are_top_l_and_on_the_simplex(case, L):
     out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
     idx, val = out["resp_idx"], out["resp_val"]
     assert idx.shape == val.shape == (n, min(L, K))
-    W = weights_matrix(obs, X, N, S, elp)
+    W = weights_matrix(kind, prior, X, N, S, elp)
     for i in range(n):
         real = idx[i] != PAD
         m = int(real.sum())
@@ -171,13 +177,13 @@ def test_sparse_objective_gap_at_fixed_globals_is_minus_sum_log_mass_kept(case, 
     dense = _core.local_step(obs, X, N, S, elp, return_resp=True)
     sparse = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
     R = densify(sparse, K)
-    mass = (dense["resp"] * (R > 0)).sum(axis=1)
+    mass = (reference_dense(kind, prior, X, N, S) * (R > 0)).sum(axis=1)
     gap_expected = -np.log(mass).sum()
 
     def objective(out):
         # general-form ELBO at the fixed globals (N, S), up to terms that do not involve r:
-        # Σ_k [Σ_n r_nk E log F(x_n|φ_k) + N_k E ln π_k] + Σ_k H_k
-        e_ll = obs.e_log_lik_sum_from_stats(N, S, out["N"], out["S"])
+        # Σ_k [Σ_n r_nk E log F(x_n|φ_k) + N_k E ln π_k] + Σ_k H_k (numpy reference)
+        e_ll = ref.e_log_lik_sum_from_stats(kind, prior, N, S, out["N"], out["S"])
         return float(e_ll.sum() + out["N"] @ elp + out["H"].sum())
 
     f_dense, f_sparse = objective(dense), objective(sparse)
@@ -194,7 +200,7 @@ def test_sparse_objective_gap_at_fixed_globals_is_minus_sum_log_mass_kept(case, 
 @given(CASES, st.integers(1, 5), st.integers(1, 3))
 def test_sparse_restricted_steps_match_reference(case, L, n_fresh):
     kind, n, d, K, seed = case
-    X, _prior, obs, N, S, elp = problem(kind, n, d, K, seed)
+    X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
     rng = np.random.default_rng(seed + 2)
     # birth: the target's mass goes to fresh clusters built from a few rows
     Rf = rng.dirichlet(np.ones(n_fresh), size=n)
@@ -208,8 +214,8 @@ def test_sparse_restricted_steps_match_reference(case, L, n_fresh):
         props.append({"src": [tgt], "dest_cols": dest})
     out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L, proposals=props)
     R = densify(out, K)
-    W = weights_matrix(obs, X, N, S, elp)
-    Wf = obs.e_log_lik(X, fN, fS) + f_elp[None, :]
+    W = weights_matrix(kind, prior, X, N, S, elp)
+    Wf = ref.e_log_lik(kind, prior, fN, fS, X) + f_elp[None, :]
     want = [top_l_proposal_summaries(kind, X, R, Wf, [tgt], L)]
     if K > 1:
         want.append(top_l_proposal_summaries(kind, X, R, W[:, dest], [tgt], L, dest_cols=dest))
@@ -326,15 +332,15 @@ def test_top_l_mass_matches_sorted_dense_responsibilities_and_the_objective_gap(
     mass = m.top_l_mass(X, levels)
     # reference: the dense responsibilities, sorted row by row
     model = m._make_model(m.obs_model_)
-    R = model.local_step(X, m.summaries_, return_resp=True, top_l=None)["resp"]
+    G = m.summaries_
+    R = ref.local_step(kind, m.obs_model_.prior, "dp", m.gamma, G.N, G.S, X)  # numpy reference
     Rs = -np.sort(-R, axis=1)
     for j, L in enumerate(levels):
-        assert np.allclose(mass[:, j], Rs[:, : min(L, K)].sum(axis=1), rtol=0, atol=1e-12)
+        assert np.allclose(mass[:, j], Rs[:, : min(L, K)].sum(axis=1), rtol=0, atol=1e-9)
     assert np.all(np.diff(mass, axis=1) >= -1e-15)  # more clusters keep more
     assert np.all(mass[:, 3] == 1.0) and np.all(mass[:, 4] == 1.0)
     assert np.all(mass > 0)
     # -Σ log m_n is the objective an L-sparse step gives up at these globals
-    G = m.summaries_
     dense = model.local_step(X, G, top_l=None)
     for j, L in enumerate(levels[:3]):
         sparse = model.local_step(X, G, top_l=L)
@@ -366,7 +372,7 @@ def test_top_l_mass_chunks_rows_and_rejects_bad_levels():
 def test_sparse_rows_are_the_renormalised_restriction_of_the_dense_rows(case, L):
     kind, n, d, K, seed = case
     X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
-    dense = _core.local_step(obs, X, N, S, elp, return_resp=True)["resp"]
+    dense = reference_dense(kind, prior, X, N, S)
     out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
     R = densify(out, K)
     keep = R > 0
@@ -374,7 +380,7 @@ def test_sparse_rows_are_the_renormalised_restriction_of_the_dense_rows(case, L)
     # restriction identity r^(L) = r^dense|_T / m  (hence equal ratios inside T)
     rt = rtol_for(prior, 1e-10)
     assert np.allclose(R, np.where(keep, dense / mass[:, None], 0.0), rtol=rt, atol=1e-300)
-    W = weights_matrix(obs, X, N, S, elp)
+    W = weights_matrix(kind, prior, X, N, S, elp)
     for i in range(min(n, 20)):
         ks = np.flatnonzero(keep[i])
         if ks.size > 1 and np.all(R[i, ks] > 1e-250):
@@ -395,14 +401,16 @@ def test_mass_kept_is_non_decreasing_in_l_and_one_at_k(case):
     kind, n, d, K, seed = case
     X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
     dense = _core.local_step(obs, X, N, S, elp, return_resp=True)
+    R_ref = reference_dense(kind, prior, X, N, S)
     masses, lses = [], []
     for L in range(1, K + 1):
         out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
-        masses.append((dense["resp"] * (densify(out, K) > 0)).sum(axis=1))
+        masses.append((R_ref * (densify(out, K) > 0)).sum(axis=1))
         lses.append(out["lse_sum"])
     masses = np.array(masses)
     assert np.all(np.diff(masses, axis=0) >= -1e-12)
     assert np.allclose(masses[-1], 1.0, rtol=0, atol=1e-12)
+    assert np.allclose(R_ref, dense["resp"], rtol=0, atol=1e-9)  # and the core's dense step is the reference's
     scale = max(1.0, abs(dense["lse_sum"])) * rtol_for(prior) / 1e-9
     assert np.all(np.diff(lses) >= -1e-9 * scale)  # the objective at fixed globals grows with L
     assert lses[-1] == dense["lse_sum"]
@@ -414,9 +422,9 @@ def test_sparse_rows_beat_any_other_l_sparse_responsibilities(case, L, seed2):
     """Optimality (spec 04 §5.8): at fixed globals, the row objective Σ_k r_k (W_k − ln r_k) of
     the returned row is at least that of random rows with at most L non-zeros."""
     kind, n, d, K, seed = case
-    X, _prior, obs, N, S, elp = problem(kind, n, d, K, seed)
+    X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
     out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
-    W = weights_matrix(obs, X, N, S, elp)
+    W = weights_matrix(kind, prior, X, N, S, elp)
     R = densify(out, K)
 
     def row_objective(r):
