@@ -1,6 +1,7 @@
 """The birth's fresh-cluster fit (``bnpcore.moves.birth.fit_fresh_clusters``, one Rust call)
-against its Python oracle (``bnpcore._reference.birth``: the same algorithm as a loop of
-separate, reference-checked kernel calls), thread independence, random-stream use and bad input.
+against its oracle (``bnpcore._reference.birth``: the same algorithm on the numpy reference
+only, no core kernel and no production model code), thread independence, random-stream use and
+bad input.
 
 Tolerance: N and S to 1e-8 relative (S: relative to its largest entry), the gain to 1e-8 times
 the size of the weighted-subsample ELBO (the sum of the absolute values of its terms for one
@@ -35,6 +36,29 @@ def _problem(kind, alloc, gamma, n, n_clusters, d, scale, seed):
     return model, np.ascontiguousarray(X), w
 
 
+def oracle(model, X, w, n_fresh, rng, **kw):
+    """The numpy oracle with the model's kind, prior and allocation (plain values only)."""
+    alloc = "dp" if isinstance(model.alloc, DPAlloc) else "finite"
+    return ref_fit(model.obs.kind, model.obs.prior, alloc, model.alloc.gamma, X, w, n_fresh, rng, **kw)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_oracle_building_blocks_equal_the_reference_and_the_core(kind):
+    """The oracle's vectorised E log-likelihood equals the row-by-row reference, and its
+    k-means++ seeding picks the core's rows for the same uniforms."""
+    import bnpcore._reference as ref
+    from bnpcore._reference.birth import e_log_lik_rows, kmeanspp
+
+    model, X, _w = _problem(kind, "dp", 1.0, 40, 3, 3 if "gauss" in kind else 6, 1.0, 4)
+    prior = model.obs.prior
+    rng = np.random.default_rng(0)
+    N, S = ref.summarize(kind, X, rng.dirichlet(np.ones(3), size=X.shape[0]))
+    want = ref.e_log_lik(kind, prior, N, S, X)
+    np.testing.assert_allclose(e_log_lik_rows(kind, prior, N, S, X), want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    u = rng.random(5)
+    assert kmeanspp(kind, prior, X, u) == list(model.obs.core.kmeanspp(X, u))
+
+
 def _elbo_size(model, X, w):
     from bnpcore.stats import SuffStats
 
@@ -64,7 +88,7 @@ def test_matches_oracle_on_clustered_subsamples(kind, alloc, seed):
     model, X, w = _problem(kind, alloc, 1.5, 400, 4, 3 if "gauss" in kind else None, 1.0, seed)
     kw = {"n_seeds": 5, "iters": 20, "kmeans_iters": 10}
     got = fit_fresh_clusters(model, X, w, 3, np.random.default_rng(seed), **kw)
-    want = ref_fit(model, X, w, 3, np.random.default_rng(seed), **kw)
+    want = oracle(model, X, w, 3, np.random.default_rng(seed), **kw)
     assert want[0] is not None and len(want[0]) >= 2  # four separated groups: a split is found
     _assert_same_fit(got, want, w, _elbo_size(model, X, w))
 
@@ -97,7 +121,7 @@ def test_matches_oracle(case, opts):
     kw = {"n_seeds": n_seeds, "iters": iters, "kmeans_iters": kmeans_iters}
     rng_a, rng_b = np.random.default_rng(seed), np.random.default_rng(seed)
     got = fit_fresh_clusters(model, X, w, n_fresh, rng_a, **kw)
-    want = ref_fit(model, X, w, n_fresh, rng_b, **kw)
+    want = oracle(model, X, w, n_fresh, rng_b, **kw)
     _assert_same_fit(got, want, w, _elbo_size(model, X, w))
     # both drew the same uniforms from the stream
     assert rng_a.bit_generator.state == rng_b.bit_generator.state
@@ -172,6 +196,6 @@ def test_bad_input_raises_naming_the_argument():
         def random(self, n):
             return np.full(n, 0.5)
 
-    want = ref_fit(model, X, w, 3, FixedUniforms(), n_seeds=3, iters=20, kmeans_iters=10)
+    want = oracle(model, X, w, 3, FixedUniforms(), n_seeds=3, iters=20, kmeans_iters=10)
     assert len(got) == 3
     _assert_same_fit(tuple(got), want, w, _elbo_size(model, X, w))
