@@ -201,7 +201,7 @@ def test_one_shot_iterator_equals_partial_fit_sequence():
 
 def test_warm_start_fit_after_partial_fit_keeps_frozen_memos():
     X = seeded_data("gauss", n=900, seed=10)
-    est = DPMixture(n_components=5, random_state=2, algorithm="memoized", n_batches=3, moves=())
+    est = memo(n_components=5, random_state=2, n_batches=3)  # the default moves
     est.partial_fit(X[:300])
     est.set_params(warm_start=True, max_laps=3, tol=0)
     fit_quietly(est, X[300:])  # the new batches join the frozen memo

@@ -47,6 +47,7 @@ def _same_state(a, b):
     [
         (DPMixture, dict(obs="gauss")),
         (DPMixture, dict(obs="diag_gauss", algorithm="memoized", n_batches=3, moves=())),
+        (DPMixture, dict(obs="gauss", algorithm="memoized", n_batches=3)),  # the default moves
         (FiniteMixture, dict(obs="zero_mean_gauss", prior_mean=np.zeros(3))),
         (DPMixture, dict(obs="gauss", algorithm="stochastic", n_batches=2)),
     ],
