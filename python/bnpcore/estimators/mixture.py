@@ -533,10 +533,7 @@ class _BaseMixture(BaseEstimator):
     # ----------------------------------------------------------------- inference
     def _check_fitted(self):
         if not hasattr(self, "summaries_"):
-            from bnpcore.exceptions import BnpcoreError
-
-            class NotFittedError(BnpcoreError, AttributeError):
-                pass
+            from bnpcore.exceptions import NotFittedError
 
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
