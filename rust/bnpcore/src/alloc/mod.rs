@@ -13,6 +13,7 @@ use ndarray::{Array1, ArrayView1};
 use crate::error::{Error, Result};
 use crate::special::{c_beta, c_dir, digamma};
 
+pub mod hdp_topic;
 fn check(n: ArrayView1<f64>, gamma: f64) -> Result<()> {
     if !(gamma > 0.0) || !gamma.is_finite() {
         return Err(Error::param("gamma", format!("concentration must be finite and > 0, got {gamma}")));

@@ -26,6 +26,7 @@
 //! Rows are processed in fixed leaves ([`leaf_rows`], a function of `N` only) reduced by a
 //! fixed tree ([`crate::parallel`]), so every output is bit-identical whatever the thread count.
 
+pub mod doc_topic;
 mod cand32;
 pub mod top_l;
 
