@@ -3,6 +3,7 @@
 
 mod errors;
 mod parallel;
+mod topic;
 
 use bnpcore::alloc::Alloc;
 use bnpcore::fresh::FreshOptions;
@@ -401,6 +402,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(digamma, m)?)?;
     m.add_function(wrap_pyfunction!(default_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(_after_fork_in_child, m)?)?;
+    topic::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -166,14 +166,7 @@ impl RhoProblem {
     ///
     /// # Errors
     /// Non-positive `alpha`/`gamma`, negative `n_docs`, non-finite statistics, bad `omega` shape.
-    pub fn single(
-        n_docs: f64,
-        alpha: f64,
-        gamma: f64,
-        p: ArrayView1<f64>,
-        p_rem: f64,
-        omega: Option<ArrayView1<f64>>,
-    ) -> Result<Self> {
+    pub fn single(n_docs: f64, alpha: f64, gamma: f64, p: ArrayView1<f64>, p_rem: f64, omega: Option<ArrayView1<f64>>) -> Result<Self> {
         check_docs(n_docs)?;
         check_pos(alpha, "alpha")?;
         check_pos(gamma, "gamma")?;

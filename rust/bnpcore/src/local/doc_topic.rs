@@ -646,7 +646,15 @@ fn n_used(n: &[f64], min_mass: f64) -> usize {
 }
 
 /// Dense local step of one document; leaves the final state in `cur`.
-fn dense_doc(ctx: &DocCtx, opts: &DocTopicOptions, cur: &mut Dense, prop: &mut Dense, acc: &mut [f64], tmp: &mut [f64], ctr: &mut Counters) {
+fn dense_doc(
+    ctx: &DocCtx,
+    opts: &DocTopicOptions,
+    cur: &mut Dense,
+    prop: &mut Dense,
+    acc: &mut [f64],
+    tmp: &mut [f64],
+    ctr: &mut Counters,
+) {
     let (k, nu) = (ctx.k, ctx.words.len());
     cur.reset(k, nu);
     for j in 0..k {
@@ -1163,7 +1171,14 @@ mod tests {
         let words: Vec<usize> = ind.iter().map(|&w| w as usize).collect();
         for d in 0..20 {
             let (s0, s1) = (ip[d] as usize, ip[d + 1] as usize);
-            let ctx = DocCtx { tab: tab.as_slice().unwrap(), k: 6, words: &words[s0..s1], counts: &dat[s0..s1], a: a.as_slice().unwrap(), a_rem: None };
+            let ctx = DocCtx {
+                tab: tab.as_slice().unwrap(),
+                k: 6,
+                words: &words[s0..s1],
+                counts: &dat[s0..s1],
+                a: a.as_slice().unwrap(),
+                a_rem: None,
+            };
             let (mut c1, mut p1, mut c2, mut p2) = (Dense::default(), Dense::default(), Sparse::default(), Sparse::default());
             let mut ctr = Counters::default();
             let (mut acc, mut tmp, mut cand) = (vec![0.0; 6], vec![0.0; 6], Vec::new());
@@ -1183,7 +1198,14 @@ mod tests {
         let mut accepted = 0;
         for d in 0..60 {
             let (s0, s1) = (ip[d] as usize, ip[d + 1] as usize);
-            let ctx = DocCtx { tab: tab.as_slice().unwrap(), k: 8, words: &words[s0..s1], counts: &dat[s0..s1], a: a.as_slice().unwrap(), a_rem: Some(0.2) };
+            let ctx = DocCtx {
+                tab: tab.as_slice().unwrap(),
+                k: 8,
+                words: &words[s0..s1],
+                counts: &dat[s0..s1],
+                a: a.as_slice().unwrap(),
+                a_rem: Some(0.2),
+            };
             let mut vals = Vec::new();
             for restarts in [false, true] {
                 let opts = DocTopicOptions { restarts, ..Default::default() };

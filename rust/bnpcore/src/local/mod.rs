@@ -26,8 +26,8 @@
 //! Rows are processed in fixed leaves ([`leaf_rows`], a function of `N` only) reduced by a
 //! fixed tree ([`crate::parallel`]), so every output is bit-identical whatever the thread count.
 
-pub mod doc_topic;
 mod cand32;
+pub mod doc_topic;
 pub mod top_l;
 
 use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
