@@ -123,16 +123,29 @@ def _select(W, active, L):
     """Top-L responsibilities of each row of log weights ``W`` among the ``active`` topics.
 
     The L largest weights (ties: smaller index first) are kept and normalised; returns the
-    dense U x K responsibilities (zeros elsewhere).
+    dense U x K responsibilities (zeros elsewhere) and the boolean support (selected entries).
     """
     U, K = W.shape
     r = np.zeros((U, K))
+    sel = np.zeros((U, K), dtype=bool)
     for u in range(U):
         w = W[u, active]
         order = np.argsort(-w, kind="stable")[: min(L, active.size)]
         idx = np.sort(active[order])
         r[u, idx] = _softmax(W[u, idx][None, :])[0]
-    return r
+        sel[u, idx] = True
+    return r, sel
+
+
+def _reweight(W, sel, active, L, rows):
+    """Reweight the selected entries of ``rows``, reselect every other row (and rows whose
+    support has no finite weight left)."""
+    r, new_sel = _select(W, active, L)
+    Wr = np.where(sel, W, -np.inf)
+    keep = rows & np.isfinite(Wr.max(axis=1))
+    r[keep] = np.where(sel[keep], _softmax(Wr[keep]), 0.0)
+    new_sel[keep] = sel[keep]
+    return r, new_sel
 
 
 def _prune(active, N, eps):
@@ -142,33 +155,38 @@ def _prune(active, N, eps):
     return keep
 
 
+def _weights(C_d, P, active):
+    W = np.full(C_d.shape, -np.inf)
+    W[:, active] = C_d[:, active] + P[active]
+    return W
+
+
 def _sparse_doc(C_d, c, a, a_rem, L, opts, counters):
-    """L-sparse document step (thesis Alg. 7.4) + restarts restricted to the active set."""
+    """L-sparse document step (thesis Alg. 7.4) + restarts restricted to the active set.
+
+    Full reselection on iterations 1-5 and every 10th, otherwise reweighting on the current
+    support; active set ``A = {k : N_k > eps}``, pruned after every pass. A restart proposal
+    for topic ``j`` removes ``j`` from ``A``, reselects the rows whose support contains ``j``
+    in its first pass and reweights all rows in later passes.
+    """
     U, K = C_d.shape
     if U == 0:
         return np.zeros((0, K)), np.zeros(K)
     eps = opts["sparse_eps"]
     active = np.arange(K)
     P = np.log(a)
-    r = _select(C_d + P, active, L)
+    r, sel = _select(C_d + P, active, L)
     N = c @ r
     active = _prune(active, N, eps)
     for it in range(1, opts["max_iter"] + 1):
         old = N
         P = P.copy()
         P[active] = digamma(N[active] + a[active])
-        W = np.full((U, K), -np.inf)
-        W[:, active] = C_d[:, active] + P[active]
+        W = _weights(C_d, P, active)
         if it <= 5 or it % 10 == 0:
-            r = _select(W, active, L)
+            r, sel = _select(W, active, L)
         else:
-            support = r > 0
-            Wr = np.where(support, W, -np.inf)
-            dead = ~np.isfinite(Wr.max(axis=1))
-            r = _softmax(Wr)
-            r = np.where(support, r, 0.0)
-            if dead.any():
-                r[dead] = _select(W[dead], active, L)
+            r, sel = _reweight(W, sel, active, L, np.ones(U, dtype=bool))
         N = c @ r
         counters["n_iter"] += 1
         done = np.max(np.abs(N - old)) < opts["tol"]
@@ -191,18 +209,19 @@ def _sparse_doc(C_d, c, a, a_rem, L, opts, counters):
         act = active[active != j]
         if act.size == 0:
             continue
-        for _ in range(opts["restart_iters"]):
-            W = np.full((U, K), -np.inf)
-            W[:, act] = C_d[:, act] + digamma(Np[act] + a[act])
-            rp = _select(W, act, L)
+        Pp, selp = P.copy(), sel
+        for t in range(opts["restart_iters"]):
+            Pp[act] = digamma(Np[act] + a[act])
+            rows = ~selp[:, j] if t == 0 else np.ones(U, dtype=bool)
+            rp, selp = _reweight(_weights(C_d, Pp, act), selp, act, L, rows)
             Np = c @ rp
             act = _prune(act, Np, eps)
         counters["restarts_tried"] += 1
         Lp = doc_objective(C_d, c, rp, Np, a, a_rem)
         if Lp > L_cur:
-            r, N, L_cur, active = rp, Np, Lp, act
+            r, N, L_cur, active, sel, P = rp, Np, Lp, act, selp, Pp
             counters["restarts_accepted"] += 1
-        if np.count_nonzero(lo < N) < 2:
+        if np.count_nonzero(N > lo) < 2:
             break
     return r, N
 

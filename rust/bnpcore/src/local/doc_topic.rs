@@ -50,8 +50,11 @@
 //! the `L` largest weights among the document's active topics `A_d = {k : N_dk > ε}`
 //! (selected in linear time, [`super::top_l::select_top_among`]); full reselection on
 //! iterations 1–5 and every 10th, otherwise the current `L` entries are reweighted; topics
-//! leave `A_d` once `N_dk ≤ ε` and never return. Restart proposals work unchanged, restricted
-//! to `A_d`. `L ≥ K` runs the dense kernel.
+//! leave `A_d` once `N_dk ≤ ε` and never return. Restart proposals are restricted to `A_d`; in
+//! their first forward pass only the rows whose support contains the removed topic are
+//! reselected (the others are reweighted on their support), later passes reweight — so a
+//! proposal costs `O(U_d L)` per pass instead of `O(U_d |A_d|)`. Selection is a threshold scan
+//! for `L ≤ 32` (one comparison per active topic). `L ≥ K` runs the dense kernel.
 //!
 //! **Summaries** (thesis eq. 5.47–5.48, with the log-Gamma signs of eq. 5.27): per batch
 //! `D`, `N_k = Σ_d N_dk`, `S_kv`, `H_k = −Σ c r ln r`, `P_k = Σ_d E[ln π_dk]`,
@@ -493,6 +496,57 @@ impl Dense {
     }
 }
 
+/// Which rows of an L-sparse pass get a full top-L reselection (the others are reweighted on
+/// their current support; a row whose support lost all its mass is reselected anyway).
+#[derive(Clone, Copy)]
+enum Reselect {
+    All,
+    None,
+    /// Rows whose support contains this topic (the first pass of a restart proposal).
+    Containing(u32),
+}
+
+/// Largest `L` for which the top-L selection uses the threshold scan.
+const SCAN_MAX_L: usize = 32;
+
+/// Top-`l` of `(index, weight)` pairs given in ascending index order, by "larger weight first,
+/// then smaller index" (the order of [`super::top_l::rank_cmp`] for finite weights): a threshold
+/// scan keeping the best so far sorted by rank (one comparison per pair in the common case).
+/// Writes the selection in ascending index order into `ix`/`vl`; returns its size.
+fn scan_top(pairs: impl Iterator<Item = (u32, f64)>, l: usize, ix: &mut [u32], vl: &mut [f64]) -> usize {
+    let mut m = 0;
+    for (j, x) in pairs {
+        if m == l {
+            if !(x > vl[l - 1]) {
+                continue;
+            }
+            m -= 1;
+        }
+        let mut pos = m;
+        while pos > 0 && vl[pos - 1] < x {
+            ix[pos] = ix[pos - 1];
+            vl[pos] = vl[pos - 1];
+            pos -= 1;
+        }
+        ix[pos] = j;
+        vl[pos] = x;
+        m += 1;
+    }
+    // ascending index order (insertion sort, m <= 32)
+    for t in 1..m {
+        let (j, x) = (ix[t], vl[t]);
+        let mut pos = t;
+        while pos > 0 && ix[pos - 1] > j {
+            ix[pos] = ix[pos - 1];
+            vl[pos] = vl[pos - 1];
+            pos -= 1;
+        }
+        ix[pos] = j;
+        vl[pos] = x;
+    }
+    m
+}
+
 /// State of the L-sparse step.
 #[derive(Clone, Default)]
 struct Sparse {
@@ -528,20 +582,26 @@ impl Sparse {
     /// Full top-L reselection of row `u` over the active topics.
     fn select_row(&mut self, ctx: &DocCtx, u: usize, l: usize, w: &mut [f64], cand: &mut Vec<u32>) {
         let row = ctx.row(u);
-        for &j in &self.active {
-            w[j as usize] = row[j as usize] * self.e[j as usize];
-        }
-        cand.clear();
-        cand.extend_from_slice(&self.active);
-        let m = select_top_among(w, cand, l);
-        let s: f64 = cand[..m].iter().map(|&j| w[j as usize]).sum();
-        let (ix, vl) = (&mut self.idx[u * l..u * l + m], &mut self.val[u * l..u * l + m]);
-        if s > S_MIN && s.is_finite() {
-            let inv = 1.0 / s;
+        let (ix, vl) = (&mut self.idx[u * l..(u + 1) * l], &mut self.val[u * l..(u + 1) * l]);
+        let m = if l <= SCAN_MAX_L {
+            scan_top(self.active.iter().map(|&j| (j, row[j as usize] * self.e[j as usize])), l, ix, vl)
+        } else {
+            for &j in &self.active {
+                w[j as usize] = row[j as usize] * self.e[j as usize];
+            }
+            cand.clear();
+            cand.extend_from_slice(&self.active);
+            let m = select_top_among(w, cand, l);
             for t in 0..m {
                 ix[t] = cand[t];
-                vl[t] = w[cand[t] as usize] * inv;
+                vl[t] = w[cand[t] as usize];
             }
+            m
+        };
+        let s: f64 = vl[..m].iter().sum();
+        if s > S_MIN && s.is_finite() {
+            let inv = 1.0 / s;
+            vl[..m].iter_mut().for_each(|x| *x *= inv);
             self.lse[u] = s.ln() + self.m;
         } else {
             for &j in &self.active {
@@ -555,13 +615,13 @@ impl Sparse {
                 ix[t] = cand[t];
                 vl[t] = w[cand[t] as usize];
             }
-            self.lse[u] = softmax_log(vl);
+            self.lse[u] = softmax_log(&mut vl[..m]);
         }
         self.cnt[u] = m;
     }
 
     /// One pass with the log weights in `self.p` (valid on the active set).
-    fn pass(&mut self, ctx: &DocCtx, l: usize, reselect: bool, w: &mut [f64], cand: &mut Vec<u32>) {
+    fn pass(&mut self, ctx: &DocCtx, l: usize, mode: Reselect, w: &mut [f64], cand: &mut Vec<u32>) {
         self.m = self.active.iter().map(|&j| self.p[j as usize]).fold(f64::NEG_INFINITY, f64::max);
         self.e.fill(0.0);
         for &j in &self.active {
@@ -569,8 +629,12 @@ impl Sparse {
         }
         self.n.fill(0.0);
         for u in 0..ctx.words.len() {
-            let mut fresh = reselect;
-            if !reselect {
+            let mut fresh = match mode {
+                Reselect::All => true,
+                Reselect::None => false,
+                Reselect::Containing(j) => self.idx[u * l..u * l + self.cnt[u]].contains(&j),
+            };
+            if !fresh {
                 let row = ctx.row(u);
                 let m = self.cnt[u];
                 let (ix, vl) = (&self.idx[u * l..u * l + m], &mut self.val[u * l..u * l + m]);
@@ -727,7 +791,7 @@ fn sparse_doc(
     if nu == 0 {
         return;
     }
-    cur.pass(ctx, l, true, w, cand);
+    cur.pass(ctx, l, Reselect::All, w, cand);
     ctr.passes += nu as u64;
     cur.prune(opts.sparse_eps);
     let mut old = vec![0.0; k];
@@ -736,7 +800,7 @@ fn sparse_doc(
         for &j in &cur.active {
             cur.p[j as usize] = digamma(cur.n[j as usize] + ctx.a[j as usize]);
         }
-        cur.pass(ctx, l, it <= 5 || it % 10 == 0, w, cand);
+        cur.pass(ctx, l, if it <= 5 || it % 10 == 0 { Reselect::All } else { Reselect::None }, w, cand);
         ctr.iters += 1;
         ctr.passes += nu as u64;
         let done = max_abs_diff(&cur.n, &old) < opts.tol;
@@ -759,11 +823,11 @@ fn sparse_doc(
         if prop.active.is_empty() {
             continue;
         }
-        for _ in 0..opts.restart_iters {
+        for it in 0..opts.restart_iters {
             for &t in &prop.active {
                 prop.p[t as usize] = digamma(prop.n[t as usize] + ctx.a[t as usize]);
             }
-            prop.pass(ctx, l, true, w, cand);
+            prop.pass(ctx, l, if it == 0 { Reselect::Containing(j as u32) } else { Reselect::None }, w, cand);
             ctr.passes += nu as u64;
             prop.prune(opts.sparse_eps);
         }
