@@ -80,6 +80,20 @@ use crate::special::{digamma, gammaln};
 /// Row sums below this value are recomputed in the log domain.
 pub const S_MIN: f64 = 1e-280;
 
+/// Topic weights `e_k = exp(P_k − max P)` below `exp(E_CUTOFF)` (≈ 1e-261) are set to 0: they
+/// cannot change any summary beyond round-off, and keeping them lets subnormal numbers into the
+/// inner loop, where each one costs a slow microcode assist on x86.
+const E_CUTOFF: f64 = -600.0;
+
+#[inline]
+fn scaled_exp(t: f64) -> f64 {
+    if t > E_CUTOFF {
+        t.exp()
+    } else {
+        0.0
+    }
+}
+
 /// Integer types accepted for CSR `indptr` / `indices` (scipy uses `int32` or `int64`).
 pub trait CsrIndex: Copy + Send + Sync {
     /// The value as an index, `None` if negative or too large.
@@ -314,7 +328,7 @@ fn validate<'a, I: CsrIndex>(
     Ok(Batch { indptr: offs, indices: ind, data: dat, tab, a: a_s, a_rem, k, v })
 }
 
-#[inline]
+#[inline(always)]
 fn dot(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
@@ -333,11 +347,48 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     s
 }
 
-#[inline]
+#[inline(always)]
 fn axpy(acc: &mut [f64], w: f64, x: &[f64]) {
     for (a, &b) in acc.iter_mut().zip(x) {
         *a += w * b;
     }
+}
+
+/// The dense inner loop: `s_u = Σ_k E_{v_u k} e_k` and `acc += (c_u / s_u) E_{v_u ·}` for every
+/// row whose sum is usable (`s_u > S_MIN`); returns whether some row was not.
+#[inline(always)]
+fn dense_sweep_impl(tab: &[f64], k: usize, words: &[usize], counts: &[f64], e: &[f64], s: &mut [f64], acc: &mut [f64]) -> bool {
+    let mut any_fb = false;
+    for (u, &v) in words.iter().enumerate() {
+        let row = &tab[v * k..(v + 1) * k];
+        let su = dot(row, e);
+        s[u] = su;
+        if su > S_MIN && su.is_finite() {
+            axpy(acc, counts[u] / su, row);
+        } else {
+            any_fb = true;
+        }
+    }
+    any_fb
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn dense_sweep_avx(tab: &[f64], k: usize, words: &[usize], counts: &[f64], e: &[f64], s: &mut [f64], acc: &mut [f64]) -> bool {
+    dense_sweep_impl(tab, k, words, counts, e, s, acc)
+}
+
+/// [`dense_sweep_impl`] with 256-bit vectors where available (no FMA, so the rounding — and
+/// every result bit — is the same as without AVX).
+fn dense_sweep(tab: &[f64], k: usize, words: &[usize], counts: &[f64], e: &[f64], s: &mut [f64], acc: &mut [f64]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx") {
+            // SAFETY: the CPU supports AVX (checked just above).
+            return unsafe { dense_sweep_avx(tab, k, words, counts, e, s, acc) };
+        }
+    }
+    dense_sweep_impl(tab, k, words, counts, e, s, acc)
 }
 
 /// Softmax of log weights in place; returns the log-sum-exp (`−∞` rows become uniform).
@@ -440,21 +491,15 @@ impl Dense {
         let k = ctx.k;
         self.m = self.p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         for j in 0..k {
-            self.e[j] = (self.p[j] - self.m).exp();
+            self.e[j] = scaled_exp(self.p[j] - self.m);
         }
         acc.fill(0.0);
-        let mut any_fb = false;
+        let any_fb = dense_sweep(ctx.tab, k, ctx.words, ctx.counts, &self.e, &mut self.s, acc);
         for u in 0..ctx.words.len() {
-            let row = ctx.row(u);
-            let s = dot(row, &self.e);
-            if s > S_MIN && s.is_finite() {
-                self.s[u] = s;
-                self.lse[u] = s.ln() + self.m;
-                self.fb[u] = false;
-                axpy(acc, ctx.counts[u] / s, row);
-            } else {
-                any_fb = true;
-                self.fb[u] = true;
+            let su = self.s[u];
+            self.fb[u] = !(su > S_MIN && su.is_finite());
+            if !self.fb[u] {
+                self.lse[u] = su.ln() + self.m;
             }
         }
         for j in 0..k {
@@ -625,7 +670,7 @@ impl Sparse {
         self.m = self.active.iter().map(|&j| self.p[j as usize]).fold(f64::NEG_INFINITY, f64::max);
         self.e.fill(0.0);
         for &j in &self.active {
-            self.e[j as usize] = (self.p[j as usize] - self.m).exp();
+            self.e[j as usize] = scaled_exp(self.p[j as usize] - self.m);
         }
         self.n.fill(0.0);
         for u in 0..ctx.words.len() {
@@ -994,11 +1039,20 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: us
         cand: Vec::with_capacity(k),
         words: Vec::new(),
     };
+    let (mut rows, mut iota) = (Vec::<f64>::new(), Vec::<usize>::new());
     for d in d0..d1 {
         let (s0, s1) = (b.indptr[d], b.indptr[d + 1]);
         sc.words.clear();
         sc.words.extend(b.indices[s0..s1].iter().map(|w| w.fast()));
-        let ctx = DocCtx { tab: b.tab, k, words: &sc.words, counts: &b.data[s0..s1], a: b.a, a_rem: b.a_rem };
+        // gather the document's table rows once: every pass then streams contiguous memory
+        rows.clear();
+        for &w in &sc.words {
+            rows.extend_from_slice(&b.tab[w * k..(w + 1) * k]);
+        }
+        if iota.len() < sc.words.len() {
+            iota.extend(iota.len()..sc.words.len());
+        }
+        let ctx = DocCtx { tab: &rows, k, words: &iota[..sc.words.len()], counts: &b.data[s0..s1], a: b.a, a_rem: b.a_rem };
         match sparse_l {
             None => {
                 let (cur, prop) = (&mut sc.dense.0, &mut sc.dense.1);
