@@ -221,7 +221,7 @@ def _sparse_doc(C_d, c, a, a_rem, L, opts, counters):
         if Lp > L_cur:
             r, N, L_cur, active, sel, P = rp, Np, Lp, act, selp, Pp
             counters["restarts_accepted"] += 1
-        if np.count_nonzero(N > lo) < 2:
+        if np.count_nonzero(lo < N) < 2:
             break
     return r, N
 

@@ -15,9 +15,10 @@
 //! one type share one responsibility vector, so an iteration costs `O(U_d K)`.
 //!
 //! **Fast inner loop.** The table arrives as `E_vk = exp(C_vk)` in **V × K row-major** layout:
-//! a document gathers the contiguous `K`-row of each of its word types, and the loop over
-//! topics runs over contiguous memory (cache lines and SIMD lanes are used fully, and the
-//! `U_d` rows of one document are the only table memory it touches). With `e_k = exp(P_k − m)`,
+//! the `K` values of one word are contiguous, so a document copies the `U_d` rows of its word
+//! types once into a contiguous `U_d × K` buffer and every pass streams that buffer, with the
+//! loop over topics innermost (full cache lines and SIMD lanes; a K × V layout would touch `U_d`
+//! scattered cache lines per topic instead). With `e_k = exp(P_k − m)`,
 //! `P_k = ψ(N_dk + a_k)`, `m = max_k P_k`, one iteration is
 //!
 //! ```text
@@ -436,7 +437,7 @@ impl DocCtx<'_> {
     }
 
     /// Document objective at a consistent state (constant terms dropped), module docs.
-    fn objective(&self, n: &[f64], p: &[f64], lse: &[f64]) -> f64 {
+    fn objective(&self, n: &[f64], p: &[f64], lse_sum: f64) -> f64 {
         let mut tot = self.a_rem.unwrap_or(0.0);
         let mut val = 0.0;
         for k in 0..self.k {
@@ -451,13 +452,20 @@ impl DocCtx<'_> {
             val += gammaln(r);
         }
         val -= gammaln(tot);
-        for (c, l) in self.counts.iter().zip(lse) {
-            if *c > 0.0 {
-                val += c * l;
-            }
-        }
-        val
+        val + lse_sum
     }
+}
+
+/// `Σ_u c_u lse_u` where `lse_u = ln s_u + m` for ordinary rows and the stored log-domain value
+/// for fallback rows (logs are taken only when an objective is needed, not in every pass).
+fn lse_sum(counts: &[f64], s: &[f64], lse: &[f64], fb: &[bool], m: f64) -> f64 {
+    let mut tot = 0.0;
+    for u in 0..counts.len() {
+        if counts[u] > 0.0 {
+            tot += counts[u] * if fb[u] { lse[u] } else { s[u].ln() + m };
+        }
+    }
+    tot
 }
 
 /// State of the dense step: counts, log weights of the last pass and its row sums.
@@ -498,9 +506,6 @@ impl Dense {
         for u in 0..ctx.words.len() {
             let su = self.s[u];
             self.fb[u] = !(su > S_MIN && su.is_finite());
-            if !self.fb[u] {
-                self.lse[u] = su.ln() + self.m;
-            }
         }
         for j in 0..k {
             self.n[j] = self.e[j] * acc[j];
@@ -516,6 +521,10 @@ impl Dense {
                 }
             }
         }
+    }
+
+    fn lse_sum(&self, ctx: &DocCtx) -> f64 {
+        lse_sum(ctx.counts, &self.s, &self.lse, &self.fb, self.m)
     }
 
     /// Responsibilities of a fallback row, in the log domain, into `out`; returns the lse.
@@ -603,7 +612,9 @@ struct Sparse {
     cnt: Vec<usize>,
     idx: Vec<u32>,
     val: Vec<f64>,
+    s: Vec<f64>,
     lse: Vec<f64>,
+    fb: Vec<bool>,
 }
 
 impl Sparse {
@@ -620,8 +631,12 @@ impl Sparse {
         self.idx.resize(u * l, 0);
         self.val.clear();
         self.val.resize(u * l, 0.0);
+        self.s.clear();
+        self.s.resize(u, 0.0);
         self.lse.clear();
         self.lse.resize(u, 0.0);
+        self.fb.clear();
+        self.fb.resize(u, false);
     }
 
     /// Full top-L reselection of row `u` over the active topics.
@@ -647,7 +662,8 @@ impl Sparse {
         if s > S_MIN && s.is_finite() {
             let inv = 1.0 / s;
             vl[..m].iter_mut().for_each(|x| *x *= inv);
-            self.lse[u] = s.ln() + self.m;
+            self.s[u] = s;
+            self.fb[u] = false;
         } else {
             for &j in &self.active {
                 w[j as usize] = ln_or_neg_inf(row[j as usize]) + self.p[j as usize];
@@ -661,6 +677,7 @@ impl Sparse {
                 vl[t] = w[cand[t] as usize];
             }
             self.lse[u] = softmax_log(&mut vl[..m]);
+            self.fb[u] = true;
         }
         self.cnt[u] = m;
     }
@@ -692,7 +709,8 @@ impl Sparse {
                 if s > S_MIN && s.is_finite() {
                     let inv = 1.0 / s;
                     vl.iter_mut().for_each(|x| *x *= inv);
-                    self.lse[u] = s.ln() + self.m;
+                    self.s[u] = s;
+                    self.fb[u] = false;
                 } else {
                     fresh = true;
                 }
@@ -720,7 +738,7 @@ impl Sparse {
     }
 
     fn objective(&self, ctx: &DocCtx) -> f64 {
-        ctx.objective(&self.n, &self.p, &self.lse)
+        ctx.objective(&self.n, &self.p, lse_sum(ctx.counts, &self.s, &self.lse, &self.fb, self.m))
     }
 }
 
@@ -790,7 +808,7 @@ fn dense_doc(
     if !opts.restarts {
         return;
     }
-    let mut l_cur = ctx.objective(&cur.n, &cur.p, &cur.lse);
+    let mut l_cur = ctx.objective(&cur.n, &cur.p, cur.lse_sum(ctx));
     for j in restart_candidates(&cur.n, opts) {
         if cur.n[j] <= opts.restart_min_mass {
             continue;
@@ -805,7 +823,7 @@ fn dense_doc(
             ctr.passes += nu as u64;
         }
         ctr.tried += 1;
-        let l_prop = ctx.objective(&prop.n, &prop.p, &prop.lse);
+        let l_prop = ctx.objective(&prop.n, &prop.p, prop.lse_sum(ctx));
         if l_prop > l_cur {
             std::mem::swap(cur, prop);
             l_cur = l_prop;
@@ -1332,7 +1350,7 @@ mod tests {
                 let (mut acc, mut tmp) = (vec![0.0; 8], vec![0.0; 8]);
                 dense_doc(&ctx, &opts, &mut cur, &mut prop, &mut acc, &mut tmp, &mut ctr);
                 accepted += ctr.accepted;
-                vals.push(ctx.objective(&cur.n, &cur.p, &cur.lse));
+                vals.push(ctx.objective(&cur.n, &cur.p, cur.lse_sum(&ctx)));
             }
             assert!(vals[1] >= vals[0], "doc {d}: {} < {}", vals[1], vals[0]);
         }
