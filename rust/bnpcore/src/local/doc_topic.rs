@@ -563,15 +563,17 @@ enum Reselect {
 /// Largest `L` for which the top-L selection uses the threshold scan.
 const SCAN_MAX_L: usize = 32;
 
-/// Top-`l` of `(index, weight)` pairs given in ascending index order, by "larger weight first,
+/// Top-`l` of the weights `w[t]` of topics `ids[t]` (ascending ids), by "larger weight first,
 /// then smaller index" (the order of [`super::top_l::rank_cmp`] for finite weights): a threshold
-/// scan keeping the best so far sorted by rank (one comparison per pair in the common case).
+/// scan keeping the best so far sorted by rank (one comparison per entry in the common case).
 /// Writes the selection in ascending index order into `ix`/`vl`; returns its size.
-fn scan_top(pairs: impl Iterator<Item = (u32, f64)>, l: usize, ix: &mut [u32], vl: &mut [f64]) -> usize {
+fn scan_top(ids: &[u32], w: &[f64], l: usize, ix: &mut [u32], vl: &mut [f64]) -> usize {
+    let (ix, vl) = (&mut ix[..l], &mut vl[..l]);
     let mut m = 0;
-    for (j, x) in pairs {
+    let mut thr = f64::NEG_INFINITY;
+    for (&j, &x) in ids.iter().zip(w) {
         if m == l {
-            if !(x > vl[l - 1]) {
+            if !(x > thr) {
                 continue;
             }
             m -= 1;
@@ -585,6 +587,9 @@ fn scan_top(pairs: impl Iterator<Item = (u32, f64)>, l: usize, ix: &mut [u32], v
         ix[pos] = j;
         vl[pos] = x;
         m += 1;
+        if m == l {
+            thr = vl[l - 1];
+        }
     }
     // ascending index order (insertion sort, m <= 32)
     for t in 1..m {
@@ -644,7 +649,11 @@ impl Sparse {
         let row = ctx.row(u);
         let (ix, vl) = (&mut self.idx[u * l..(u + 1) * l], &mut self.val[u * l..(u + 1) * l]);
         let m = if l <= SCAN_MAX_L {
-            scan_top(self.active.iter().map(|&j| (j, row[j as usize] * self.e[j as usize])), l, ix, vl)
+            let buf = &mut w[..self.active.len()];
+            for (b, &j) in buf.iter_mut().zip(&self.active) {
+                *b = row[j as usize] * self.e[j as usize];
+            }
+            scan_top(&self.active, buf, l, ix, vl)
         } else {
             for &j in &self.active {
                 w[j as usize] = row[j as usize] * self.e[j as usize];
