@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import scipy.optimize
 import scipy.sparse as sp
-from _close import close
+from _helpers import close
 from bnpcore import _core
 from bnpcore._reference import topic as ref
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
