@@ -45,6 +45,11 @@ class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
     ``obs="mult"`` (counts).
     """
 
+    @classmethod
+    def _param_names(cls) -> list:
+        """Sorted constructor argument names (the model-file code in :mod:`bnpcore.io` uses it)."""
+        return cls._get_param_names()
+
     def set_params(self, **params):
         """Set constructor arguments; returns ``self``.
 
