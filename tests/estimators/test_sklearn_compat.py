@@ -244,3 +244,34 @@ def test_sparse_input_is_accepted(cls):
             assert np.array_equal(sparse.predict(Xs), dense.predict(X))
             np.testing.assert_array_equal(sparse.predict_proba(Xs), dense.predict_proba(X))
             assert sparse.predict_proba(Xs).shape == (40, dense.summaries_.K)
+
+
+def test_bayesian_gaussian_mixture_prior_mapping():
+    """docs/sklearn_mapping.md: scikit-learn's default prior reproduced with bnpcore's arguments,
+    and its covariances_ (B_k / ν_k) recovered from bnpcore's E[Σ_k] = B_k / (ν_k − D − 1)."""
+    import bnpcore._reference as ref
+    from sklearn.mixture import BayesianGaussianMixture
+
+    X = blobs(n=120, seed=3) / [100.0, 0.01]
+    D = X.shape[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sklearn.exceptions.ConvergenceWarning)
+        sk = BayesianGaussianMixture(n_components=5, max_iter=5, random_state=0).fit(X)
+    nu = float(D)
+    d = nu - D - 1 if nu > D + 1 else nu
+    model = DPMixture(
+        obs="gauss", n_components=1, gamma=1 / 5, algorithm="memoized", n_batches=4, random_state=0,
+        prior_dof=nu, prior_mean_precision=1.0, prior_mean=X.mean(axis=0), prior_covariance=np.atleast_2d(np.cov(X.T)) / d,
+    ).fit(X)  # fmt: skip
+    prior = model.obs_model_.prior
+    np.testing.assert_allclose(prior["B"], sk.covariance_prior_, rtol=1e-12)
+    np.testing.assert_allclose(prior["m"], sk.mean_prior_, rtol=1e-12)
+    assert prior["nu"] == sk.degrees_of_freedom_prior_ and prior["kappa"] == sk.mean_precision_prior_
+    assert model.gamma == sk.weight_concentration_prior_
+    assert model.n_components_ == 3
+    # the posterior: nu_k = nu + N_k, and scikit-learn's covariance summary B_k / nu_k
+    post = ref.posterior("gauss", prior, model.summaries_.N, model.summaries_.S)
+    nu_k = prior["nu"] + model.counts_
+    np.testing.assert_allclose([p["nu"] for p in post], nu_k, rtol=1e-12)
+    sk_style = model.covariances_ * ((nu_k - D - 1) / nu_k)[:, None, None]
+    np.testing.assert_allclose(sk_style, [p["B"] / p["nu"] for p in post], rtol=1e-10)
