@@ -134,7 +134,7 @@ def _build_parser() -> _Parser:
     fit.add_argument("--random-state", type=_seed, default=0, help="seed, or 'none' for a fresh one")
     fit.add_argument("--threads", type=_positive_int, default=None, help="threads of the Rust kernels (default: all cores)")
     fit.add_argument("--out", default=None, help="model file to write (default: DATA with extension .model.npz)")
-    fit.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    fit.add_argument("--quiet", action="store_true", help="print only errors (no progress bar, summary or warnings)")
 
     info = sub.add_parser("info", help="describe a saved model", description="Describe a model file written by `bnpcore fit`.")
     info.add_argument("model", metavar="MODEL", help="model file (.npz)")

@@ -203,9 +203,11 @@ def test_check_is_fitted_and_clone(cls):
     assert fresh.get_params() == est.get_params()
     with pytest.raises(NotFittedError):
         check_is_fitted(fresh)
-    # a fitted estimator still pickles and unpickles without scikit-learn's version warning
+    # pickles carry no scikit-learn version stamp (no InconsistentVersionWarning under another one)
+    assert "_sklearn_version" not in est.__getstate__()
     back = pickle.loads(pickle.dumps(est))
     check_is_fitted(back)
+    assert "<div" in back._repr_html_()  # the notebook view of a fitted model
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)

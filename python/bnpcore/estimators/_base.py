@@ -80,6 +80,14 @@ class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
                 )
         return super().set_params(**params)
 
+    def __getstate__(self):
+        # The plain instance dict: scikit-learn's version adds `_sklearn_version` and warns when a
+        # pickle is loaded under another scikit-learn; a bnpcore model does not depend on it.
+        return dict(self.__dict__)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = False
