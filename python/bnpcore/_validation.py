@@ -114,7 +114,7 @@ def check_array(X, name: str = "X", n_features: int | None = None, min_rows: int
         # scikit-learn's wording ("X has 1 features, but ... is expecting 4 features as input")
         raise ShapeError(
             f"{name} has {arr.shape[1]} features, but it is expecting {n_features} features as input "
-            f"(the model was fitted on {n_features} columns)"
+            f"(the model was fitted with {n_features} columns)"
         )
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if not np.isfinite(arr).all():
