@@ -11,6 +11,7 @@ __all__ = [
     "ELBODecreaseWarning",
     "ModelFileError",
     "NonFiniteError",
+    "NotFittedError",
     "NumericalError",
     "ParameterError",
     "ShapeError",
@@ -39,6 +40,14 @@ class NonFiniteError(DataError):
 
 class NumericalError(BnpcoreError, ArithmeticError):
     """A numerical failure, e.g. a posterior covariance that is not positive definite."""
+
+
+class NotFittedError(BnpcoreError, ValueError, AttributeError):
+    """An estimator was used (``predict``, ``score``, ``save``...) before ``fit``.
+
+    A ``ValueError`` like every other user mistake, and an ``AttributeError`` so that
+    ``hasattr``-style checks keep working.
+    """
 
 
 class ModelFileError(BnpcoreError, ValueError):

@@ -35,6 +35,10 @@ CHECKED = [
 # Checks that fail on purpose or because of code outside this module, each with its reason.
 # Every entry is a strict expected failure (pyproject: xfail_strict = true): when the cause goes
 # away the check passes, the test reports XPASS as a failure, and the entry must be removed.
+_SPARSE_PENDING = (
+    "Gaussian mixtures declare that they refuse scipy.sparse X (input_tags.sparse = False) but still "
+    "densify it: the estimators do not pass obs to check_array yet"
+)
 _EXPECTED_FAILED_CHECKS = {
     # predict before fit raises bnpcore's own NotFittedError (a BnpcoreError and an
     # AttributeError), and the check demands sklearn.exceptions.NotFittedError. The estimators'
@@ -43,13 +47,16 @@ _EXPECTED_FAILED_CHECKS = {
     # derives from sklearn.exceptions.NotFittedError (itself a ValueError and AttributeError),
     # remove this entry.
     "check_estimators_unfitted": "predict before fit raises bnpcore's NotFittedError, not a subclass of scikit-learn's (yet)",
-    # The estimators accept scipy.sparse X (input_tags.sparse = True). For an estimator that has
-    # predict_proba, these two checks then read tags.classifier_tags.multi_class (None for a
-    # non-classifier: AttributeError) and expect 2 or 4 probability columns, i.e. they assume a
-    # classifier. A mixture's predict_proba has one column per cluster. The same fit/predict on
-    # sparse input is tested in test_sparse_input_is_accepted below.
-    "check_estimator_sparse_array": "the check assumes an estimator with predict_proba is a classifier",
-    "check_estimator_sparse_matrix": "the check assumes an estimator with predict_proba is a classifier",
+    # The Gaussian models refuse scipy.sparse X by design (bnpcore._validation.check_array with
+    # obs=...: "obs='gauss' needs dense `X`; got a scipy.sparse matrix"), and the tags say so.
+    # The estimators do not pass obs yet (the engine refactor owns fit), so sparse X is still
+    # densified and these checks fail; tests/data/test_sparse_input.py has the matching strict
+    # xfail. Remove the three entries when the estimators pass obs. (For an estimator that
+    # accepts sparse X and has predict_proba, the last two would fail anyway: they then assume a
+    # classifier, reading tags.classifier_tags.multi_class and expecting 2 or 4 columns.)
+    "check_estimator_sparse_tag": _SPARSE_PENDING,
+    "check_estimator_sparse_array": _SPARSE_PENDING,
+    "check_estimator_sparse_matrix": _SPARSE_PENDING,
 }
 
 
@@ -61,9 +68,9 @@ def _expected_failed_checks(estimator):
     expected = dict(_EXPECTED_FAILED_CHECKS)
     if SKLEARN_VERSION < (1, 6):
         # before 1.6 the unfitted check accepts any AttributeError or ValueError, and the
-        # sparse check (with the same classifier assumption) is called check_estimator_sparse_data
+        # sparse checks are one, check_estimator_sparse_data
         del expected["check_estimators_unfitted"]
-        expected["check_estimator_sparse_data"] = expected["check_estimator_sparse_array"]
+        expected["check_estimator_sparse_data"] = _SPARSE_PENDING
     if estimator.algorithm != "full":
         # Fitting one row with n_batches=2 is refused, rightly, but the message ("`n_batches`=2
         # exceeds the number of rows (1)") is written by the batch-source code that the engine
@@ -124,15 +131,17 @@ def test_tags_and_type(cls):
         tags = est._get_tags()
         assert not tags["requires_y"] and not tags["non_deterministic"] and not tags["allow_nan"]
         assert not tags["requires_positive_X"] and cls(obs="mult")._get_tags()["requires_positive_X"]
+        assert tags["X_types"] == ["2darray"] and "sparse" in cls(obs="bern")._get_tags()["X_types"]
         return
     from sklearn.utils import get_tags
 
     tags = get_tags(est)
     assert tags.estimator_type == "density_estimator"
     assert not tags.target_tags.required and not tags.non_deterministic
-    assert tags.input_tags.two_d_array and not tags.input_tags.allow_nan and tags.input_tags.sparse
-    assert not tags.input_tags.positive_only
+    assert tags.input_tags.two_d_array and not tags.input_tags.allow_nan
+    assert not tags.input_tags.positive_only and not tags.input_tags.sparse
     assert get_tags(cls(obs="mult")).input_tags.positive_only  # counts
+    assert get_tags(cls(obs="mult")).input_tags.sparse and get_tags(cls(obs="bern")).input_tags.sparse
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
@@ -228,14 +237,14 @@ def test_repr_shows_changed_parameters_only():
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_sparse_input_is_accepted(cls):
-    """What the two expected-failure sparse checks would test, with a mixture's shapes."""
+def test_sparse_counts_are_accepted(cls):
+    """What the sparse checks test, for a model whose tags accept sparse X, with a mixture's
+    shapes (predict_proba has one column per cluster)."""
     import scipy.sparse
 
     rng = np.random.default_rng(0)
-    X = rng.uniform(size=(40, 3))
-    X[X < 0.6] = 0
-    dense = cls(n_components=3, max_laps=5, random_state=0)
+    X = rng.poisson(0.5, size=(40, 6)).astype(float)
+    dense = cls(obs="mult", n_components=3, max_laps=5, random_state=0)
     sparse = clone(dense)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 import sklearn
+from bnpcore._validation import DENSIFIED_SPARSE_OBS
 from sklearn.base import BaseEstimator as _SklearnBaseEstimator
 from sklearn.base import DensityMixin
 
@@ -41,8 +42,8 @@ class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
     :func:`sklearn.utils.validation.check_is_fitted` looks for them.
 
     Tags: unsupervised (``y`` is ignored), deterministic given ``random_state``, 2-D numeric
-    input (dense or scipy.sparse) without missing values, non-negative input for
-    ``obs="mult"`` (counts).
+    input without missing values; scipy.sparse input for the count models (``obs="mult"``,
+    ``"bern"``), non-negative input for ``obs="mult"``.
     """
 
     @classmethod
@@ -94,9 +95,9 @@ class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
         tags.non_deterministic = False
         tags.input_tags.two_d_array = True
         tags.input_tags.allow_nan = False
-        # scipy.sparse X is accepted (densified by bnpcore._validation.check_array). If an
-        # observation model comes to refuse it, derive this tag from the same rule.
-        tags.input_tags.sparse = True
+        # scipy.sparse X: the count models accept it, the Gaussian ones refuse it
+        # (bnpcore._validation.check_array with obs=...)
+        tags.input_tags.sparse = getattr(self, "obs", None) in DENSIFIED_SPARSE_OBS
         tags.input_tags.positive_only = getattr(self, "obs", None) in _NON_NEGATIVE_OBS
         return tags
 
@@ -107,6 +108,6 @@ class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
                 "requires_y": False,
                 "non_deterministic": False,
                 "allow_nan": False,
-                "X_types": ["2darray", "sparse"],
+                "X_types": ["2darray", "sparse"] if getattr(self, "obs", None) in DENSIFIED_SPARSE_OBS else ["2darray"],
                 "requires_positive_X": getattr(self, "obs", None) in _NON_NEGATIVE_OBS,
             }

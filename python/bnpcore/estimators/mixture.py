@@ -533,10 +533,7 @@ class _BaseMixture(BaseEstimator):
     # ----------------------------------------------------------------- inference
     def _check_fitted(self):
         if not hasattr(self, "summaries_"):
-            from bnpcore.exceptions import BnpcoreError
-
-            class NotFittedError(BnpcoreError, AttributeError):
-                pass
+            from bnpcore.exceptions import NotFittedError
 
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
@@ -760,3 +757,10 @@ class FiniteMixture(_BaseMixture):
         + _DOC_PARAMS
     )
     _alloc_name = "finite"
+
+
+# Persistence by registry (docs/model_format.md): bnpcore.io finds these classes by model-type name.
+from bnpcore.io import register_model_type  # noqa: E402
+
+register_model_type("DPMixture", DPMixture)
+register_model_type("FiniteMixture", FiniteMixture)
