@@ -40,13 +40,6 @@ _SPARSE_PENDING = (
     "densify it: the estimators do not pass obs to check_array yet"
 )
 _EXPECTED_FAILED_CHECKS = {
-    # predict before fit raises bnpcore's own NotFittedError (a BnpcoreError and an
-    # AttributeError), and the check demands sklearn.exceptions.NotFittedError. The estimators'
-    # fitted-state check is being moved into the generic engine base and
-    # bnpcore.exceptions.NotFittedError is being defined concurrently; once that class also
-    # derives from sklearn.exceptions.NotFittedError (itself a ValueError and AttributeError),
-    # remove this entry.
-    "check_estimators_unfitted": "predict before fit raises bnpcore's NotFittedError, not a subclass of scikit-learn's (yet)",
     # The Gaussian models refuse scipy.sparse X by design (bnpcore._validation.check_array with
     # obs=...: "obs='gauss' needs dense `X`; got a scipy.sparse matrix"), and the tags say so.
     # The estimators do not pass obs yet (the engine refactor owns fit), so sparse X is still
@@ -67,9 +60,7 @@ def _check_name(check) -> str:
 def _expected_failed_checks(estimator):
     expected = dict(_EXPECTED_FAILED_CHECKS)
     if SKLEARN_VERSION < (1, 6):
-        # before 1.6 the unfitted check accepts any AttributeError or ValueError, and the
-        # sparse checks are one, check_estimator_sparse_data
-        del expected["check_estimators_unfitted"]
+        # before 1.6 the sparse checks are one, check_estimator_sparse_data
         expected["check_estimator_sparse_data"] = _SPARSE_PENDING
     if estimator.algorithm != "full":
         # Fitting one row with n_batches=2 is refused, rightly, but the message ("`n_batches`=2
@@ -204,6 +195,8 @@ def test_check_is_fitted_and_clone(cls):
     est = cls(n_components=2, max_laps=50, random_state=0, gamma=3.0)
     with pytest.raises(NotFittedError):
         check_is_fitted(est)
+    with pytest.raises(NotFittedError, match="not fitted yet"):  # bnpcore's is scikit-learn's too
+        est.predict(blobs())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est.fit(blobs())
