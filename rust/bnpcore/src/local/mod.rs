@@ -27,6 +27,7 @@
 //! fixed tree ([`crate::parallel`]), so every output is bit-identical whatever the thread count.
 
 mod cand32;
+pub mod fwd_bwd;
 pub mod top_l;
 
 use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
