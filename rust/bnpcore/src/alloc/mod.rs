@@ -8,6 +8,8 @@
 //! Finite: `q(π) = Dir(θ)` with `θ_k = γ/K + N_k`; ELBO term `c_Dir(γ/K·1) − c_Dir(θ)`
 //! (`c_Dir(γ/K·1)` appears once).
 
+pub mod hdp_hmm;
+
 use ndarray::{Array1, ArrayView1};
 
 use crate::error::{Error, Result};
