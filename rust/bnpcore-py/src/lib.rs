@@ -2,6 +2,7 @@
 //! GIL, call the core, convert the result or error. No arithmetic lives here.
 
 mod errors;
+mod hmm;
 mod parallel;
 
 use bnpcore::alloc::Alloc;
@@ -401,6 +402,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(digamma, m)?)?;
     m.add_function(wrap_pyfunction!(default_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(_after_fork_in_child, m)?)?;
+    hmm::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -529,6 +529,45 @@ pub fn forward_backward(
     })
 }
 
+/// Output of [`local_step_obs`].
+#[derive(Debug, Clone)]
+pub struct HmmLocalOutput {
+    /// forward-backward outputs (`resp` only if requested)
+    pub fb: FbOutput,
+    /// observation statistics `S_k = Σ_t r̂_tk s(x_t)` (`K × stat_dim`)
+    pub s: Array2<f64>,
+    /// `Σ_t h(x_t)`
+    pub h_sum: f64,
+}
+
+/// The whole HMM local step of a batch of sequences for an observation model: emission
+/// log-potentials `C = E_q[log p(x_t | φ_k)]` from the posterior `(n_post, s_post)`, forward-backward
+/// with `(log_start, log_trans)`, and the observation statistics of the marginals (the model's own
+/// dense `summarize`, so they are exactly the mixtures' statistics with `r̂` as responsibilities).
+///
+/// # Errors
+/// As [`forward_backward`] and the observation model's `e_log_lik` / `summarize`.
+pub fn local_step_obs(
+    obs: &crate::obs::Obs,
+    x: ArrayView2<f64>,
+    n_post: ArrayView1<f64>,
+    s_post: ArrayView2<f64>,
+    seq_range: ArrayView1<i64>,
+    log_start: ArrayView1<f64>,
+    log_trans: ArrayView2<f64>,
+    return_resp: bool,
+) -> Result<HmmLocalOutput> {
+    let c = obs.e_log_lik(x, n_post, s_post)?;
+    let mut fb = forward_backward(c.view(), seq_range, log_start, log_trans, FbOptions { return_resp: true, log_space: false })?;
+    let resp = fb.resp.take().ok_or_else(|| Error::Numerical { what: "forward-backward returned no marginals".into() })?;
+    let (_, s) = obs.summarize(x, resp.view())?;
+    let h_sum = obs.h_sum(x);
+    if return_resp {
+        fb.resp = Some(resp);
+    }
+    Ok(HmmLocalOutput { fb, s, h_sum })
+}
+
 /// Output of [`viterbi`].
 #[derive(Debug, Clone)]
 pub struct ViterbiOutput {
