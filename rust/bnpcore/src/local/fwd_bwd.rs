@@ -320,17 +320,19 @@ fn seq_scaled(m: &Model, c: &[f64], t_len: usize, sc: &mut Scratch, st: &mut Acc
             }
             let lj = law[j];
             let arow = &m.a[j * k..(j + 1) * k];
-            let prow = &m.log_a[j * k..(j + 1) * k];
             let mrow = &mut st.m[j * k..(j + 1) * k];
-            let hrow = &mut st.h[j * k..(j + 1) * k];
-            for l in 0..k {
-                let s = coef * arow[l] * w[l];
-                mrow[l] += s;
-                hrow[l] -= s * (prow[l] + lw[l] - lj);
+            // `st.h` holds G_jk = Σ_t ŝ_tjk (ln w_k − ln (A w)_j) until the end of the sequence
+            let grow = &mut st.h[j * k..(j + 1) * k];
+            for ((((mo, go), &av), &wv), &lv) in mrow.iter_mut().zip(grow.iter_mut()).zip(arow).zip(w.iter()).zip(lw.iter()) {
+                let s = coef * av * wv;
+                *mo += s;
+                *go += s * (lv - lj);
             }
         }
         b.copy_from_slice(bn);
     }
+    // H_jk = −Σ_t ŝ_tjk (P_jk + ln w_k − ln (A w)_j) = −P_jk M_jk − G_jk (P is finite)
+    st.h.iter_mut().zip(&st.m).zip(&m.log_a).for_each(|((h, &mv), &p)| *h = -(p * mv) - *h);
     st.m0.copy_from_slice(&r[..k]);
     st.h0.iter_mut().zip(&r[..k]).for_each(|(o, &x)| *o = -xlogx(x));
     Some(log_z)
