@@ -80,7 +80,7 @@ def main():
         base = None
         for threads in (1, 2):
             _core.forward_backward(c, sr, p0, p, n_threads=threads)
-            t = best_time(lambda threads=threads: _core.forward_backward(c, sr, p0, p, n_threads=threads), args.repeat)
+            t = best_time(lambda c=c, sr=sr, p0=p0, p=p, n=threads: _core.forward_backward(c, sr, p0, p, n_threads=n), args.repeat)
             rate = c.shape[0] * k * k / t
             base = rate if base is None else base
             row = {"K": k, "threads": threads, "steps": int(c.shape[0]), "seqs": args.seqs, "seconds": t, "cells_per_s": rate}

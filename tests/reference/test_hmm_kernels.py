@@ -236,6 +236,7 @@ def test_viterbi_equals_brute_force(p):
     close(score, bf["map_score"], atol=0.0, rtol=1e-12)
     rs, rscore = ref.viterbi(p["C"], p["seq_range"], p["log_start"], p["log_trans"])
     assert np.array_equal(rs, states)
+    close(rscore, score, atol=0.0, rtol=1e-12)
     out = run_core(p)
     sr = p["seq_range"]
     for d, (a, b) in enumerate(zip(sr[:-1], sr[1:])):
@@ -299,13 +300,13 @@ def test_theta_update_is_the_maximiser(c):
         return ref.hmm_trans_term(*args, t, c["u"], h["alpha"], h["start_alpha"], h["kappa"])
 
     base = trans(th)
-    j, l = c["rng"].integers(0, c["K"] + 1, size=2)
-    eps = 1e-6 * th[j, l]
+    j, col = c["rng"].integers(0, c["K"] + 1, size=2)
+    eps = 1e-6 * th[j, col]
     up, down = th.copy(), th.copy()
-    up[j, l] += eps
-    down[j, l] -= eps
+    up[j, col] += eps
+    down[j, col] -= eps
     grad = (trans(up) - trans(down)) / (2 * eps)
-    assert abs(grad) <= 1e-4 * max(1.0, abs(base) / th[j, l])
+    assert abs(grad) <= 1e-4 * max(1.0, abs(base) / th[j, col])
     for _ in range(3):
         pert = th * np.exp(c["rng"].normal(0.0, 0.3, size=th.shape))
         assert trans(pert) <= base + 1e-10 * abs(base)

@@ -225,7 +225,12 @@ fn check_table(p: ArrayView2<f64>, k: usize, name: &str) -> Result<()> {
 ///
 /// # Errors
 /// Shape/finiteness errors, invalid hyperparameters or sticks.
-pub fn top_objective(u: ArrayView1<f64>, omega: ArrayView1<f64>, p: ArrayView2<f64>, hyp: &HmmHyper) -> Result<(f64, Array1<f64>, Array1<f64>)> {
+pub fn top_objective(
+    u: ArrayView1<f64>,
+    omega: ArrayView1<f64>,
+    p: ArrayView2<f64>,
+    hyp: &HmmHyper,
+) -> Result<(f64, Array1<f64>, Array1<f64>)> {
     hyp.check()?;
     let k = u.len();
     check_sticks(u, omega, k)?;
@@ -301,7 +306,8 @@ pub fn optimize_sticks(
     }
     let w = linear_weights(p, hyp);
     let (a1, a0) = top_coefs(k, hyp);
-    let fixed_omega: Option<Vec<f64>> = if opts.heuristic_omega { Some(a1.iter().zip(a0.iter()).map(|(x, y)| x + y).collect()) } else { None };
+    let fixed_omega: Option<Vec<f64>> =
+        if opts.heuristic_omega { Some(a1.iter().zip(a0.iter()).map(|(x, y)| x + y).collect()) } else { None };
     let n_var = if opts.heuristic_omega { k } else { 2 * k };
     let lo = (U_EPS / (1.0 - U_EPS)).ln();
     // unconstrained coordinates x = [logit û, ln ω̂]; minimise g = −f
@@ -579,13 +585,16 @@ pub fn hdp_elbo_alloc(
 /// `α/K + κ δ_j`.
 pub fn finite_hmm_prior(k: usize, hyp: &HmmHyper) -> Array2<f64> {
     let kf = k.max(1) as f64;
-    Array2::from_shape_fn((k + 1, k), |(j, l)| {
-        if j == 0 {
-            hyp.start_alpha / kf
-        } else {
-            hyp.alpha / kf + if l == j - 1 { hyp.kappa } else { 0.0 }
-        }
-    })
+    Array2::from_shape_fn(
+        (k + 1, k),
+        |(j, l)| {
+            if j == 0 {
+                hyp.start_alpha / kf
+            } else {
+                hyp.alpha / kf + if l == j - 1 { hyp.kappa } else { 0.0 }
+            }
+        },
+    )
 }
 
 /// Optimal `θ̂ = prior + counts` of the finite HMM (`(K+1) × K`, row 0 = start row).
@@ -689,8 +698,16 @@ mod tests {
                 let om = Array1::from_elem(3, 1.0 + h.gamma);
                 let th = hdp_theta(m0.view(), m.view(), u.view(), &h).unwrap();
                 let before = hdp_elbo_alloc(m0.view(), m.view(), z.view(), zz.view(), th.view(), u.view(), om.view(), &h).unwrap().total;
-                let g = hdp_global_step(m0.view(), m.view(), u.view(), om.view(), &h, 5, StickOptions { heuristic_omega: heuristic, max_iter: 500 })
-                    .unwrap();
+                let g = hdp_global_step(
+                    m0.view(),
+                    m.view(),
+                    u.view(),
+                    om.view(),
+                    &h,
+                    5,
+                    StickOptions { heuristic_omega: heuristic, max_iter: 500 },
+                )
+                .unwrap();
                 let after =
                     hdp_elbo_alloc(m0.view(), m.view(), z.view(), zz.view(), g.theta.view(), g.u.view(), g.omega.view(), &h).unwrap().total;
                 assert!(after >= before - 1e-9 * before.abs(), "{kappa} {heuristic}: {after} < {before}");

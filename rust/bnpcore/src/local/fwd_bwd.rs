@@ -627,7 +627,12 @@ pub struct ViterbiOutput {
 ///
 /// # Errors
 /// As [`forward_backward`].
-pub fn viterbi(log_lik: ArrayView2<f64>, seq_range: ArrayView1<i64>, log_start: ArrayView1<f64>, log_trans: ArrayView2<f64>) -> Result<ViterbiOutput> {
+pub fn viterbi(
+    log_lik: ArrayView2<f64>,
+    seq_range: ArrayView1<i64>,
+    log_start: ArrayView1<f64>,
+    log_trans: ArrayView2<f64>,
+) -> Result<ViterbiOutput> {
     let k = check_inputs(log_lik, log_start, log_trans)?;
     let bounds = check_seq_range(seq_range, log_lik.nrows())?;
     let c = log_lik.as_slice().ok_or_else(|| Error::data("log_lik", "must be C-contiguous (use np.ascontiguousarray)"))?;
@@ -831,7 +836,9 @@ mod tests {
         let (c, sr, p0, p) = problem(99, &lens, 4, 3.0);
         let run = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-            pool.install(|| forward_backward(c.view(), sr.view(), p0.view(), p.view(), FbOptions { return_resp: true, log_space: false }).unwrap())
+            pool.install(|| {
+                forward_backward(c.view(), sr.view(), p0.view(), p.view(), FbOptions { return_resp: true, log_space: false }).unwrap()
+            })
         };
         let (a, b) = (run(1), run(3));
         assert_eq!(a.log_z_sum.to_bits(), b.log_z_sum.to_bits());
