@@ -29,11 +29,14 @@ def _seqs(seq_range):
 
 
 def forward_backward_seq(C, log_start, log_trans):
-    """Log-space forward-backward of one sequence.
+    """Log-space forward-backward of one sequence, normalised at every step.
 
-    Formulas: la_1 = P0 + C_1; la_t(k) = logsumexp_j(la_{t-1}(j) + P_jk) + C_tk;
-    lb_T = 0; lb_t(j) = logsumexp_k(P_jk + C_{t+1,k} + lb_{t+1}(k)); log Z = logsumexp(la_T);
-    r_t = exp(la_t + lb_t - log Z); s_tjk = exp(la_t(j) + P_jk + C_{t+1,k} + lb_{t+1}(k) - log Z).
+    Formulas: la_1 = P0 + C_1; la_t(k) = logsumexp_j(la_{t-1}(j) + P_jk) + C_tk, then
+    lz_t = logsumexp_k la_t(k) and la_t -= lz_t (so la_t is the log filtering distribution and
+    log Z = sum_t lz_t); lb_T = 0; lb_t(j) = logsumexp_k(P_jk + C_{t+1,k} + lb_{t+1}(k)) - lz_{t+1};
+    r_t = exp(la_t + lb_t) (renormalised); s_tjk = exp(la_t(j) + P_jk + C_{t+1,k} + lb_{t+1}(k) - lz_{t+1}).
+    The per-step normalisation keeps every log quantity at the scale of one step (an unnormalised
+    recursion carries log-weights of size |log Z| and loses digits to cancellation).
 
     Returns
     -------
@@ -44,17 +47,20 @@ def forward_backward_seq(C, log_start, log_trans):
     C = np.asarray(C, dtype=float)
     T, K = C.shape
     la = np.zeros((T, K))
-    la[0] = log_start + C[0]
-    for t in range(1, T):
-        la[t] = logsumexp(la[t - 1][:, None] + log_trans, axis=0) + C[t]
+    lz = np.zeros(T)
+    for t in range(T):
+        la[t] = (log_start if t == 0 else logsumexp(la[t - 1][:, None] + log_trans, axis=0)) + C[t]
+        lz[t] = logsumexp(la[t])
+        la[t] -= lz[t]
     lb = np.zeros((T, K))
     for t in range(T - 2, -1, -1):
-        lb[t] = logsumexp(log_trans + (C[t + 1] + lb[t + 1])[None, :], axis=1)
-    log_z = float(logsumexp(la[-1]))
-    resp = np.exp(la + lb - log_z)
+        lb[t] = logsumexp(log_trans + (C[t + 1] + lb[t + 1])[None, :], axis=1) - lz[t + 1]
+    log_z = float(lz.sum())
+    resp = np.exp(la + lb)
+    resp /= resp.sum(axis=1, keepdims=True)
     pair = np.zeros((max(T - 1, 0), K, K))
     for t in range(T - 1):
-        pair[t] = np.exp(la[t][:, None] + log_trans + (C[t + 1] + lb[t + 1])[None, :] - log_z)
+        pair[t] = np.exp(la[t][:, None] + log_trans + (C[t + 1] + lb[t + 1])[None, :] - lz[t + 1])
     return log_z, resp, pair
 
 
