@@ -82,6 +82,8 @@ def forward_backward(
     log_trans: F64,
     *,
     return_resp: bool = False,
+    return_seq_counts: bool = False,
+    merge_pairs: Optional[Sequence[tuple[int, int]]] = None,
     log_space: bool = False,
     n_threads: Optional[int] = None,
 ) -> dict[str, Any]: ...
@@ -96,6 +98,8 @@ def hmm_local_step(
     log_trans: F64,
     *,
     return_resp: bool = False,
+    return_seq_counts: bool = False,
+    merge_pairs: Optional[Sequence[tuple[int, int]]] = None,
     n_threads: Optional[int] = None,
 ) -> dict[str, Any]: ...
 def hmm_global_step(

@@ -554,3 +554,36 @@ def test_bad_input_names_the_argument():
         _core.hmm_global_step(np.ones(2), np.ones((2, 2)), np.full(2, 0.5), np.ones(2), alpha=0.5, start_alpha=1.0, kappa=-1.0, gamma=1.0)
     with pytest.raises(ParameterError, match="omega_update"):
         _core.hmm_global_step(np.ones(2), np.ones((2, 2)), np.full(2, 0.5), np.ones(2), alpha=0.5, start_alpha=1.0, kappa=0.0, gamma=1.0, omega_update="x")
+
+
+@SETTINGS
+@given(problems(max_K=4, max_T=6), st.integers(0, 2**32 - 1), st.booleans())
+def test_merge_tables_equal_explicitly_merged_chains(p, seed, log_space):
+    """T-MERGE1: the tracked merge tables assemble into exactly the entropy tables of the explicitly
+    merged pairwise marginals; per-sequence counts add up to N."""
+    K = p["C"].shape[1]
+    if K < 2:
+        return
+    rng = np.random.default_rng(seed)
+    pairs = sorted({tuple(sorted(rng.choice(K, size=2, replace=False).tolist())) for _ in range(3)})
+    out = run_core(p, log_space=log_space, merge_pairs=pairs, return_seq_counts=True)
+    close(out["seq_counts"].sum(axis=0), out["N"], atol=1e-12)
+    sr = p["seq_range"]
+    close(out["seq_counts"], np.array([out["resp"][a:b].sum(axis=0) for a, b in zip(sr[:-1], sr[1:])]), atol=1e-12)
+    r = ref.forward_backward(p["C"], sr, p["log_start"], p["log_trans"])
+    for q, (i, j) in enumerate(pairs):
+        want_start, want = ref.merge_pair_tables(r["resp"], r["pair"], sr, i, j)
+        keep = [k for k in range(K) if k != j]
+        got = out["h_trans"].copy()
+        got[i, :] = out["merge_h_row"][q]
+        got[:, i] = out["merge_h_col"][q]
+        got[i, i] = out["merge_h_self"][q]
+        got = got[np.ix_(keep, keep)]
+        close(got, want, atol=1e-9, rtol=1e-9)
+        got_start = out["h_start"].copy()
+        got_start[i] = out["merge_h_start"][q]
+        close(got_start[keep], want_start, atol=1e-10, rtol=1e-10)
+        # (no "entropy never increases" check: the Markov chain built from merged pairwise marginals
+        # is the maximum-entropy chain with those marginals and can exceed the unmerged entropy)
+    with pytest.raises(ParameterError, match="merge_pairs"):
+        run_core(p, merge_pairs=[(1, 1)])

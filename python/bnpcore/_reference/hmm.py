@@ -352,3 +352,32 @@ def raw_elbo_hmm(log_lik, resp, pairs, seq_range, theta, u, omega, alpha, start_
     prior = hmm_prior_table(u, alpha, start_alpha, kappa)
     glob = sum(-_c_dir(theta[j]) for j in range(K + 1)) + float(np.sum((prior - theta) * P))
     return val + ent + glob + hmm_top_surrogate(u, omega, alpha, start_alpha, kappa, gamma)
+
+
+def merge_pair_tables(resp, pairs, seq_range, i, j):
+    """Entropy tables of the candidate that merges state j into state i, computed by explicitly
+    merging the local parameters (thesis §6.5.1): r'_t = r_t with column j added to column i and
+    removed, s'_t = s_t with index j summed into i along both axes, then :func:`chain_summaries`.
+
+    Returns
+    -------
+    h_start : ndarray of shape (K - 1,)
+    h_trans : ndarray of shape (K - 1, K - 1)
+        The merged tables, in the state order of the merged model (indices > j shift down by one).
+    """
+    K = resp.shape[1]
+    keep = [k for k in range(K) if k != j]
+    h_start = np.zeros(K - 1)
+    h_trans = np.zeros((K - 1, K - 1))
+    for (a, b), s in zip(_seqs(seq_range), pairs):
+        r = resp[a:b].copy()
+        r[:, i] += r[:, j]
+        r = r[:, keep]
+        s2 = s.copy()
+        s2[:, i, :] += s2[:, j, :]
+        s2[:, :, i] += s2[:, :, j]
+        s2 = s2[:, keep][:, :, keep]
+        out = chain_summaries(r, s2)
+        h_start += out["h_start"]
+        h_trans += out["h_trans"]
+    return h_start, h_trans

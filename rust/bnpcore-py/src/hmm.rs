@@ -25,15 +25,24 @@ fn fb_dict<'py>(py: Python<'py>, out: FbOutput) -> PyResult<Bound<'py, PyDict>> 
     if let Some(r) = out.resp {
         d.set_item("resp", r.into_pyarray(py))?;
     }
+    if let Some(c) = out.seq_counts {
+        d.set_item("seq_counts", c.into_pyarray(py))?;
+    }
+    d.set_item("merge_h_row", out.merge_h_row.into_pyarray(py))?;
+    d.set_item("merge_h_col", out.merge_h_col.into_pyarray(py))?;
+    d.set_item("merge_h_self", out.merge_h_self.into_pyarray(py))?;
+    d.set_item("merge_h_start", out.merge_h_start.into_pyarray(py))?;
     Ok(d)
 }
 
 /// Forward-backward over the sequences `seq_range` of `log_lik` (T_total × K) with start and
 /// transition log-potentials (used as given, never renormalised). Returns a dict with `N`,
 /// `start_count`, `trans_count`, `h_start`, `h_trans`, `log_z` (per sequence), `log_z_sum`,
-/// `n_log_space` and, with `return_resp`, `resp`.
+/// `n_log_space`, the merge tables `merge_h_row`, `merge_h_col` (n_pairs × K), `merge_h_self`,
+/// `merge_h_start` (n_pairs) of `merge_pairs`, and optionally `resp` and `seq_counts` (n_seqs × K).
 #[pyfunction]
-#[pyo3(signature = (log_lik, seq_range, log_start, log_trans, *, return_resp = false, log_space = false, n_threads = None))]
+#[pyo3(signature = (log_lik, seq_range, log_start, log_trans, *, return_resp = false, return_seq_counts = false,
+                    merge_pairs = None, log_space = false, n_threads = None))]
 fn forward_backward<'py>(
     py: Python<'py>,
     log_lik: PyReadonlyArray2<'py, f64>,
@@ -41,11 +50,14 @@ fn forward_backward<'py>(
     log_start: PyReadonlyArray1<'py, f64>,
     log_trans: PyReadonlyArray2<'py, f64>,
     return_resp: bool,
+    return_seq_counts: bool,
+    merge_pairs: Option<Vec<(usize, usize)>>,
     log_space: bool,
     n_threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (c, sr, p0, p) = (log_lik.as_array(), seq_range.as_array(), log_start.as_array(), log_trans.as_array());
-    let out = run(py, n_threads, || fwd_bwd::forward_backward(c, sr, p0, p, FbOptions { return_resp, log_space }))?;
+    let opts = FbOptions { return_resp, log_space, return_seq_counts, merge_pairs: merge_pairs.unwrap_or_default() };
+    let out = run(py, n_threads, || fwd_bwd::forward_backward(c, sr, p0, p, &opts))?;
     fb_dict(py, out)
 }
 
@@ -68,7 +80,8 @@ fn viterbi<'py>(
 /// HMM local step of a batch for an observation model: the forward-backward dict plus `S`
 /// (observation statistics of the marginals) and `h_sum`.
 #[pyfunction]
-#[pyo3(signature = (obs, x, n_post, s_post, seq_range, log_start, log_trans, *, return_resp = false, n_threads = None))]
+#[pyo3(signature = (obs, x, n_post, s_post, seq_range, log_start, log_trans, *, return_resp = false, return_seq_counts = false,
+                    merge_pairs = None, n_threads = None))]
 fn hmm_local_step<'py>(
     py: Python<'py>,
     obs: &PyObs,
@@ -79,11 +92,14 @@ fn hmm_local_step<'py>(
     log_start: PyReadonlyArray1<'py, f64>,
     log_trans: PyReadonlyArray2<'py, f64>,
     return_resp: bool,
+    return_seq_counts: bool,
+    merge_pairs: Option<Vec<(usize, usize)>>,
     n_threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (x, n, s, sr) = (x.as_array(), n_post.as_array(), s_post.as_array(), seq_range.as_array());
     let (p0, p) = (log_start.as_array(), log_trans.as_array());
-    let out = run(py, n_threads, || fwd_bwd::local_step_obs(&obs.inner, x, n, s, sr, p0, p, return_resp))?;
+    let opts = FbOptions { return_resp, log_space: false, return_seq_counts, merge_pairs: merge_pairs.unwrap_or_default() };
+    let out = run(py, n_threads, || fwd_bwd::local_step_obs(&obs.inner, x, n, s, sr, p0, p, &opts))?;
     let d = fb_dict(py, out.fb)?;
     d.set_item("S", out.s.into_pyarray(py))?;
     d.set_item("h_sum", out.h_sum)?;

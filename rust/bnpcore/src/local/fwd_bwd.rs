@@ -43,7 +43,7 @@
 //! leaf size that depends on the number of sequences only), so every output is bit-identical for
 //! any number of threads.
 
-use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
+use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
@@ -56,12 +56,17 @@ pub const MIN_SCALE: f64 = 1e-280;
 const NORM_TOL: f64 = 1e-8;
 
 /// Options of [`forward_backward`].
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct FbOptions {
     /// also return the marginals `r̂` (`T_total × K`)
     pub return_resp: bool,
     /// run the log-space recursion for every sequence (for testing; the scaled one is faster)
     pub log_space: bool,
+    /// also return the per-sequence state counts `N_dk = Σ_t r̂_dtk` (`n_seqs × K`; delete moves)
+    pub return_seq_counts: bool,
+    /// candidate merge pairs `(i, j)`, `i < j`, whose merged entropy tables are tracked
+    /// (thesis §6.5.1; see [`FbOutput::merge_h_row`])
+    pub merge_pairs: Vec<(usize, usize)>,
 }
 
 /// Everything [`forward_backward`] returns (sums over all sequences of the call).
@@ -85,6 +90,19 @@ pub struct FbOutput {
     pub resp: Option<Array2<f64>>,
     /// number of sequences that needed the log-space recursion
     pub n_log_space: usize,
+    /// per-sequence counts `N_dk` if requested (`n_seqs × K`)
+    pub seq_counts: Option<Array2<f64>>,
+    /// for merge pair `p = (i, j)`: merged outgoing row
+    /// `R_b = −Σ_{d,t} (ŝ_tib + ŝ_tjb) ln((ŝ_tib + ŝ_tjb) / (ς_ti + ς_tj))` for `b ≠ i, j` (0 at `b = i, j`),
+    /// with row sums `ς_ta = Σ_m ŝ_tam` (`n_pairs × K`)
+    pub merge_h_row: Array2<f64>,
+    /// merged incoming column `Q_a = −Σ (ŝ_tai + ŝ_taj) ln((ŝ_tai + ŝ_taj) / ς_ta)` for `a ≠ i, j`
+    /// (0 at `a = i, j`) (`n_pairs × K`)
+    pub merge_h_col: Array2<f64>,
+    /// merged self entry `X = −Σ μ_t ln(μ_t / (ς_ti + ς_tj))`, `μ_t = ŝ_tii + ŝ_tij + ŝ_tji + ŝ_tjj`
+    pub merge_h_self: Array1<f64>,
+    /// merged start entropy `−Σ_d (r̂_d1i + r̂_d1j) ln(r̂_d1i + r̂_d1j)`
+    pub merge_h_start: Array1<f64>,
 }
 
 /// Validate sequence offsets: `seq_range[0] == 0`, strictly increasing (no empty sequence), last
@@ -119,6 +137,7 @@ pub fn check_seq_range(seq_range: ArrayView1<i64>, n_rows: usize) -> Result<Vec<
 /// Shared read-only inputs of a call.
 struct Model<'a> {
     k: usize,
+    pairs: Vec<(usize, usize)>,
     c: &'a [f64],
     bounds: &'a [usize],
     log_start: Vec<f64>,
@@ -166,7 +185,7 @@ impl<'a> Model<'a> {
                 at[l * k + j] = a[j * k + l];
             }
         }
-        Model { k, c, bounds, log_start, pi0, log_a, a, at }
+        Model { k, pairs: Vec::new(), c, bounds, log_start, pi0, log_a, a, at }
     }
 }
 
@@ -177,13 +196,27 @@ struct Acc {
     m: Vec<f64>,
     h0: Vec<f64>,
     h: Vec<f64>,
+    /// merge tables, `2K + 2` per pair: `[R (K), Q (K), X, H'start]`
+    mp: Vec<f64>,
     log_z: Vec<f64>,
+    /// per-sequence counts, `K` per sequence (only if requested)
+    seq_n: Vec<f64>,
     n_log: usize,
 }
 
 impl Acc {
-    fn zeros(k: usize) -> Self {
-        Acc { n: vec![0.0; k], m0: vec![0.0; k], m: vec![0.0; k * k], h0: vec![0.0; k], h: vec![0.0; k * k], log_z: Vec::new(), n_log: 0 }
+    fn zeros(k: usize, n_pairs: usize) -> Self {
+        Acc {
+            n: vec![0.0; k],
+            m0: vec![0.0; k],
+            m: vec![0.0; k * k],
+            h0: vec![0.0; k],
+            h: vec![0.0; k * k],
+            mp: vec![0.0; n_pairs * (2 * k + 2)],
+            log_z: Vec::new(),
+            seq_n: Vec::new(),
+            n_log: 0,
+        }
     }
     fn add_assign(&mut self, o: &Acc) {
         add(&mut self.n, &o.n);
@@ -191,15 +224,17 @@ impl Acc {
         add(&mut self.m, &o.m);
         add(&mut self.h0, &o.h0);
         add(&mut self.h, &o.h);
+        add(&mut self.mp, &o.mp);
     }
     fn combine(mut self, o: Acc) -> Acc {
         self.add_assign(&o);
         self.log_z.extend_from_slice(&o.log_z);
+        self.seq_n.extend_from_slice(&o.seq_n);
         self.n_log += o.n_log;
         self
     }
     fn clear(&mut self) {
-        for v in [&mut self.n, &mut self.m0, &mut self.m, &mut self.h0, &mut self.h] {
+        for v in [&mut self.n, &mut self.m0, &mut self.m, &mut self.h0, &mut self.h, &mut self.mp] {
             v.iter_mut().for_each(|x| *x = 0.0);
         }
     }
@@ -223,6 +258,37 @@ struct Scratch {
     aw: Vec<f64>,
     law: Vec<f64>,
     r: Vec<f64>,
+    /// one pairwise matrix `ŝ_t` (only with merge pairs)
+    s: Vec<f64>,
+    /// its row sums
+    rows: Vec<f64>,
+}
+
+/// Accumulate the merge tables of every pair from one pairwise matrix `s` (`K × K`, row-major).
+fn merge_step(s: &[f64], rows: &mut [f64], k: usize, pairs: &[(usize, usize)], mp: &mut [f64]) {
+    for (a, o) in rows.iter_mut().enumerate() {
+        *o = s[a * k..(a + 1) * k].iter().sum();
+    }
+    let nlogq = |v: f64, tot: f64| if v > 0.0 && tot > 0.0 { -v * (v / tot).ln() } else { 0.0 };
+    for (p, &(i, j)) in pairs.iter().enumerate() {
+        let base = p * (2 * k + 2);
+        let sij = rows[i] + rows[j];
+        for b in 0..k {
+            if b != i && b != j {
+                mp[base + b] += nlogq(s[i * k + b] + s[j * k + b], sij);
+                mp[base + k + b] += nlogq(s[b * k + i] + s[b * k + j], rows[b]);
+            }
+        }
+        let mu = s[i * k + i] + s[i * k + j] + s[j * k + i] + s[j * k + j];
+        mp[base + 2 * k] += nlogq(mu, sij);
+    }
+}
+
+/// Merged start entropies from the first marginal `r1`.
+fn merge_start(r1: &[f64], k: usize, pairs: &[(usize, usize)], mp: &mut [f64]) {
+    for (p, &(i, j)) in pairs.iter().enumerate() {
+        mp[p * (2 * k + 2) + 2 * k + 1] = -xlogx(r1[i] + r1[j]);
+    }
 }
 
 fn grow(v: &mut Vec<f64>, n: usize) {
@@ -295,7 +361,12 @@ fn seq_scaled_impl(m: &Model, c: &[f64], t_len: usize, sc: &mut Scratch, st: &mu
     for v in [&mut sc.b, &mut sc.bn, &mut sc.w, &mut sc.lw, &mut sc.aw, &mut sc.law, &mut sc.r] {
         grow(v, k);
     }
-    let Scratch { e, alpha, z, b, bn, w, lw, aw, law, r } = sc;
+    let np = m.pairs.len();
+    if np > 0 {
+        grow(&mut sc.s, k * k);
+        grow(&mut sc.rows, k);
+    }
+    let Scratch { e, alpha, z, b, bn, w, lw, aw, law, r, s: smat, rows } = sc;
     let mut log_z = 0.0;
     // forward
     for t in 0..t_len {
@@ -369,11 +440,20 @@ fn seq_scaled_impl(m: &Model, c: &[f64], t_len: usize, sc: &mut Scratch, st: &mu
             let grow = &mut st.h[j * k..(j + 1) * k];
             pair_row(mrow, grow, arow, w, lw, coef, lj);
         }
+        if np > 0 {
+            for (j, &aj) in at.iter().enumerate() {
+                let coef = aj * inv;
+                let srow = &mut smat[j * k..(j + 1) * k];
+                srow.iter_mut().zip(&m.a[j * k..(j + 1) * k]).zip(w.iter()).for_each(|((o, &x), &y)| *o = coef * x * y);
+            }
+            merge_step(&smat[..k * k], &mut rows[..k], k, &m.pairs, &mut st.mp);
+        }
         b.copy_from_slice(bn);
     }
     // H_jk = −Σ_t ŝ_tjk (P_jk + ln w_k − ln (A w)_j) = −P_jk M_jk − G_jk (P is finite)
     st.h.iter_mut().zip(&st.m).zip(&m.log_a).for_each(|((h, &mv), &p)| *h = -(p * mv) - *h);
     st.m0.copy_from_slice(&r[..k]);
+    merge_start(&r[..k], k, &m.pairs, &mut st.mp);
     st.h0.iter_mut().zip(&r[..k]).for_each(|(o, &x)| *o = -xlogx(x));
     Some(log_z)
 }
@@ -400,7 +480,12 @@ fn seq_log_space(m: &Model, c: &[f64], t_len: usize, sc: &mut Scratch, st: &mut 
     for v in [&mut sc.b, &mut sc.bn, &mut sc.w, &mut sc.r, &mut sc.aw] {
         grow(v, k);
     }
-    let Scratch { alpha: la, z: lz, b: lb, bn: lbn, w: v, r, aw: tmp, .. } = sc;
+    let np = m.pairs.len();
+    if np > 0 {
+        grow(&mut sc.s, k * k);
+        grow(&mut sc.rows, k);
+    }
+    let Scratch { alpha: la, z: lz, b: lb, bn: lbn, w: v, r, aw: tmp, s: smat, rows, .. } = sc;
     let tmp = &mut tmp[..k];
     let mut log_z = 0.0;
     for t in 0..t_len {
@@ -455,12 +540,19 @@ fn seq_log_space(m: &Model, c: &[f64], t_len: usize, sc: &mut Scratch, st: &mut 
                     st.m[j * k + l] += s;
                     st.h[j * k + l] -= s * lcond;
                 }
+                if np > 0 {
+                    smat[j * k + l] = s;
+                }
             }
+        }
+        if np > 0 {
+            merge_step(&smat[..k * k], &mut rows[..k], k, &m.pairs, &mut st.mp);
         }
         lb.copy_from_slice(lbn);
     }
     st.m0.copy_from_slice(r);
     st.h0.iter_mut().zip(r.iter()).for_each(|(o, &x)| *o = -xlogx(x));
+    merge_start(r, k, &m.pairs, &mut st.mp);
     log_z
 }
 
@@ -481,10 +573,11 @@ fn seqs_per_leaf(n_seqs: usize) -> usize {
     n_seqs.div_ceil(64).max(1)
 }
 
-fn leaf(m: &Model, log_space: bool, s0: usize, s1: usize, mut resp: Option<&mut [f64]>) -> Acc {
+fn leaf(m: &Model, opts: &FbOptions, s0: usize, s1: usize, mut resp: Option<&mut [f64]>) -> Acc {
     let k = m.k;
-    let mut acc = Acc::zeros(k);
-    let mut st = Acc::zeros(k);
+    let log_space = opts.log_space;
+    let mut acc = Acc::zeros(k, m.pairs.len());
+    let mut st = Acc::zeros(k, m.pairs.len());
     let mut sc = Scratch::default();
     let row0 = m.bounds[s0];
     for d in s0..s1 {
@@ -506,6 +599,9 @@ fn leaf(m: &Model, log_space: bool, s0: usize, s1: usize, mut resp: Option<&mut 
         };
         acc.add_assign(&st);
         acc.log_z.push(lz);
+        if opts.return_seq_counts {
+            acc.seq_n.extend_from_slice(&st.n);
+        }
     }
     if log_space {
         acc.n_log = s1 - s0;
@@ -513,10 +609,10 @@ fn leaf(m: &Model, log_space: bool, s0: usize, s1: usize, mut resp: Option<&mut 
     acc
 }
 
-fn rec(m: &Model, log_space: bool, c0: usize, c1: usize, chunk: usize, resp: Option<&mut [f64]>) -> Acc {
+fn rec(m: &Model, opts: &FbOptions, c0: usize, c1: usize, chunk: usize, resp: Option<&mut [f64]>) -> Acc {
     let n_seqs = m.bounds.len() - 1;
     if c1 - c0 == 1 {
-        return leaf(m, log_space, c0 * chunk, ((c0 + 1) * chunk).min(n_seqs), resp);
+        return leaf(m, opts, c0 * chunk, ((c0 + 1) * chunk).min(n_seqs), resp);
     }
     let mid = c0 + (c1 - c0) / 2;
     let split = (m.bounds[mid * chunk] - m.bounds[c0 * chunk]) * m.k;
@@ -527,7 +623,7 @@ fn rec(m: &Model, log_space: bool, c0: usize, c1: usize, chunk: usize, resp: Opt
         }
         None => (None, None),
     };
-    let (a, b) = rayon::join(|| rec(m, log_space, c0, mid, chunk, ra), || rec(m, log_space, mid, c1, chunk, rb));
+    let (a, b) = rayon::join(|| rec(m, opts, c0, mid, chunk, ra), || rec(m, opts, mid, c1, chunk, rb));
     a.combine(b)
 }
 
@@ -536,22 +632,35 @@ fn rec(m: &Model, log_space: bool, c0: usize, c1: usize, chunk: usize, resp: Opt
 /// # Errors
 /// [`Error::Shape`] if `log_start` is not `(K,)` or `log_trans` not `(K, K)`;
 /// [`Error::NonFinite`] for NaN/inf in any input; [`Error::InvalidParam`] for bad `seq_range`;
-/// [`Error::InvalidData`] if `log_lik` is not C-contiguous.
+/// [`Error::InvalidData`] if `log_lik` is not C-contiguous; [`Error::InvalidParam`] for a merge pair
+/// that is not `i < j < K`.
 pub fn forward_backward(
     log_lik: ArrayView2<f64>,
     seq_range: ArrayView1<i64>,
     log_start: ArrayView1<f64>,
     log_trans: ArrayView2<f64>,
-    opts: FbOptions,
+    opts: &FbOptions,
 ) -> Result<FbOutput> {
     let k = check_inputs(log_lik, log_start, log_trans)?;
     let bounds = check_seq_range(seq_range, log_lik.nrows())?;
     let c = log_lik.as_slice().ok_or_else(|| Error::data("log_lik", "must be C-contiguous (use np.ascontiguousarray)"))?;
-    let m = Model::new(c, k, &bounds, log_start, log_trans);
+    if let Some(&(i, j)) = opts.merge_pairs.iter().find(|&&(i, j)| !(i < j && j < k)) {
+        return Err(Error::param("merge_pairs", format!("each pair (i, j) needs i < j < K = {k}, got ({i}, {j})")));
+    }
+    let mut m = Model::new(c, k, &bounds, log_start, log_trans);
+    m.pairs.clone_from(&opts.merge_pairs);
     let n_seqs = bounds.len() - 1;
     let chunk = seqs_per_leaf(n_seqs);
     let mut resp = if opts.return_resp { Some(vec![0.0; log_lik.nrows() * k]) } else { None };
-    let acc = rec(&m, opts.log_space, 0, n_seqs.div_ceil(chunk), chunk, resp.as_deref_mut());
+    let acc = rec(&m, opts, 0, n_seqs.div_ceil(chunk), chunk, resp.as_deref_mut());
+    let np = opts.merge_pairs.len();
+    let w = 2 * k + 2;
+    let mp = Array2::from_shape_vec((np, w), acc.mp).map_err(|e| Error::Numerical { what: e.to_string() })?;
+    let seq_counts = if opts.return_seq_counts {
+        Some(Array2::from_shape_vec((n_seqs, k), acc.seq_n).map_err(|e| Error::Numerical { what: e.to_string() })?)
+    } else {
+        None
+    };
     let log_z_sum = acc.log_z.iter().sum();
     let kk = (k, k);
     let to2 = |v: Vec<f64>| Array2::from_shape_vec(kk, v).map_err(|e| Error::Numerical { what: e.to_string() });
@@ -568,6 +677,11 @@ pub fn forward_backward(
             None => None,
         },
         n_log_space: acc.n_log,
+        seq_counts,
+        merge_h_row: mp.slice(s![.., ..k]).to_owned(),
+        merge_h_col: mp.slice(s![.., k..2 * k]).to_owned(),
+        merge_h_self: mp.column(2 * k).to_owned(),
+        merge_h_start: mp.column(2 * k + 1).to_owned(),
     })
 }
 
@@ -597,14 +711,14 @@ pub fn local_step_obs(
     seq_range: ArrayView1<i64>,
     log_start: ArrayView1<f64>,
     log_trans: ArrayView2<f64>,
-    return_resp: bool,
+    opts: &FbOptions,
 ) -> Result<HmmLocalOutput> {
     let c = obs.e_log_lik(x, n_post, s_post)?;
-    let mut fb = forward_backward(c.view(), seq_range, log_start, log_trans, FbOptions { return_resp: true, log_space: false })?;
+    let mut fb = forward_backward(c.view(), seq_range, log_start, log_trans, &FbOptions { return_resp: true, ..opts.clone() })?;
     let resp = fb.resp.take().ok_or_else(|| Error::Numerical { what: "forward-backward returned no marginals".into() })?;
     let (_, s) = obs.summarize(x, resp.view())?;
     let h_sum = obs.h_sum(x);
-    if return_resp {
+    if opts.return_resp {
         fb.resp = Some(resp);
     }
     Ok(HmmLocalOutput { fb, s, h_sum })
@@ -780,7 +894,14 @@ mod tests {
             let lens = [4usize, 1, 5];
             let (c, sr, p0, p) = problem(seed, &lens, k, spread);
             for log_space in [false, true] {
-                let out = forward_backward(c.view(), sr.view(), p0.view(), p.view(), FbOptions { return_resp: true, log_space }).unwrap();
+                let out = forward_backward(
+                    c.view(),
+                    sr.view(),
+                    p0.view(),
+                    p.view(),
+                    &FbOptions { return_resp: true, log_space, ..Default::default() },
+                )
+                .unwrap();
                 let resp = out.resp.as_ref().unwrap();
                 let mut m_all = Array2::<f64>::zeros((k, k));
                 let mut ent_all = 0.0;
@@ -823,8 +944,15 @@ mod tests {
         let p0 = array![0.0f64.ln_1p(), -800.0];
         let p = array![[-0.1, -800.0], [-800.0, -0.1]];
         let sr = array![0i64, 3];
-        let a = forward_backward(c.view(), sr.view(), p0.view(), p.view(), FbOptions { return_resp: true, log_space: false }).unwrap();
-        let b = forward_backward(c.view(), sr.view(), p0.view(), p.view(), FbOptions { return_resp: true, log_space: true }).unwrap();
+        let a = forward_backward(c.view(), sr.view(), p0.view(), p.view(), &FbOptions { return_resp: true, ..Default::default() }).unwrap();
+        let b = forward_backward(
+            c.view(),
+            sr.view(),
+            p0.view(),
+            p.view(),
+            &FbOptions { return_resp: true, log_space: true, ..Default::default() },
+        )
+        .unwrap();
         assert_eq!(a.n_log_space, 1);
         assert!((a.log_z_sum - b.log_z_sum).abs() < 1e-12 * b.log_z_sum.abs());
         assert!(a.resp.unwrap().iter().all(|v| v.is_finite()));
@@ -837,7 +965,7 @@ mod tests {
         let run = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
             pool.install(|| {
-                forward_backward(c.view(), sr.view(), p0.view(), p.view(), FbOptions { return_resp: true, log_space: false }).unwrap()
+                forward_backward(c.view(), sr.view(), p0.view(), p.view(), &FbOptions { return_resp: true, ..Default::default() }).unwrap()
             })
         };
         let (a, b) = (run(1), run(3));
@@ -859,7 +987,7 @@ mod tests {
         let c = Array2::<f64>::zeros((3, 2));
         let p0 = Array1::<f64>::zeros(2);
         let p = Array2::<f64>::zeros((2, 2));
-        let o = FbOptions::default();
+        let o = &FbOptions::default();
         assert!(forward_backward(c.view(), array![0i64, 2].view(), p0.view(), p.view(), o).is_err());
         assert!(forward_backward(c.view(), array![0i64, 0, 3].view(), p0.view(), p.view(), o).is_err());
         assert!(forward_backward(c.view(), array![1i64, 3].view(), p0.view(), p.view(), o).is_err());
