@@ -983,6 +983,18 @@ mod tests {
     }
 
     #[test]
+    fn autotraits() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<FbOptions>();
+        send_sync::<FbOutput>();
+        send_sync::<ViterbiOutput>();
+        send_sync::<HmmLocalOutput>();
+        send_sync::<crate::alloc::hdp_hmm::HmmHyper>();
+        send_sync::<crate::alloc::hdp_hmm::HdpGlobal>();
+        send_sync::<crate::alloc::hdp_hmm::AllocElbo>();
+    }
+
+    #[test]
     fn bad_input_is_an_error() {
         let c = Array2::<f64>::zeros((3, 2));
         let p0 = Array1::<f64>::zeros(2);
