@@ -86,7 +86,7 @@ def test_ar_observations_in_an_hmm_local_step():
     """The fused HMM local step accepts the AR model (rows [x_t, x_{t-1}])."""
     from bnpcore.datasets import make_sticky_hmm
 
-    X, lengths, _ = make_sticky_hmm("ar", n_seqs=3, seq_len=50, random_state=0)
+    X, _, _ = make_sticky_hmm("ar", n_seqs=3, seq_len=50, random_state=0)
     rows, bounds = [], [0]
     for d in range(3):
         x = X[d * 50 : (d + 1) * 50]

@@ -42,7 +42,7 @@ pub struct ArGauss {
     mv: Array2<f64>,
     c0: f64,
     /// zero-mean Gaussian on `y = [x, p]`, used only for its statistics (`vec(Σ r y yᵀ)`)
-    stats: Gauss,
+    stats: Box<Gauss>,
 }
 
 /// Posterior of all states of an [`ArGauss`] model.
@@ -104,7 +104,7 @@ impl ArGauss {
             .map_err(|_| Error::param("prior_input_precision", "the prior precision V is not positive definite"))?;
         let mv = m.dot(&v);
         let mvm = sym(&mv.dot(&m.t()));
-        let stats = Gauss::zero_mean((f + e) as f64 + 1.0, Array2::eye(f + e))?;
+        let stats = Box::new(Gauss::zero_mean((f + e) as f64 + 1.0, Array2::eye(f + e))?);
         let mut g = ArGauss { f, e, nu, b, v, mvm, mv, c0: 0.0, stats };
         g.c0 = g.c_func(nu, ldb, ldv);
         Ok(g)
@@ -169,7 +169,8 @@ impl ArGauss {
 
 impl ObsModel for ArGauss {
     type Post = ArGaussPost;
-    type DivPrep = ();
+    /// (k-means++ seeding is not supported: [`ObsModel::div_prepare`] always fails)
+    type DivPrep = usize;
 
     fn kind(&self) -> &'static str {
         "ar_gauss"
@@ -290,11 +291,11 @@ impl ObsModel for ArGauss {
         vec![("ar_coefs", a.into_dyn()), ("covariances", cov.into_dyn()), ("dof", post.nu.clone().into_dyn())]
     }
 
-    fn div_prepare(&self, _x: ArrayView2<f64>) -> Result<()> {
+    fn div_prepare(&self, _x: ArrayView2<f64>) -> Result<usize> {
         Err(Error::param("obs", "Bregman k-means++ seeding is not available for the auto-regressive Gaussian"))
     }
 
-    fn div_to(&self, _prep: &(), _i: usize, out: &mut [f64]) {
+    fn div_to(&self, _prep: &usize, _i: usize, out: &mut [f64]) {
         out.iter_mut().for_each(|o| *o = 0.0);
     }
 }
