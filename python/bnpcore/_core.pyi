@@ -121,3 +121,81 @@ def hdp_optimize_rho(
 def hdp_elbo_top(rho: F64, omega: F64, n_docs: float, alpha: float, gamma: float) -> float: ...
 def hdp_elbo_doc(q0: float, q: F64, q_rem: float, p: F64, p_rem: float, alpha: float, beta: F64, beta_rem: float) -> float: ...
 def lda_elbo_doc(n_docs: float, alpha: float, q0: float, q: F64, p: F64) -> float: ...
+# --- hidden Markov models (forward-backward, Viterbi, HDP-HMM / finite-HMM allocation math) ---
+I64 = npt.NDArray[np.int64]
+
+def forward_backward(
+    log_lik: F64,
+    seq_range: I64,
+    log_start: F64,
+    log_trans: F64,
+    *,
+    return_resp: bool = False,
+    return_seq_counts: bool = False,
+    merge_pairs: Optional[Sequence[tuple[int, int]]] = None,
+    log_space: bool = False,
+    n_threads: Optional[int] = None,
+) -> dict[str, Any]: ...
+def viterbi(log_lik: F64, seq_range: I64, log_start: F64, log_trans: F64, *, n_threads: Optional[int] = None) -> tuple[I64, F64]: ...
+def hmm_local_step(
+    obs: ObsModel,
+    x: F64,
+    n_post: F64,
+    s_post: F64,
+    seq_range: I64,
+    log_start: F64,
+    log_trans: F64,
+    *,
+    return_resp: bool = False,
+    return_seq_counts: bool = False,
+    merge_pairs: Optional[Sequence[tuple[int, int]]] = None,
+    n_threads: Optional[int] = None,
+) -> dict[str, Any]: ...
+def hmm_global_step(
+    start_count: F64,
+    trans_count: F64,
+    u: F64,
+    omega: F64,
+    *,
+    alpha: float,
+    start_alpha: float,
+    kappa: float,
+    gamma: float,
+    n_iters: int = 1,
+    omega_update: str = "optimize",
+) -> dict[str, F64]: ...
+def hmm_theta(start_count: F64, trans_count: F64, u: F64, *, alpha: float, start_alpha: float, kappa: float, gamma: float) -> F64: ...
+def hmm_e_log_pi(theta: F64) -> F64: ...
+def hmm_init_u(n_components: int) -> F64: ...
+def hmm_top_objective(
+    u: F64, omega: F64, e_log_pi: F64, *, alpha: float, start_alpha: float, kappa: float, gamma: float
+) -> tuple[float, F64, F64]: ...
+def hmm_optimize_sticks(
+    u: F64,
+    omega: F64,
+    e_log_pi: F64,
+    *,
+    alpha: float,
+    start_alpha: float,
+    kappa: float,
+    gamma: float,
+    omega_update: str = "optimize",
+) -> tuple[F64, F64]: ...
+def hmm_elbo_alloc(
+    start_count: F64,
+    trans_count: F64,
+    h_start: F64,
+    h_trans: F64,
+    theta: F64,
+    u: F64,
+    omega: F64,
+    *,
+    alpha: float,
+    start_alpha: float,
+    kappa: float,
+    gamma: float,
+) -> dict[str, float]: ...
+def finite_hmm_theta(start_count: F64, trans_count: F64, *, alpha: float, start_alpha: float, kappa: float) -> F64: ...
+def finite_hmm_elbo_alloc(
+    start_count: F64, trans_count: F64, h_start: F64, h_trans: F64, theta: F64, *, alpha: float, start_alpha: float, kappa: float
+) -> dict[str, float]: ...

@@ -33,6 +33,7 @@ __all__ = [
     "make_1d_normal",
     "make_bars",
     "make_gaussian_mixture",
+    "make_sticky_hmm",
     "make_toy_bars",
     "make_toy_patches",
     "train_test_split_rows",
@@ -697,3 +698,115 @@ def make_bars(n_docs=1000, n_tokens=200, frac_on_topic=0.95, random_state=0, ret
     if return_doc_topics:
         return counts, topics, doc_topics
     return counts, topics
+# ---------------------------------------------------------------------------
+# sticky hidden Markov models (spec 03 §7.3 and §7.5)
+# ---------------------------------------------------------------------------
+
+#: means of the 8 states of the "diagonally dominant" toy (Hughes thesis §6.6.1, Fig. 6.2)
+_DD_TOY_MEANS = np.array([[0, 20], [20, 0], [-30, -30], [30, -30], [-20, 0], [0, -20], [30, 30], [-30, 30]], dtype=float)
+
+
+def make_sticky_hmm(variant="gauss", n_seqs=None, seq_len=None, random_state=123, return_params=False):
+    """Sequences from a sticky hidden Markov model: the toy of Hughes' thesis §6.6.1 or an
+    auto-regressive variant.
+
+    ``variant="gauss"`` (default) is the "diagonally dominant" toy of the thesis (Fig. 6.2,
+    after Foti et al. 2014): 32 sequences of 1,000 steps, 2-D, 8 states with means
+    (0, 20), (20, 0), (-30, -30), (30, -30), (-20, 0), (0, -20), (30, 30), (-30, 30) and identity
+    covariances; transitions ``P(k -> k) = 0.999``, ``P(k -> k+1 mod 8) = 0.001`` (a cycle, so a
+    sequence visits about two states); sequence ``i`` starts in state ``i mod 8``.
+
+    ``variant="ar"`` is a first-order auto-regressive Gaussian HMM in the spirit of the motion-capture
+    experiments (thesis §6.6.3): 52 sequences of 800 steps, 3-D, 13 states; state ``k`` has
+    ``x_t = A_k x_{t-1} + e_t``, ``e_t ~ N(0, 0.5**2 I)``, where ``A_k`` is a random matrix rescaled to
+    spectral radius 0.95 (a random orthogonal matrix times a diagonal with entries uniform in
+    [0.5, 0.95], so the regimes differ in their rotations and decay rates); self-transition 0.989,
+    the rest spread uniformly over the other states; uniform start state; ``x_0 ~ N(0, I)``.
+    An AR model conditions on the first observation: pair ``X[t]`` with ``X[t-1]`` inside each
+    sequence (the first step of every sequence then has no predecessor).
+
+    Parameters
+    ----------
+    variant : {"gauss", "ar"}, default="gauss"
+        Which model to sample from.
+    n_seqs : int or None, default=None
+        Number of sequences (None: 32 for "gauss", 52 for "ar").
+    seq_len : int or None, default=None
+        Length of every sequence (None: 1,000 for "gauss", 800 for "ar").
+    random_state : None, int or numpy.random.Generator, default=123
+        Seed or generator (the thesis' dataset script used seed 123; the draws are not the same).
+    return_params : bool, default=False
+        If True, also return the true parameters.
+
+    Returns
+    -------
+    X : ndarray of shape (n_seqs * seq_len, n_features)
+        The observations of all sequences, concatenated.
+    lengths : ndarray of shape (n_seqs,)
+        Length of each sequence (int64); offsets are ``np.concatenate([[0], np.cumsum(lengths)])``.
+    states : ndarray of shape (n_seqs * seq_len,)
+        True state of every row (int64).
+    params : dict
+        Only if ``return_params``: ``"trans"`` (n_states x n_states), ``"start"`` (the start
+        states of the sequences for "gauss", the start distribution for "ar"), and ``"means"`` and
+        ``"covariances"`` ("gauss") or ``"A"`` and ``"noise_std"`` ("ar").
+
+    Examples
+    --------
+    >>> from bnpcore.datasets import make_sticky_hmm
+    >>> X, lengths, z = make_sticky_hmm(n_seqs=4, seq_len=100, random_state=0)
+    >>> X.shape, lengths.tolist(), int(z.max()) < 8
+    ((400, 2), [100, 100, 100, 100], True)
+    """
+    if variant not in ("gauss", "ar"):
+        raise ValueError(f"variant must be 'gauss' or 'ar', got {variant!r}")
+    n_seqs = (32 if variant == "gauss" else 52) if n_seqs is None else int(n_seqs)
+    seq_len = (1000 if variant == "gauss" else 800) if seq_len is None else int(seq_len)
+    if n_seqs < 1 or seq_len < 1:
+        raise ValueError(f"n_seqs and seq_len must be positive, got {n_seqs} and {seq_len}")
+    rng = _check_random_state(random_state)
+    if variant == "gauss":
+        K, F = 8, 2
+        trans = np.zeros((K, K))
+        trans[np.arange(K), np.arange(K)] = 0.999
+        trans[np.arange(K), (np.arange(K) + 1) % K] = 0.001
+        starts = np.arange(n_seqs) % K
+    else:
+        K, F = 13, 3
+        trans = np.full((K, K), (1.0 - 0.989) / (K - 1))
+        np.fill_diagonal(trans, 0.989)
+        starts = rng.integers(0, K, size=n_seqs)
+        A = np.empty((K, F, F))
+        for k in range(K):
+            q, _ = np.linalg.qr(rng.standard_normal((F, F)))
+            d = rng.uniform(0.5, 0.95, size=F)
+            d[0] = 0.95
+            A[k] = q @ np.diag(d) @ q.T if k % 2 else q @ np.diag(d)
+            A[k] *= 0.95 / max(np.abs(np.linalg.eigvals(A[k])).max(), 1e-12)
+        noise_std = 0.5
+    cum = np.cumsum(trans, axis=1)
+    states = np.empty((n_seqs, seq_len), dtype=np.int64)
+    for d in range(n_seqs):
+        z = int(starts[d])
+        u = rng.random(seq_len)
+        for t in range(seq_len):
+            if t > 0:
+                z = min(int(np.searchsorted(cum[z], u[t], side="right")), K - 1)
+            states[d, t] = z
+    states = states.ravel()
+    if variant == "gauss":
+        X = _DD_TOY_MEANS[states] + rng.standard_normal((states.size, F))
+        params = {"trans": trans, "start": starts, "means": _DD_TOY_MEANS.copy(), "covariances": np.tile(np.eye(F), (K, 1, 1))}
+    else:
+        X = np.empty((states.size, F))
+        noise = noise_std * rng.standard_normal((states.size, F))
+        for d in range(n_seqs):
+            a = d * seq_len
+            X[a] = rng.standard_normal(F)
+            for t in range(a + 1, a + seq_len):
+                X[t] = A[states[t]] @ X[t - 1] + noise[t]
+        params = {"trans": trans, "start": np.full(K, 1.0 / K), "A": A, "noise_std": noise_std}
+    lengths = np.full(n_seqs, seq_len, dtype=np.int64)
+    if return_params:
+        return X, lengths, states, params
+    return X, lengths, states

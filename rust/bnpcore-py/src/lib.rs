@@ -5,6 +5,7 @@
 mod alloc;
 mod errors;
 mod fresh;
+mod hmm;
 mod local;
 mod obs;
 mod parallel;
@@ -23,6 +24,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parallel::default_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::_after_fork_in_child, m)?)?;
     topic::register(m)?;
+    hmm::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

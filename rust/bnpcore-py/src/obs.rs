@@ -46,9 +46,13 @@ impl PyObs {
             }
             "mult" => Mult::new(get_arr1(prior, "lam")?).map(Obs::Mult),
             "bern" => Bern::new(get_arr1(prior, "lam1")?, get_arr1(prior, "lam0")?).map(Obs::Bern),
+            "ar_gauss" => {
+                bnpcore::obs::ArGauss::new(get_f64(prior, "nu")?, get_arr2(prior, "B")?, get_arr2(prior, "M")?, get_arr2(prior, "V")?)
+                    .map(Obs::ArGauss)
+            }
             other => {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "unknown observation model `obs={other:?}`; expected one of gauss, diag_gauss, zero_mean_gauss, mult, bern"
+                    "unknown observation model `obs={other:?}`; expected one of gauss, diag_gauss, zero_mean_gauss, mult, bern, ar_gauss"
                 )))
             }
         };

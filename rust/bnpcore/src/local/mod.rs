@@ -40,6 +40,7 @@
 mod cand32;
 mod dense;
 pub mod doc_topic;
+pub mod fwd_bwd;
 mod proposal;
 mod sparse;
 pub mod top_l;

@@ -12,12 +12,15 @@
 //! | [`DiagGauss`] | Normal-Gamma | `[Σ r x, Σ r x²]` |
 //! | [`Mult`] | Dirichlet | `Σ r x` (word counts) |
 //! | [`Bern`] | Beta | `Σ r x` |
+//! | [`ArGauss`] (auto-regressive, HMMs) | Matrix-Normal-Wishart | `vec(Σ r y yᵀ)`, `y = [x, x_prev]` |
 
+mod ar_gauss;
 mod bern;
 mod diag_gauss;
 mod gauss;
 mod mult;
 
+pub use ar_gauss::{ArGauss, ArGaussPost};
 pub use bern::Bern;
 pub use diag_gauss::DiagGauss;
 pub use gauss::Gauss;
@@ -293,6 +296,8 @@ pub enum Obs {
     Mult(Mult),
     /// Bernoulli
     Bern(Bern),
+    /// first-order auto-regressive Gaussian (rows `[x_t, x_{t−1}]`)
+    ArGauss(ArGauss),
 }
 
 /// Run `$body` with `$m` bound to the concrete model inside an [`Obs`].
@@ -304,6 +309,7 @@ macro_rules! with_obs {
             $crate::obs::Obs::DiagGauss($m) => $body,
             $crate::obs::Obs::Mult($m) => $body,
             $crate::obs::Obs::Bern($m) => $body,
+            $crate::obs::Obs::ArGauss($m) => $body,
         }
     };
 }
