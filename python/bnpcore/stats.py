@@ -300,6 +300,8 @@ class SuffStats:
         out.alloc = alloc if alloc is not None else Part()
         out.entropy = entropy if entropy is not None else Part()
         out.uids = np.asarray(uids, dtype=np.int64)
+        if "N" not in out.obs:
+            raise ValueError("the observation part must hold the counts `N`")
         for name, part in out.parts().items():
             for k, f in part.fields.items():
                 if f.part != name:
@@ -349,14 +351,6 @@ class SuffStats:
         return f"SuffStats(K={self.K}, uids={self.uids.tolist()}, fields={self.field_names()})"
 
     # -------------------------------------------------------------- construction
-    @classmethod
-    def zeros(cls, uids, stat_dim: int) -> SuffStats:
-        k = len(uids)
-        return cls(np.zeros(k), np.zeros((k, stat_dim)), np.zeros(k), 0.0, np.asarray(uids, dtype=np.int64).copy())
-
-    def zeros_like(self) -> SuffStats:
-        return self.scale(0.0)
-
     def copy(self) -> SuffStats:
         return self._with(self.obs.copy(), self.alloc.copy(), self.entropy.copy(), self.uids.copy())
 
@@ -466,20 +460,3 @@ class SuffStats:
                 fields[name] = value
         n_new = int(uids.shape[0])
         return self._map(lambda p: p.append(n_new, fields), uids=np.concatenate([self.uids, uids]))
-
-    # ------------------------------------------------------------------- dicts
-    def to_dict(self, prefix: str = "") -> dict:
-        out = {f"{prefix}{k}": (np.array(v) if np.ndim(v) == 0 else v) for p in (self.obs, self.alloc, self.entropy) for k, v in p.items()}
-        out[f"{prefix}uids"] = self.uids
-        return out
-
-    @classmethod
-    def from_dict(cls, d: dict, prefix: str = "") -> SuffStats:
-        names = [k[len(prefix):] for k in d if k.startswith(prefix)]
-        extra = {k: d[prefix + k] for k in names if k not in ("N", "S", "H", "h", "uids")}
-        return cls(
-            np.asarray(d[f"{prefix}N"], dtype=np.float64), np.asarray(d[f"{prefix}S"], dtype=np.float64),
-            np.asarray(d[f"{prefix}H"], dtype=np.float64), float(d[f"{prefix}h"]), np.asarray(d[f"{prefix}uids"], dtype=np.int64),
-            extra,
-        )
-
