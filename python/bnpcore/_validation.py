@@ -1,4 +1,18 @@
-"""Input validation shared by the estimators."""
+"""Input validation shared by the estimators and the data sources.
+
+Dense arrays go through :func:`check_array`. scipy.sparse input is never densified silently:
+
+* bag-of-words data (documents) stay sparse all the way into Rust: :func:`check_counts_csr`
+  validates them and returns one canonical ``csr_array`` (the document sources of
+  :mod:`bnpcore.data` call it);
+* the mixture observation models have dense Rust kernels today. :func:`check_array` called with
+  the observation model's ``obs`` refuses sparse input for the Gaussian models (a clear
+  :class:`~bnpcore.exceptions.DataError` naming the argument) and, for the count models
+  ``mult``/``bern``, densifies it in one place, :func:`densify_sparse_for_dense_kernel`, to be
+  replaced by the Rust CSR kernel that comes with the topic model.
+
+Sequence lengths (hmmlearn-style ``(X, lengths)``) are checked by :func:`check_lengths`.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +22,92 @@ import numpy as np
 
 from bnpcore.exceptions import DataError, NonFiniteError, ParameterError, ShapeError
 
-__all__ = ["check_array", "check_param", "check_random_state"]
+__all__ = [
+    "DENSIFIED_SPARSE_OBS",
+    "check_array",
+    "check_counts_csr",
+    "check_lengths",
+    "check_param",
+    "check_random_state",
+    "densify_sparse_for_dense_kernel",
+    "is_sparse",
+    "make_csr",
+]
+
+#: Observation models whose mixtures still accept scipy.sparse ``X`` by densifying it one batch at a
+#: time (:func:`densify_sparse_for_dense_kernel`); every other model refuses sparse ``X``.
+DENSIFIED_SPARSE_OBS = ("mult", "bern")
 
 
-def check_array(X, name: str = "X", n_features: int | None = None, min_rows: int = 1) -> np.ndarray:
+def is_sparse(X) -> bool:
+    """Whether ``X`` is a scipy.sparse matrix or array (any format)."""
+    import scipy.sparse
+
+    return bool(scipy.sparse.issparse(X))
+
+
+def densify_sparse_for_dense_kernel(X, name: str = "X", obs: str | None = None) -> np.ndarray:
+    """Dense copy of sparse ``X`` for the dense mixture kernels (``obs`` in :data:`DENSIFIED_SPARSE_OBS`).
+
+    TEMPORARY, and the only place that densifies user data: mixtures of count vectors
+    (``mult``/``bern``) accept scipy.sparse ``X`` by densifying it (one batch at a time when the
+    caller validates batch by batch). It goes when the Rust CSR local step of the topic model
+    serves mixtures too; the callers then keep ``X`` sparse (:func:`check_counts_csr`).
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix or array of shape (n_samples, n_features)
+    name : str
+        Argument name used in error messages.
+    obs : str or None
+        Observation model kind. ``None`` (a caller that does not know the model) keeps the
+        behaviour of earlier versions: densify.
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_features)
+
+    Raises
+    ------
+    DataError
+        If ``obs`` is not in :data:`DENSIFIED_SPARSE_OBS` (the Gaussian models need dense data:
+        densifying a sparse matrix of real values silently could exhaust memory).
+    """
+    if obs is not None and obs not in DENSIFIED_SPARSE_OBS:
+        raise DataError(
+            f"obs={obs!r} needs dense `{name}`; got a scipy.sparse matrix of shape {tuple(X.shape)}: "
+            f"use {name}.toarray() if it fits in memory"
+        )
+    return X.toarray()
+
+
+def check_array(X, name: str = "X", n_features: int | None = None, min_rows: int = 1, *, obs: str | None = None) -> np.ndarray:
     """Return ``X`` as a C-contiguous float64 2-D array, or raise a clear error.
 
-    scipy.sparse input is densified (bag-of-words batches are small per row).
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+    name : str
+        Argument name used in error messages.
+    n_features : int or None
+        Required number of columns (the fitted model's).
+    min_rows : int
+    obs : str or None
+        Observation model kind the array is for; decides what happens to scipy.sparse input
+        (see :func:`densify_sparse_for_dense_kernel`: an error for the Gaussian models, a
+        dense copy for ``mult``/``bern`` and when ``obs`` is None).
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_features), float64, C-contiguous
+
+    Raises
+    ------
+    DataError, NonFiniteError, ShapeError
+        Naming ``name``.
     """
-    if hasattr(X, "toarray") and hasattr(X, "nnz"):
-        X = X.toarray()
+    if is_sparse(X):
+        X = densify_sparse_for_dense_kernel(X, name=name, obs=obs)
     try:
         arr = np.asarray(X)
     except Exception as exc:  # pragma: no cover - exotic inputs
@@ -44,6 +134,167 @@ def check_array(X, name: str = "X", n_features: int | None = None, min_rows: int
         bad = np.argwhere(~np.isfinite(arr))[0]
         raise NonFiniteError(f"`{name}` contains NaN or infinity (first at row {bad[0]}, column {bad[1]})")
     return arr
+
+
+def _first_row(indptr: np.ndarray, pos: int) -> int:
+    """Row of the CSR entry at position ``pos``."""
+    return int(np.searchsorted(indptr, pos, side="right") - 1)
+
+
+def make_csr(data, indices, indptr, shape):
+    """A ``scipy.sparse.csr_array`` over the given triplets with float64 data and int64 indices.
+
+    The arrays are used as they are when they already have these dtypes (no copy), so a batch
+    built from slices of a larger CSR matrix shares its memory (STYLE §4: counts cross the
+    Rust boundary as CSR triplets, indices as ``i64``).
+    """
+    import scipy.sparse
+
+    data = np.asarray(data, dtype=np.float64)
+    indices = np.asarray(indices, dtype=np.int64)
+    indptr = np.asarray(indptr, dtype=np.int64)
+    out = scipy.sparse.csr_array((data, indices, indptr), shape=tuple(int(s) for s in shape), copy=False)
+    # some scipy versions pick int32 indices when they fit: keep the int64 arrays given
+    out.indices, out.indptr, out.data = indices, indptr, data
+    return out
+
+
+def check_counts_csr(X, name: str = "X", n_vocab: int | None = None, min_rows: int = 1):
+    """Validate bag-of-words counts and return them as one canonical CSR matrix, never densified.
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix or array (any format), or array-like of shape (n_docs, n_vocab)
+        Row d holds the word counts of document d. CSC and COO input is converted to CSR once
+        (cost O(nnz)); dense input is converted to CSR.
+    name : str
+        Argument name used in error messages.
+    n_vocab : int or None
+        Required vocabulary size (the fitted model's): ``X`` must have this many columns.
+    min_rows : int
+        Minimum number of documents.
+
+    Returns
+    -------
+    scipy.sparse.csr_array of shape (n_docs, n_vocab)
+        float64 data, int64 ``indices`` and ``indptr`` (``indptr`` is the ``doc_range`` offset
+        array), sorted column indices without duplicates (duplicates are summed). When ``X`` is
+        already such a CSR matrix its arrays are shared, not copied.
+
+    Raises
+    ------
+    ShapeError
+        If ``X`` is not 2-D, has too few rows, no columns, or a width other than ``n_vocab``.
+    DataError
+        If ``X`` is not real numeric, its CSR structure is invalid, or a count is negative or
+        not an integer (the message names the document and the word id).
+    NonFiniteError
+        If a count is NaN or infinite.
+    """
+    import scipy.sparse
+
+    if is_sparse(X):
+        if len(X.shape) != 2:
+            raise ShapeError(f"`{name}` must be 2-D (n_docs, n_vocab), got a sparse array of shape {X.shape}")
+        if X.dtype == object or not (np.issubdtype(X.dtype, np.number) or X.dtype == bool) or np.issubdtype(X.dtype, np.complexfloating):
+            raise DataError(f"`{name}` must hold real numeric counts, got dtype {X.dtype}")
+        csr = X if X.format == "csr" else X.tocsr()  # one O(nnz) conversion; never dense
+    else:
+        csr = scipy.sparse.csr_array(check_array(X, name=name, min_rows=min_rows))
+    n_docs, width = (int(s) for s in csr.shape)
+    if n_docs < min_rows:
+        raise ShapeError(f"`{name}` has {n_docs} documents (rows); at least {min_rows} required")
+    if width == 0:
+        raise ShapeError(f"`{name}` has no columns (empty vocabulary)")
+    if n_vocab is not None and width != n_vocab:
+        raise ShapeError(f"`{name}` has {width} columns (vocabulary size) but the model was fitted with n_vocab={n_vocab}")
+    indptr = np.asarray(csr.indptr)
+    if indptr.shape != (n_docs + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+        raise DataError(f"`{name}` has an invalid CSR structure (indptr must start at 0 and be non-decreasing)")
+    nnz = int(indptr[-1])
+    if csr.indices.shape[0] < nnz or csr.data.shape[0] < nnz:
+        raise DataError(f"`{name}` has an invalid CSR structure (indptr[-1]={nnz} exceeds the stored entries)")
+    indices = np.asarray(csr.indices[:nnz])
+    data = np.asarray(csr.data[:nnz])
+    if nnz and (indices.min() < 0 or indices.max() >= width):
+        pos = int(np.flatnonzero((indices < 0) | (indices >= width))[0])
+        raise DataError(f"`{name}`: word id {int(indices[pos])} of document {_first_row(indptr, pos)} is outside 0..{width - 1}")
+    finite = np.isfinite(data)
+    if not finite.all():
+        pos = int(np.flatnonzero(~finite)[0])
+        raise NonFiniteError(f"`{name}` contains NaN or infinity (document {_first_row(indptr, pos)}, word id {int(indices[pos])})")
+    if nnz and data.min() < 0:
+        pos = int(np.flatnonzero(data < 0)[0])
+        raise DataError(
+            f"`{name}` must hold non-negative counts; document {_first_row(indptr, pos)} has {data[pos]} of word id {int(indices[pos])}"
+        )
+    if data.dtype.kind == "f":
+        bad = data != np.floor(data)
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            raise DataError(
+                f"`{name}` must hold integer counts; document {_first_row(indptr, pos)} has {data[pos]} of word id {int(indices[pos])}"
+            )
+    # canonical: column indices strictly increasing within every document
+    canonical = True
+    if nnz > 1:
+        starts = np.zeros(nnz, dtype=bool)
+        starts[indptr[:-1][indptr[:-1] < nnz]] = True
+        canonical = bool(np.all((np.diff(indices) > 0) | starts[1:]))
+    out = make_csr(data, indices, indptr, (n_docs, width))
+    if not canonical:
+        out = make_csr(data.copy(), indices.copy(), indptr.copy(), (n_docs, width))  # never reorder the caller's arrays
+        out.sum_duplicates()  # sorts and sums in place
+        out = make_csr(out.data, out.indices, out.indptr, (n_docs, width))
+    return out
+
+
+def check_lengths(lengths, n_rows: int, name: str = "lengths", rows_name: str = "X") -> np.ndarray:
+    """Validate hmmlearn-style sequence lengths: positive integers summing to ``n_rows``.
+
+    Parameters
+    ----------
+    lengths : array-like of int, shape (n_seqs,)
+        Sequence s is rows ``sum(lengths[:s]) .. sum(lengths[:s+1])`` of ``X``.
+    n_rows : int
+        Number of rows of ``X``.
+    name, rows_name : str
+        Argument names used in error messages.
+
+    Returns
+    -------
+    ndarray of int64, shape (n_seqs,)
+
+    Raises
+    ------
+    ShapeError
+        If ``lengths`` is not 1-D or empty, or does not sum to ``n_rows``.
+    DataError
+        If an entry is not a positive integer.
+    """
+    try:
+        arr = np.asarray(lengths)
+    except Exception as exc:
+        raise DataError(f"`{name}` could not be converted to an array: {exc}") from None
+    if arr.dtype == bool or arr.dtype == object or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
+        raise DataError(f"`{name}` must hold integers, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise ShapeError(f"`{name}` must be 1-D (one length per sequence), got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ShapeError(f"`{name}` is empty; give at least one sequence")
+    if arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr) | (arr != np.floor(np.where(np.isfinite(arr), arr, 0)))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DataError(f"`{name}` must hold integers; {name}[{i}] = {arr[i]}")
+    if arr.min() < 1:
+        i = int(np.flatnonzero(arr < 1)[0])
+        raise DataError(f"`{name}` must hold positive integers (every sequence has at least one row); {name}[{i}] = {arr[i]}")
+    out = arr.astype(np.int64)
+    total = int(out.sum())
+    if total != n_rows:
+        raise ShapeError(f"`{name}` sums to {total} but `{rows_name}` has {n_rows} rows")
+    return out
 
 
 def check_random_state(seed) -> np.random.SeedSequence:

@@ -1,4 +1,7 @@
-"""Fixed batches of rows (spec 01 §5.3: data are split once into B fixed batches).
+"""Fixed batches of mixture rows (spec 01 §5.3: data are split once into B fixed batches).
+
+Documents and sequences have their own sources (:mod:`bnpcore.data.documents`,
+:mod:`bnpcore.data.sequences`); all follow :class:`bnpcore.data.BatchSource`.
 
 A *batch source* is what the learning algorithms read data from. It has ``len(source)``
 batches, ``source.get(b)`` returns batch ``b`` as a validated C-contiguous float64 array, and
@@ -157,7 +160,10 @@ class _Checked:
 
 
 class ArrayBatches:
-    """B fixed batches over one array (in memory or a ``numpy.memmap``).
+    """B fixed batches of mixture rows over one array (in memory or a ``numpy.memmap``).
+
+    A :class:`~bnpcore.data.BatchSource` with ``segment == "row"``: the only source that may
+    shuffle (in-memory arrays with a ``seed``).
 
     Parameters
     ----------
@@ -194,9 +200,20 @@ class ArrayBatches:
         self._validated = validated
         self._check = _Checked(None, check_data)
 
+    segment = "row"
+
+    @property
+    def shuffles(self) -> bool:
+        """Rows were assigned to batches at random (in-memory array, ``seed`` given, B > 1)."""
+        return self.rows is not None
+
     @property
     def n_rows(self) -> int:
         return int(self.X.shape[0])
+
+    @property
+    def n_segments(self) -> int:
+        return self.n_rows
 
     @property
     def n_features(self) -> int:
@@ -265,9 +282,16 @@ class ListBatches:
         self._n_features = int(d)
         self._check = _Checked(None, check_data)
 
+    segment = "row"
+    shuffles = False
+
     @property
     def n_rows(self) -> int:
         return int(self.offsets[-1])
+
+    @property
+    def n_segments(self) -> int:
+        return self.n_rows
 
     @property
     def n_features(self) -> int:

@@ -10,6 +10,7 @@ from bnpcore.alloc import DPAlloc, FiniteAlloc
 from bnpcore.data.sources import ArrayBatches, ListBatches, NpyFile, _check_lazy_2d, is_batch_list, open_npy_rows
 from bnpcore.estimators._engine import VBEstimator
 from bnpcore.exceptions import ParameterError
+from bnpcore.io import register_model_type
 from bnpcore.model import Model
 from bnpcore.moves.manager import MOVE_KINDS
 from bnpcore.obs import OBS_KINDS, ObsModel, default_prior
@@ -425,3 +426,8 @@ class FiniteMixture(_BaseMixture):
 
     def _make_alloc(self) -> FiniteAlloc:
         return FiniteAlloc(self.gamma)
+
+
+# Persistence by registry (docs/model_format.md): bnpcore.io finds these classes by model-type name.
+register_model_type("DPMixture", DPMixture)
+register_model_type("FiniteMixture", FiniteMixture)

@@ -2,10 +2,18 @@
 
 The format is documented in ``docs/model_format.md``. Nothing is pickled: ``load`` opens the
 archive with ``allow_pickle=False``, checks the format name and version, verifies a CRC-32 of
-every array, and rebuilds the estimator from its constructor parameters, the observation prior
-and the :class:`~bnpcore.algorithms._base.FitState` (summaries, memos, uids, random streams,
-traces), so that a loaded model predicts identically and continues fitting (``warm_start``)
-exactly as the saved one would have.
+every array, looks the estimator class up in the model-type registry
+(:func:`~bnpcore.io.register_model_type`; this module imports no estimator) and rebuilds the
+estimator from its constructor parameters, the observation prior and the
+:class:`~bnpcore.algorithms._base.FitState` (summaries, memos, uids, random streams, traces), so
+that a loaded model predicts identically and continues fitting (``warm_start``) exactly as the
+saved one would have.
+
+A registered class provides the *persistence protocol* used here: ``get_params()`` and the
+class method ``_param_names()`` (constructor parameters); when fitted, the attributes
+``state_`` (a ``FitState``), ``obs_model_`` (an :class:`~bnpcore.obs.ObsModel`),
+``n_features_in_`` and ``_n_rows``, and the methods ``_make_model(obs_model)`` and
+``_finalize(model)`` (recompute the public fitted attributes from the state).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import zlib
 import numpy as np
 
 from bnpcore.exceptions import ModelFileError
+from bnpcore.io._registry import lookup_model_type, model_type_name
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "load", "save"]
 
@@ -118,7 +127,7 @@ def _collect(est) -> tuple[dict, dict]:
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "bnpcore_version": bnpcore.__version__,
-        "estimator": type(est).__name__,
+        "estimator": model_type_name(type(est)),
         "params": params,
         "dropped_params": dropped,
         "fitted": hasattr(est, "state_") and hasattr(est, "obs_model_"),
@@ -176,10 +185,15 @@ def save(model, path) -> None:
 
     Parameters
     ----------
-    model : DPMixture or FiniteMixture
+    model : estimator of a registered model type (:func:`~bnpcore.io.register_model_type`)
     path : str or os.PathLike
         Destination file (any name; ``.npz`` is conventional). The format is described in
         ``docs/model_format.md``.
+
+    Raises
+    ------
+    ParameterError
+        If the class of ``model`` is not registered.
     """
     meta, arrays = _collect(model)
     checks = {k: zlib.crc32(np.ascontiguousarray(v).tobytes()) for k, v in arrays.items()}
@@ -242,33 +256,31 @@ def load(path):
 
     Returns
     -------
-    DPMixture or FiniteMixture
-        With its constructor parameters and, if it was fitted, every fitted attribute and the
-        complete fitting state, so ``warm_start=True`` continues the run exactly.
+    estimator
+        Of the class registered under the file's model type, with its constructor parameters
+        and, if it was fitted, every fitted attribute and the complete fitting state, so
+        ``warm_start=True`` continues the run exactly.
 
     Raises
     ------
     ModelFileError
-        If the file is missing, corrupted, not a bnpcore model, or of another format version.
+        If the file is missing, corrupted, not a bnpcore model, of another format version, or
+        of a model type that is not registered.
     """
     meta, arrays = _read(path)
+    cls = lookup_model_type(meta.get("estimator"), source=repr(os.fspath(path)))
     try:
-        return _build(meta, arrays)
+        return _build(cls, meta, arrays)
     except ModelFileError:
         raise
     except Exception as exc:
         raise ModelFileError(f"{os.fspath(path)!r} is corrupted or inconsistent: {exc}") from None
 
 
-def _build(meta: dict, arrays: dict):
+def _build(cls, meta: dict, arrays: dict):
     from bnpcore.algorithms._base import FitState
-    from bnpcore.estimators.mixture import DPMixture, FiniteMixture
     from bnpcore.obs import ObsModel
 
-    classes = {"DPMixture": DPMixture, "FiniteMixture": FiniteMixture}
-    cls = classes.get(meta.get("estimator"))
-    if cls is None:
-        raise ModelFileError(f"unknown estimator class {meta.get('estimator')!r}")
     params = {}
     for name, value in meta["params"].items():
         if isinstance(value, dict) and "__array__" in value:
