@@ -152,14 +152,14 @@ class _BaseMixture(VBEstimator):
             if n_batches > X.shape[0]:
                 raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
             return ArrayBatches(X, n_batches)
-        X = check_array(X, name="X", n_features=n_features)
+        X = check_array(X, name="X", n_features=n_features, obs=self.obs)
         if n_batches > X.shape[0]:
             raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
         return ArrayBatches(X, n_batches, seed=seed, validated=True)
 
     def _check_batch(self, X, name: str):
         fitted = hasattr(self, "state_")
-        Xb = check_array(X, name=name, n_features=self.n_features_in_ if fitted else None)
+        Xb = check_array(X, name=name, n_features=self.n_features_in_ if fitted else None, obs=self.obs)
         if fitted:
             self.obs_model_.core.check_data(Xb, name)
         return Xb
@@ -215,7 +215,7 @@ class _BaseMixture(VBEstimator):
     # ----------------------------------------------------------------- inference
     def _check_X(self, X):
         self._check_fitted()
-        X = check_array(X, name="X", n_features=self.n_features_in_)
+        X = check_array(X, name="X", n_features=self.n_features_in_, obs=self.obs)
         self.obs_model_.core.check_data(X)
         return X
 
