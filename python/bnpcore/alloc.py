@@ -19,44 +19,54 @@ __all__ = ["DPAlloc", "FiniteAlloc", "make_alloc"]
 
 
 class DPAlloc:
-    """Dirichlet-process mixture allocation with concentration ``gamma`` (nested in K)."""
+    """Dirichlet-process mixture allocation with concentration ``gamma`` (nested in K).
+
+    The math lives in the Rust core: ``core`` is the :class:`bnpcore._core.Alloc` built once
+    from ``gamma``, and every method delegates to it.
+    """
 
     name = "dp"
     nested = True
 
     def __init__(self, gamma: float):
         self.gamma = float(gamma)
+        self.core = _core.Alloc("dp", self.gamma)
 
     def e_log_pi(self, N: np.ndarray) -> np.ndarray:
-        return _core.dp_e_log_pi(np.ascontiguousarray(N, dtype=np.float64), self.gamma)
+        return self.core.e_log_pi(np.ascontiguousarray(N, dtype=np.float64))
 
     def elbo(self, N: np.ndarray) -> float:
-        return _core.dp_elbo(np.ascontiguousarray(N, dtype=np.float64), self.gamma)
+        return self.core.elbo(np.ascontiguousarray(N, dtype=np.float64))
 
     def weights(self, N: np.ndarray) -> np.ndarray:
         """E[π_k] renormalised over the K represented clusters."""
-        w = _core.dp_e_pi(np.ascontiguousarray(N, dtype=np.float64), self.gamma)
+        w = self.core.e_pi(np.ascontiguousarray(N, dtype=np.float64))
         return w / w.sum()
 
 
 class FiniteAlloc:
-    """Finite mixture with a symmetric Dirichlet(γ/K) prior (not nested in K)."""
+    """Finite mixture with a symmetric Dirichlet(γ/K) prior (not nested in K).
+
+    The math lives in the Rust core: ``core`` is the :class:`bnpcore._core.Alloc` built once
+    from ``gamma``, and every method delegates to it.
+    """
 
     name = "finite"
     nested = False
 
     def __init__(self, gamma: float):
         self.gamma = float(gamma)
+        self.core = _core.Alloc("finite", self.gamma)
 
     def e_log_pi(self, N: np.ndarray) -> np.ndarray:
-        return _core.finite_e_log_pi(np.ascontiguousarray(N, dtype=np.float64), self.gamma)
+        return self.core.e_log_pi(np.ascontiguousarray(N, dtype=np.float64))
 
     def elbo(self, N: np.ndarray) -> float:
-        return _core.finite_elbo(np.ascontiguousarray(N, dtype=np.float64), self.gamma)
+        return self.core.elbo(np.ascontiguousarray(N, dtype=np.float64))
 
     def weights(self, N: np.ndarray) -> np.ndarray:
-        th = _core.finite_theta(np.ascontiguousarray(N, dtype=np.float64), self.gamma)
-        return th / th.sum()
+        """E[π_k] = θ_k / Σθ."""
+        return self.core.e_pi(np.ascontiguousarray(N, dtype=np.float64))
 
 
 def make_alloc(name: str, gamma: float):

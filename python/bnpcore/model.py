@@ -35,9 +35,7 @@ class Model:
         from bnpcore import _core
 
         options.setdefault("top_l", self.top_l)
-        return _core.local_step(
-            self.obs.core, X, glob.N, glob.S, self.alloc.e_log_pi(glob.N), n_threads=n_threads, **options
-        )
+        return _core.local_step(self.obs.core, self.alloc.core, X, glob.N, glob.S, n_threads=n_threads, **options)
 
     @staticmethod
     def resp_from_output(out: dict, n_components: int) -> np.ndarray:

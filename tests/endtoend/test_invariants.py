@@ -235,8 +235,8 @@ def test_local_step_bit_identical_for_1_and_2_threads(make_data):
         cooccur_col=0,
         return_resp=True,
     )
-    a = _core.local_step(obs, X, G.N, G.S, e_log_pi, n_threads=1, **opts)
-    b = _core.local_step(obs, X, G.N, G.S, e_log_pi, n_threads=2, **opts)
+    a = _core.local_step(obs, _core.Alloc.fixed(e_log_pi), X, G.N, G.S, n_threads=1, **opts)
+    b = _core.local_step(obs, _core.Alloc.fixed(e_log_pi), X, G.N, G.S, n_threads=2, **opts)
     for key in ("N", "S", "H", "pair_H", "resp", "col", "cooccur"):
         assert a[key].tobytes() == b[key].tobytes(), key
     assert a["lse_sum"] == b["lse_sum"] and a["h_sum"] == b["h_sum"]

@@ -256,7 +256,7 @@ def test_non_positive_definite_posterior_is_a_numerical_error():
         lambda: obs.elbo_data(N, S),
         lambda: obs.point_estimates(N, S),
         lambda: obs.log_density(X, N, S),
-        lambda: _core.local_step(obs, X, N, S, np.zeros(1)),
+        lambda: _core.local_step(obs, _core.Alloc.fixed(np.zeros(1)), X, N, S),
     ):
         exc = expect_error(NumericalError, "positive definite", fn)
         assert isinstance(exc, ArithmeticError)
@@ -334,11 +334,11 @@ def gauss_setup():
 def test_core_shape_errors(gauss_setup):
     obs, X, N, S = gauss_setup
     e = np.zeros(4)
-    expect_error(ShapeError, "S", _core.local_step, obs, X, N[:3], S, e)  # N vs S
-    expect_error(ShapeError, "S", _core.local_step, obs, X, N, S[:, :5], e)  # stat_dim
-    expect_error(ShapeError, "e_log_pi", _core.local_step, obs, X, N, S, np.zeros(3))
-    expect_error(ShapeError, "X", _core.local_step, obs, X[:, :2], N, S, e)
-    expect_error(ShapeError, "weights", _core.local_step, obs, X, N, S, e, weights=np.ones(19))
+    expect_error(ShapeError, "S", _core.local_step, obs, _core.Alloc.fixed(e), X, N[:3], S)  # N vs S
+    expect_error(ShapeError, "S", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S[:, :5])  # stat_dim
+    expect_error(ShapeError, "e_log_pi", _core.local_step, obs, _core.Alloc.fixed(np.zeros(3)), X, N, S)
+    expect_error(ShapeError, "X", _core.local_step, obs, _core.Alloc.fixed(e), X[:, :2], N, S)
+    expect_error(ShapeError, "weights", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, weights=np.ones(19))
     expect_error(ShapeError, "resp", obs.summarize, X, np.ones((19, 2)))
     expect_error(ShapeError, "X", obs.summarize, X[:, :1], np.ones((20, 2)))
     expect_error(ShapeError, "N", obs.e_log_lik_sum_from_stats, N, S, N[:2], S[:2])
@@ -353,12 +353,12 @@ def test_core_option_errors(gauss_setup):
     obs, X, N, S = gauss_setup
     e = np.zeros(4)
     for pairs in ([(0, 4)], [(2, 2)], [(0, 1), (5, 0)]):
-        expect_error(ParameterError, "merge_pairs", _core.local_step, obs, X, N, S, e, merge_pairs=pairs)
-    expect_error(ParameterError, "collect_col", _core.local_step, obs, X, N, S, e, collect_col=4)
-    expect_error(ParameterError, "cooccur_col", _core.local_step, obs, X, N, S, e, cooccur_col=7)
-    expect_error(ParameterError, "weights", _core.local_step, obs, X, N, S, e, weights=-np.ones(20))
-    expect_error(NonFiniteError, "e_log_pi", _core.local_step, obs, X, N, S, np.array([0.0, np.nan, 0.0, 0.0]))
-    expect_error(NonFiniteError, "e_log_pi", _core.local_step, obs, X, N, S, np.array([0.0, np.inf, 0.0, 0.0]))
+        expect_error(ParameterError, "merge_pairs", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, merge_pairs=pairs)
+    expect_error(ParameterError, "collect_col", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, collect_col=4)
+    expect_error(ParameterError, "cooccur_col", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, cooccur_col=7)
+    expect_error(ParameterError, "weights", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, weights=-np.ones(20))
+    expect_error(NonFiniteError, "e_log_pi", _core.local_step, obs, _core.Alloc.fixed(np.array([0.0, np.nan, 0.0, 0.0])), X, N, S)
+    expect_error(NonFiniteError, "e_log_pi", _core.local_step, obs, _core.Alloc.fixed(np.array([0.0, np.inf, 0.0, 0.0])), X, N, S)
     for prop in (
         {"src": [4], "dest_cols": [0]},
         {"src": [], "dest_cols": [0]},
@@ -366,8 +366,8 @@ def test_core_option_errors(gauss_setup):
         {"src": [0], "dest_cols": [9]},
         {"src": [0], "fresh_N": N, "fresh_S": S, "fresh_e_log_pi": np.zeros(3)},
     ):
-        expect_error(ParameterError, "proposals", _core.local_step, obs, X, N, S, e, proposals=[prop])
-    expect_error(ShapeError, "S", _core.local_step, obs, X, N, S, e,
+        expect_error(ParameterError, "proposals", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, proposals=[prop])
+    expect_error(ShapeError, "S", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S,
                  proposals=[{"src": [0], "fresh_N": N, "fresh_S": S[:, :4], "fresh_e_log_pi": np.zeros(4)}])
     expect_error(ParameterError, "i", obs.smoothed_divergence, X, 20)
     expect_error(ParameterError, "n_components", obs.kmeanspp, X, np.full(21, 0.5))
@@ -376,11 +376,12 @@ def test_core_option_errors(gauss_setup):
     expect_error(ParameterError, "n_threads", obs.summarize, X, np.ones((20, 1)), n_threads=0)
 
 
-@pytest.mark.parametrize("fn", [_core.dp_e_log_pi, _core.dp_e_pi, _core.dp_elbo, _core.finite_e_log_pi, _core.finite_theta, _core.finite_elbo])
-def test_core_allocation_errors(fn):
+@pytest.mark.parametrize("kind", ["dp", "finite"])
+@pytest.mark.parametrize("method", ["e_log_pi", "e_pi", "elbo", "merge_delta"])
+def test_core_allocation_errors(kind, method):
     for gamma in (0.0, -1.0, np.nan, np.inf):
-        expect_error(ParameterError, "gamma", fn, np.ones(3), gamma)
-    expect_error(NonFiniteError, "N", fn, np.array([1.0, np.nan]), 1.0)
+        expect_error(ParameterError, "gamma", lambda g=gamma: getattr(_core.Alloc(kind, g), method)(np.ones(3)))
+    expect_error(NonFiniteError, "N", getattr(_core.Alloc(kind, 1.0), method), np.array([1.0, np.nan]))
 
 
 @pytest.mark.parametrize(
@@ -454,9 +455,9 @@ def test_any_memory_layout_gives_the_same_result(kind, layout):
     pe_l, pe = obs.point_estimates(Nl, Sl), obs.point_estimates(N, S)
     pairs += [(pe_l[k], pe[k]) for k in pe]
     opts = dict(merge_pairs=[(0, 1)], proposals=[{"src": [0], "fresh_N": Nl[:2], "fresh_S": Sl[:2], "fresh_e_log_pi": relayout(np.zeros(2))}], return_resp=True)
-    a = _core.local_step(obs, Xl, Nl, Sl, relayout(e), weights=relayout(np.ones(X.shape[0])), **opts)
+    a = _core.local_step(obs, _core.Alloc.fixed(relayout(e)), Xl, Nl, Sl, weights=relayout(np.ones(X.shape[0])), **opts)
     opts["proposals"][0].update(fresh_N=N[:2], fresh_S=S[:2], fresh_e_log_pi=np.zeros(2))
-    b = _core.local_step(obs, X, N, S, e, weights=np.ones(X.shape[0]), **opts)
+    b = _core.local_step(obs, _core.Alloc.fixed(e), X, N, S, weights=np.ones(X.shape[0]), **opts)
     pairs += [(a[k], b[k]) for k in ("N", "S", "H", "pair_H", "resp", "lse_sum")]
     for got, want in pairs:
         if isinstance(got, tuple):
@@ -525,11 +526,13 @@ def test_fuzz_core_never_panics(kind, X, R, N, S, e, i, col, pairs, gamma):
     call_no_panic(obs.smoothed_divergence, X, i)
     call_no_panic(obs.kmeanspp, X, np.clip(np.nan_to_num(e), 0.0, 0.99))
     out = call_no_panic(
-        _core.local_step, obs, X, N, S, e, merge_pairs=pairs, collect_col=col, cooccur_col=col, return_resp=True,
+        _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, merge_pairs=pairs, collect_col=col, cooccur_col=col, return_resp=True,
         proposals=[{"src": [i], "dest_cols": [0]}],
     )
     if out is not None:
         for key in ("N", "S", "H", "resp"):
             assert not np.isnan(out[key]).any(), f"NaN {key} without an error"
-    for fn in (_core.dp_e_log_pi, _core.dp_e_pi, _core.dp_elbo, _core.finite_e_log_pi, _core.finite_theta, _core.finite_elbo):
-        call_no_panic(fn, N, gamma)
+    for alloc in (call_no_panic(_core.Alloc, "dp", gamma), call_no_panic(_core.Alloc, "finite", gamma), _core.Alloc.fixed(e)):
+        for method in ("e_log_pi", "e_pi", "elbo", "merge_delta"):
+            if alloc is not None:
+                call_no_panic(getattr(alloc, method), N)

@@ -156,15 +156,15 @@ def test_bad_input_raises_naming_the_argument():
         fit(kmeans_iters=-2)
     # the binding's own arguments
     core = model.obs.core
-    args = (core, X, w, "dp", 1.0, np.full(3, 0.5), 3, 3, 20, 10)
+    args = (core, X, w, _core.Alloc("dp", 1.0), np.full(3, 0.5), 3, 3, 20, 10)
     with pytest.raises(ShapeError, match="uniforms"):
-        _core.fit_fresh_clusters(*args[:5], np.full(2, 0.5), *args[6:])
+        _core.fit_fresh_clusters(*args[:4], np.full(2, 0.5), *args[5:])
     with pytest.raises(ParameterError, match="uniforms"):
-        _core.fit_fresh_clusters(*args[:5], np.array([0.5, 1.0, 0.2]), *args[6:])
+        _core.fit_fresh_clusters(*args[:4], np.array([0.5, 1.0, 0.2]), *args[5:])
     with pytest.raises(ParameterError, match="alloc"):
-        _core.fit_fresh_clusters(core, X, w, "pitman_yor", *args[4:])
+        _core.fit_fresh_clusters(core, X, w, _core.Alloc("pitman_yor", 1.0), *args[4:])
     with pytest.raises(ParameterError, match="gamma"):
-        _core.fit_fresh_clusters(core, X, w, "finite", -1.0, *args[5:])
+        _core.fit_fresh_clusters(core, X, w, _core.Alloc("finite", -1.0), *args[4:])
     with pytest.raises(ParameterError, match="n_threads"):
         _core.fit_fresh_clusters(*args, n_threads=0)
     assert _core.fit_fresh_clusters(*args) is not None

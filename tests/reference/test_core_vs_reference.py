@@ -386,7 +386,7 @@ def test_local_step(case):
         cooccur_col=case["cooccur_col"],
         return_resp=True,
     )
-    out = _core.local_step(obs, X, N_post, S_post, case["e_log_pi"], **kw)
+    out = _core.local_step(obs, _core.Alloc.fixed(case["e_log_pi"]), X, N_post, S_post, **kw)
     for key in ("N", "S", "H", "pair_H", "resp"):
         assert np.isfinite(out[key]).all(), key
     for pN, pS, pH in out["proposals"]:
@@ -444,7 +444,7 @@ def test_local_step(case):
         # proposals without weights that send the mass to its own columns reproduce the plain step
     # without return_resp nothing else changes, and 1 thread gives the same bits
     kw["return_resp"] = False
-    out1 = _core.local_step(obs, X, N_post, S_post, case["e_log_pi"], n_threads=1, **kw)
+    out1 = _core.local_step(obs, _core.Alloc.fixed(case["e_log_pi"]), X, N_post, S_post, n_threads=1, **kw)
     assert "resp" not in out1
     for key in ("N", "S", "H", "pair_H"):
         assert np.array_equal(out1[key], out[key]), key
@@ -460,7 +460,8 @@ def test_local_step_default_matches_reference_local_step(case):
     for alloc in ("dp", "finite"):
         gamma = 1.5
         e_log_pi = ref.e_log_pi(alloc, N_post, gamma)
-        out = _core.local_step(core_obs(case), X, N_post, S_post, e_log_pi, return_resp=True)
+        # E[ln pi] computed inside the Rust local step from the allocation model and N_post
+        out = _core.local_step(core_obs(case), _core.Alloc(alloc, gamma), X, N_post, S_post, return_resp=True)
         R = ref.local_step(kind, prior, alloc, gamma, N_post, S_post, X)
         W = ref.e_log_lik(kind, prior, N_post, S_post, X) + e_log_pi
         row_mag = np.maximum(1.0, np.abs(W).max(axis=1))
@@ -491,14 +492,15 @@ def test_dp_allocation(args):
     e_log_1mu = digamma(eta0) - digamma(eta1 + eta0)
     # E[ln pi_k] is a partial sum: magnitude = sum of |terms|
     mag = np.abs(e_log_u) + np.concatenate([[0.0], np.cumsum(np.abs(e_log_1mu))[:-1]])
-    assert_close(_core.dp_e_log_pi(N, gamma), ref.dp_e_log_pi(eta1, eta0), np.maximum(1.0, mag), what="dp_e_log_pi")
+    alloc = _core.Alloc("dp", gamma)
+    assert_close(alloc.e_log_pi(N), ref.dp_e_log_pi(eta1, eta0), np.maximum(1.0, mag), what="dp_e_log_pi")
     e_pi = ref.dp_e_pi(eta1, eta0)
-    assert_close(_core.dp_e_pi(N, gamma), e_pi, e_pi + 1e-300, what="dp_e_pi")
+    assert_close(alloc.e_pi(N), e_pi, e_pi + 1e-300, what="dp_e_pi")
     # c_Beta terms: lnGamma(a + b) - lnGamma(a) - lnGamma(b) cancel; magnitude = sum of |lnGamma|
     mag = len(N) * (abs(gammaln(1 + gamma)) + abs(gammaln(gamma))) + np.sum(
         np.abs(gammaln(eta1 + eta0)) + np.abs(gammaln(eta1)) + np.abs(gammaln(eta0))
     )
-    assert_close(_core.dp_elbo(N, gamma), ref.dp_elbo_alloc(N, gamma), max(1.0, mag), what="dp_elbo")
+    assert_close(alloc.elbo(N), ref.dp_elbo_alloc(N, gamma), max(1.0, mag), what="dp_elbo")
 
 
 @SETTINGS
@@ -506,12 +508,82 @@ def test_dp_allocation(args):
 def test_finite_allocation(args):
     N, gamma = args
     theta = ref.finite_theta(N, gamma)
-    assert_close(_core.finite_theta(N, gamma), theta, theta, what="finite_theta")
+    alloc = _core.Alloc("finite", gamma)
+    # E[pi] = theta / sum(theta): the optimal Dirichlet parameters up to their (exact) total gamma + sum(N)
+    assert_close(alloc.e_pi(N) * theta.sum(), theta, theta, what="finite_theta")
+    assert_close(alloc.e_pi(N), ref.e_pi("finite", N, gamma), theta / theta.sum(), what="finite_e_pi")
     mag = np.abs(digamma(theta)) + abs(digamma(theta.sum()))
-    assert_close(_core.finite_e_log_pi(N, gamma), ref.finite_e_log_pi(theta), np.maximum(1.0, mag), what="finite_e_log_pi")
+    assert_close(alloc.e_log_pi(N), ref.finite_e_log_pi(theta), np.maximum(1.0, mag), what="finite_e_log_pi")
     K = len(N)
     mag = abs(gammaln(gamma)) + K * abs(gammaln(gamma / K)) + abs(gammaln(theta.sum())) + np.abs(gammaln(theta)).sum()
-    assert_close(_core.finite_elbo(N, gamma), ref.finite_elbo_alloc(N, gamma), max(1.0, mag), what="finite_elbo")
+    assert_close(alloc.elbo(N), ref.finite_elbo_alloc(N, gamma), max(1.0, mag), what="finite_elbo")
+
+
+def _alloc_elbo_magnitude(kind, N, gamma):
+    """Sum of the |lnGamma| terms of the allocation ELBO term (they cancel to a smaller value)."""
+    K = len(N)
+    if kind == "dp":
+        eta1, eta0 = ref.dp_eta(N, gamma)
+        return K * (abs(gammaln(1 + gamma)) + abs(gammaln(gamma))) + np.sum(
+            np.abs(gammaln(eta1 + eta0)) + np.abs(gammaln(eta1)) + np.abs(gammaln(eta0))
+        )
+    theta = ref.finite_theta(N, gamma)
+    return abs(gammaln(gamma)) + K * abs(gammaln(gamma / K)) + abs(gammaln(theta.sum())) + np.abs(gammaln(theta)).sum()
+
+
+@st.composite
+def merge_counts(draw):
+    K = draw(st.integers(1, 30))
+    top = draw(st.sampled_from([1e-3, 1.0, 1e3]))
+    N = draw(arrays(np.float64, (K,), elements=st.one_of(st.just(0.0), st.floats(0.0, top, **finite))))
+    gamma = draw(st.floats(0.1, 20.0, **finite))
+    return N, gamma
+
+
+@SETTINGS
+@given(args=merge_counts(), kind=st.sampled_from(["dp", "finite"]))
+def test_merge_delta_matches_reference(args, kind):
+    """All-pairs allocation ΔELBO of a merge (Rust, O(K^2)) against its definition (elbo after
+    minus before, numpy, O(K^3)); -inf off the strict upper triangle."""
+    N, gamma = args
+    K = len(N)
+    got = _core.Alloc(kind, gamma).merge_delta(N)
+    want = ref.merge_delta(kind, N, gamma)
+    assert got.shape == (K, K)
+    upper = np.triu(np.ones((K, K), dtype=bool), 1)
+    assert np.all(got[~upper] == -np.inf)
+    # a difference of two allocation terms: magnitude = the lnGamma terms of both
+    mag = _alloc_elbo_magnitude(kind, N, gamma) + (_alloc_elbo_magnitude(kind, N[:-1] + N.sum() / K, gamma) if K > 1 else 0.0)
+    assert_close(got[upper], want[upper], np.full(upper.sum(), max(1.0, mag)), what="merge_delta")
+
+
+@SETTINGS
+@given(args=merge_counts(), kind=st.sampled_from(["dp", "finite"]))
+def test_alloc_object_matches_reference(args, kind):
+    """The Alloc object's E[ln pi], E[pi] and ELBO term equal the reference for K up to 30."""
+    N, gamma = args
+    alloc = _core.Alloc(kind, gamma)
+    assert alloc.kind == kind and alloc.gamma == gamma
+    want = ref.e_log_pi(kind, N, gamma)
+    assert_close(alloc.e_log_pi(N), want, np.maximum(1.0, np.abs(want).sum()), what="e_log_pi")
+    want = ref.e_pi(kind, N, gamma)
+    assert_close(alloc.e_pi(N), want, want + 1e-300, what="e_pi")
+    want = ref.elbo_alloc(kind, N, gamma)
+    assert_close(alloc.elbo(N), want, max(1.0, _alloc_elbo_magnitude(kind, N, gamma)), what="elbo")
+
+
+def test_fixed_alloc_passes_its_log_weights_through():
+    w = np.log(np.array([0.2, 0.5, 0.3]))
+    alloc = _core.Alloc.fixed(w)
+    N = np.array([1.0, 2.0, 3.0])
+    assert alloc.kind == "fixed" and alloc.gamma is None
+    np.testing.assert_array_equal(alloc.e_log_pi(N), w)
+    np.testing.assert_array_equal(alloc.e_pi(N), np.exp(w))
+    assert alloc.elbo(N) == 0.0
+    d = alloc.merge_delta(N)
+    assert d[0, 1] == d[0, 2] == d[1, 2] == 0.0 and np.all(d[np.tril_indices(3)] == -np.inf)
+    with pytest.raises(ShapeError, match="e_log_pi"):
+        alloc.e_log_pi(N[:2])
 
 
 def test_digamma_matches_scipy():

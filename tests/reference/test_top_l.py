@@ -86,8 +86,8 @@ def test_top_l_at_least_k_is_bit_identical_to_dense(case, extra):
     kind, n, d, K, seed = case
     X, _prior, obs, N, S, elp = problem(kind, n, d, K, seed)
     kw = dict(merge_pairs=[(0, K - 1)] if K > 1 else [], cooccur_col=0, collect_col=K - 1)
-    dense = _core.local_step(obs, X, N, S, elp, return_resp=True, **kw)
-    sparse = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=K + extra, **kw)
+    dense = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, **kw)
+    sparse = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=K + extra, **kw)
     for key in ("N", "S", "H", "pair_H", "cooccur", "col"):
         assert np.array_equal(dense[key], sparse[key]), key
     assert dense["lse_sum"] == sparse["lse_sum"]
@@ -101,7 +101,7 @@ def test_top_l_at_least_k_is_bit_identical_to_dense(case, extra):
 def test_top_l_one_is_a_hard_assignment(case):
     kind, n, d, K, seed = case
     X, _prior, obs, N, S, elp = problem(kind, n, d, K, seed)
-    out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=1)
+    out = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=1)
     R = densify(out, K)
     assert np.array_equal(R.sum(axis=1), np.ones(n))
     assert set(np.unique(R)) <= {0.0, 1.0}
@@ -117,7 +117,7 @@ def test_top_l_one_is_a_hard_assignment(case):
 def test_sparse_rows_are_top_l_and_on_the_simplex(case, L):
     kind, n, d, K, seed = case
     X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
-    out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
+    out = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L)
     idx, val = out["resp_idx"], out["resp_val"]
     assert idx.shape == val.shape == (n, min(L, K))
     W = weights_matrix(obs, X, N, S, elp)
@@ -147,7 +147,7 @@ def test_sparse_summaries_equal_dense_summaries_of_the_densified_rows(case, L, w
     w = rng.uniform(0.0, 2.0, n) if weighted else None
     pairs = [(a, b) for a in range(K) for b in range(a + 1, K)][:6]
     out = _core.local_step(
-        obs, X, N, S, elp, return_resp=True, top_l=L, weights=w, merge_pairs=pairs, cooccur_col=0, collect_col=K - 1
+        obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L, weights=w, merge_pairs=pairs, cooccur_col=0, collect_col=K - 1
     )
     R = densify(out, K)
     Rw = R if w is None else R * w[:, None]
@@ -169,8 +169,8 @@ def test_sparse_summaries_equal_dense_summaries_of_the_densified_rows(case, L, w
 def test_sparse_objective_gap_at_fixed_globals_is_minus_sum_log_mass_kept(case, L):
     kind, n, d, K, seed = case
     X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
-    dense = _core.local_step(obs, X, N, S, elp, return_resp=True)
-    sparse = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
+    dense = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True)
+    sparse = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L)
     R = densify(sparse, K)
     mass = (dense["resp"] * (R > 0)).sum(axis=1)
     gap_expected = -np.log(mass).sum()
@@ -207,7 +207,7 @@ def test_sparse_restricted_steps_match_reference(case, L, n_fresh):
     props = [{"src": [tgt], "fresh_N": fN, "fresh_S": fS, "fresh_e_log_pi": f_elp}]
     if K > 1:
         props.append({"src": [tgt], "dest_cols": dest})
-    out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L, proposals=props)
+    out = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L, proposals=props)
     R = densify(out, K)
     W = weights_matrix(obs, X, N, S, elp)
     Wf = obs.e_log_lik(X, fN, fS) + f_elp[None, :]
@@ -224,8 +224,8 @@ def test_sparse_restricted_steps_match_reference(case, L, n_fresh):
 @given(st.sampled_from(KINDS), st.integers(0, 2**31 - 1), st.integers(1, 4))
 def test_sparse_step_is_bit_identical_for_any_thread_count(kind, seed, L):
     X, _prior, obs, N, S, elp = problem(kind, 3000, 3, 7, seed)
-    a = _core.local_step(obs, X, N, S, elp, top_l=L, merge_pairs=[(0, 1)], n_threads=1)
-    b = _core.local_step(obs, X, N, S, elp, top_l=L, merge_pairs=[(0, 1)], n_threads=2)
+    a = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=L, merge_pairs=[(0, 1)], n_threads=1)
+    b = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=L, merge_pairs=[(0, 1)], n_threads=2)
     for key in ("N", "S", "H", "pair_H"):
         assert np.array_equal(a[key], b[key]), key
     assert a["lse_sum"] == b["lse_sum"]
@@ -241,7 +241,7 @@ def test_top_l_resp_reference_ties_and_padding():
 def test_invalid_top_l_is_a_clear_error():
     X, _prior, obs, N, S, elp = problem("gauss", 20, 2, 3, 0)
     with pytest.raises(ValueError, match="top_l"):
-        _core.local_step(obs, X, N, S, elp, top_l=0)
+        _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=0)
     with pytest.raises(ParameterError, match="top_l"):
         DPMixture(top_l=0).fit(X)
 
@@ -371,8 +371,8 @@ def test_top_l_mass_chunks_rows_and_rejects_bad_levels():
 def test_sparse_rows_are_the_renormalised_restriction_of_the_dense_rows(case, L):
     kind, n, d, K, seed = case
     X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
-    dense = _core.local_step(obs, X, N, S, elp, return_resp=True)["resp"]
-    out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
+    dense = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True)["resp"]
+    out = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L)
     R = densify(out, K)
     keep = R > 0
     mass = (dense * keep).sum(axis=1)
@@ -399,10 +399,10 @@ def test_sparse_rows_are_the_renormalised_restriction_of_the_dense_rows(case, L)
 def test_mass_kept_is_non_decreasing_in_l_and_one_at_k(case):
     kind, n, d, K, seed = case
     X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
-    dense = _core.local_step(obs, X, N, S, elp, return_resp=True)
+    dense = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True)
     masses, lses = [], []
     for L in range(1, K + 1):
-        out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
+        out = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L)
         masses.append((dense["resp"] * (densify(out, K) > 0)).sum(axis=1))
         lses.append(out["lse_sum"])
     masses = np.array(masses)
@@ -420,7 +420,7 @@ def test_sparse_rows_beat_any_other_l_sparse_responsibilities(case, L, seed2):
     the returned row is at least that of random rows with at most L non-zeros."""
     kind, n, d, K, seed = case
     X, _prior, obs, N, S, elp = problem(kind, n, d, K, seed)
-    out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
+    out = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L)
     W = weights_matrix(obs, X, N, S, elp)
     R = densify(out, K)
 
@@ -445,8 +445,8 @@ def test_permuting_clusters_permutes_the_sparse_step(case, L, seed2):
     kind, n, d, K, seed = case
     X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
     perm = np.random.default_rng(seed2).permutation(K)
-    a = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
-    b = _core.local_step(obs, X, N[perm], np.ascontiguousarray(S[perm]), elp[perm], return_resp=True, top_l=L)
+    a = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L)
+    b = _core.local_step(obs, _core.Alloc.fixed(elp[perm]), X, N[perm], np.ascontiguousarray(S[perm]), return_resp=True, top_l=L)
     # ties (probability zero here) would break by index and could differ
     rt = rtol_for(prior, 1e-10)
     assert close(densify(b, K), densify(a, K)[:, perm], rt)

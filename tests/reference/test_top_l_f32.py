@@ -91,7 +91,7 @@ def test_float32_candidates_give_the_float64_top_l(seed, log_scale, L):
     runs, keeps about L candidates per row, and returns the reference's top-L rows (the
     reference's selection on the float64 log weights)."""
     X, _, obs, N, S, elp = problem(seed, scale=10.0**log_scale)
-    out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=L)
+    out = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L)
     n = X.shape[0]
     assert "n_candidates" in out
     assert n * L <= out["n_candidates"] <= n * (L + 4)  # the bound is rigorous but tight
@@ -100,7 +100,7 @@ def test_float32_candidates_give_the_float64_top_l(seed, log_scale, L):
     R = Model.resp_from_output(out, K)
     assert close(R, top_l_resp(W, L), 1e-9)
     # the same rows as the float64 path (fewer rows than the float32 path needs) on a prefix
-    small = _core.local_step(obs, X[: N_ROWS - 1], N, S, elp, return_resp=True, top_l=L)
+    small = _core.local_step(obs, _core.Alloc.fixed(elp), X[: N_ROWS - 1], N, S, return_resp=True, top_l=L)
     assert "n_candidates" not in small
     assert np.array_equal(small["resp_idx"], out["resp_idx"][: N_ROWS - 1])
     assert close(small["resp_val"], out["resp_val"][: N_ROWS - 1], 1e-12)
@@ -108,7 +108,7 @@ def test_float32_candidates_give_the_float64_top_l(seed, log_scale, L):
 
 def test_float32_path_matches_the_numpy_reference():
     X, prior, obs, N, S, elp = problem(2024, scale=3e-3)
-    out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=4)
+    out = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=4)
     assert "n_candidates" in out
     R = Model.resp_from_output(out, K)
     assert close(R, top_l_local_step(KIND, prior, "dp", 1.0, N, S, X, 4), 1e-9)
@@ -123,7 +123,7 @@ def test_float32_path_summaries_and_objective_gap(seed, L, weighted):
     w = np.random.default_rng(seed).uniform(0.0, 2.0, X.shape[0]) if weighted else None
     pairs = [(0, 1), (2, K - 1), (5, 7)]
     out = _core.local_step(
-        obs, X, N, S, elp, return_resp=True, top_l=L, weights=w, merge_pairs=pairs, cooccur_col=0, collect_col=3
+        obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L, weights=w, merge_pairs=pairs, cooccur_col=0, collect_col=3
     )
     assert "n_candidates" in out
     R = Model.resp_from_output(out, K)
@@ -134,7 +134,7 @@ def test_float32_path_summaries_and_objective_gap(seed, L, weighted):
         assert close(out["H"], ref.entropy(R))
         assert close(out["pair_H"], ref.pair_entropy(R, pairs))
         assert close(out["cooccur"], R[:, 0] @ R)
-        dense = _core.local_step(obs, X, N, S, elp, return_resp=True)
+        dense = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True)
         mass = (dense["resp"] * (R > 0)).sum(axis=1)
         gap = -np.log(mass).sum()
         scale = max(1.0, abs(dense["lse_sum"]))
@@ -157,9 +157,9 @@ def test_near_tied_clusters_below_float32_resolution(near_dup):
     tied = (best[:, 0] // 2 == best[:, 1] // 2)
     assert tied.mean() > 0.5
     assert 0 < (best[tied, 0] % 2).mean() < 1
-    out = _core.local_step(obs, X, N, S, elp, return_resp=True, top_l=1)
+    out = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=1)
     assert "n_candidates" in out and out["n_candidates"] >= 2 * tied.sum()
-    small = _core.local_step(obs, X[: N_ROWS - 1], N, S, elp, return_resp=True, top_l=1)
+    small = _core.local_step(obs, _core.Alloc.fixed(elp), X[: N_ROWS - 1], N, S, return_resp=True, top_l=1)
     assert np.array_equal(small["resp_idx"], out["resp_idx"][: N_ROWS - 1])
     # the chosen cluster is the larger of the pair (ties to ~1e-13 aside)
     chosen = out["resp_idx"][:, 0].astype(np.intp)
@@ -172,8 +172,8 @@ def test_near_tied_clusters_below_float32_resolution(near_dup):
 @given(st.integers(0, 2**31 - 1), st.integers(1, K // 32))
 def test_float32_path_is_bit_identical_for_any_thread_count(seed, L):
     X, _, obs, N, S, elp = problem(seed, n=3 * N_ROWS)
-    a = _core.local_step(obs, X, N, S, elp, top_l=L, merge_pairs=[(0, 1)], n_threads=1, return_resp=True)
-    b = _core.local_step(obs, X, N, S, elp, top_l=L, merge_pairs=[(0, 1)], n_threads=2, return_resp=True)
+    a = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=L, merge_pairs=[(0, 1)], n_threads=1, return_resp=True)
+    b = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=L, merge_pairs=[(0, 1)], n_threads=2, return_resp=True)
     assert "n_candidates" in a
     for key in ("N", "S", "H", "pair_H", "resp_idx", "resp_val"):
         assert np.array_equal(a[key], b[key]), key
@@ -192,13 +192,13 @@ def test_float32_path_with_proposals_matches_the_float64_path():
         {"src": [4, 9], "dest_cols": [0, 17, 200]},
     ]
     n = N_ROWS - 1
-    big = _core.local_step(obs, X, N, S, elp, top_l=2, proposals=props, return_resp=True)
+    big = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=2, proposals=props, return_resp=True)
     assert "n_candidates" in big
     # row-wise results do not depend on the other rows: compare the float64 path on a prefix with
     # the float32 path on the same prefix padded by copies (to reach the row threshold)
     Xp = np.concatenate([X[:n], X[:n]])
-    a = _core.local_step(obs, X[:n], N, S, elp, top_l=2, proposals=props, return_resp=True)
-    b = _core.local_step(obs, Xp, N, S, elp, top_l=2, proposals=props, return_resp=True)
+    a = _core.local_step(obs, _core.Alloc.fixed(elp), X[:n], N, S, top_l=2, proposals=props, return_resp=True)
+    b = _core.local_step(obs, _core.Alloc.fixed(elp), Xp, N, S, top_l=2, proposals=props, return_resp=True)
     assert "n_candidates" not in a and "n_candidates" in b
     assert np.array_equal(a["resp_idx"], b["resp_idx"][:n])
     for (aN, aS, aH), (bN, bS, bH) in zip(a["proposals"], b["proposals"]):
@@ -208,17 +208,17 @@ def test_float32_path_with_proposals_matches_the_float64_path():
 def test_float32_path_only_where_it_pays():
     """Not used for other observation models, small K, large L/K or small batches."""
     X, _, obs, N, S, elp = problem(1)
-    assert "n_candidates" in _core.local_step(obs, X, N, S, elp, top_l=8)
-    assert "n_candidates" not in _core.local_step(obs, X, N, S, elp, top_l=9)  # L > K/32
-    assert "n_candidates" not in _core.local_step(obs, X, N, S, elp)  # dense
-    assert "n_candidates" not in _core.local_step(obs, X, N, S, elp, top_l=K)  # L >= K is dense
+    assert "n_candidates" in _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=8)
+    assert "n_candidates" not in _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=9)  # L > K/32
+    assert "n_candidates" not in _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S)  # dense
+    assert "n_candidates" not in _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=K)  # L >= K is dense
     k = 64  # F·K = 136·64 < 32768
-    assert "n_candidates" not in _core.local_step(obs, X, N[:k], S[:k], elp[:k], top_l=1)
+    assert "n_candidates" not in _core.local_step(obs, _core.Alloc.fixed(elp[:k]), X, N[:k], S[:k], top_l=1)
     Xg = X + 1.0
     g = _core.ObsModel("gauss", default_prior("gauss", Xg))
-    Rg = Model.resp_from_output(_core.local_step(obs, X, N, S, elp, return_resp=True, top_l=1), K)
+    Rg = Model.resp_from_output(_core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=1), K)
     Ng, Sg = g.summarize(Xg, Rg)
-    assert "n_candidates" not in _core.local_step(g, Xg, Ng + 1.0, Sg, elp, top_l=1)
+    assert "n_candidates" not in _core.local_step(g, _core.Alloc.fixed(elp), Xg, Ng + 1.0, Sg, top_l=1)
 
 
 @pytest.mark.parametrize("moves", [(), ("birth", "merge", "delete")])

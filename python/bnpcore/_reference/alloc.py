@@ -191,3 +191,53 @@ def weights(kind, N, gamma):
         return e_pi / e_pi.sum()
     theta = finite_theta(N, gamma)
     return theta / theta.sum()
+
+
+# ----------------------------------------------------------------------------------------------
+# dispatch by kind: expected weights, ELBO term, merge change
+# ----------------------------------------------------------------------------------------------
+
+
+def e_pi(kind, N, gamma):
+    """Expected weights E[pi_k] at the optimal allocation posterior of counts N.
+
+    dp: u_hat_k prod_{l<k} (1 - u_hat_l) with the optimal sticks (sums to < 1);
+    finite: theta_k / sum_l theta_l, theta = gamma/K + N.
+    """
+    _check_alloc(kind)
+    if kind == "dp":
+        return dp_e_pi(*dp_eta(N, gamma))
+    theta = finite_theta(N, gamma)
+    return theta / theta.sum()
+
+
+def elbo_alloc(kind, N, gamma):
+    """Allocation term of the ELBO at the optimal allocation posterior of counts N
+    (dp_elbo_alloc or finite_elbo_alloc)."""
+    _check_alloc(kind)
+    if kind == "dp":
+        return dp_elbo_alloc(N, gamma)
+    return finite_elbo_alloc(N, gamma)
+
+
+def merge_delta(kind, N, gamma):
+    """Exact change of the allocation ELBO term when clusters i < j merge, for every pair, by its
+    definition:
+
+    Delta[i, j] = elbo_alloc(N') - elbo_alloc(N),  N' = N with N'_i = N_i + N_j and entry j removed
+    (finite: the merged model has K - 1 clusters, so its prior is Dir(gamma/(K-1))).
+
+    Entries with i >= j are -inf. Costs O(K^3); the Rust kernel gets the same numbers in O(K^2).
+    """
+    _check_alloc(kind)
+    N = np.atleast_1d(np.asarray(N, dtype=float))
+    K = len(N)
+    out = np.full((K, K), -np.inf)
+    base = elbo_alloc(kind, N, gamma)
+    for i in range(K):
+        for j in range(i + 1, K):
+            merged = N.copy()
+            merged[i] += merged[j]
+            merged = np.delete(merged, j)
+            out[i, j] = elbo_alloc(kind, merged, gamma) - base
+    return out

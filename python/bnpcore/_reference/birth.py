@@ -53,7 +53,7 @@ def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kme
 
     def step(N, S, pairs=None):
         kw = {"merge_pairs": pairs} if pairs else {}
-        return _core.local_step(core, X, N, S, model.alloc.e_log_pi(N), weights=w, n_threads=n_threads, **kw)
+        return _core.local_step(core, model.alloc.core, X, N, S, weights=w, n_threads=n_threads, **kw)
 
     def tidy(N, S):
         order = np.argsort(-N, kind="stable")
@@ -65,7 +65,8 @@ def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kme
         for _ in range(n_iter):
             out = step(N, S)
             N_new, S_new = tidy(out["N"], out["S"])
-            done = N_new.shape[0] == N.shape[0] and np.max(np.abs(N_new - N)) < 1e-3 * max(1.0, float(N.sum())) * 1e-2
+            # (no cluster left, e.g. every row's weight below 1 after k-means: nothing to compare)
+            done = N_new.shape[0] == N.shape[0] and (N.shape[0] == 0 or np.max(np.abs(N_new - N)) < 1e-3 * max(1.0, float(N.sum())) * 1e-2)
             N, S = N_new, S_new
             if N.shape[0] < 2 or done:
                 break

@@ -137,7 +137,7 @@ def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kme
     J = int(min(n_seeds, X.shape[0] // 2))
     uniforms = rng.random(J) if J >= 2 else np.empty(0)
     out = _core.fit_fresh_clusters(
-        model.obs.core, X, w, model.alloc.name, model.alloc.gamma, uniforms,
+        model.obs.core, X, w, model.alloc.core, uniforms,
         int(n_fresh), n_seeds, int(iters), int(kmeans_iters), n_threads=n_threads,
     )
     if out is None:

@@ -15,15 +15,10 @@ several disjoint merges per lap.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import gammaln
 
 from bnpcore.moves._base import BatchRequest, LapContext, Move, accepts
 
 __all__ = ["MergeMove", "candidate_pairs", "merge_scores"]
-
-
-def _c_beta(a, b):
-    return gammaln(a + b) - gammaln(a) - gammaln(b)
 
 
 def merge_scores(model, G, chunk: int = 4096):
@@ -35,7 +30,10 @@ def merge_scores(model, G, chunk: int = 4096):
         \Delta_{\rm alloc}&=c_B(\hat\eta_j)-c_B(1,\gamma)+c_B(\hat\eta_i)-c_B(\hat\eta_{i1}+N_j,\hat\eta_{i0}-N_j)
         +\sum_{i<k<j}\big[c_B(\hat\eta_k)-c_B(\hat\eta_{k1},\hat\eta_{k0}-N_j)\big]
 
-    with :math:`\hat\eta_k=(1+N_k,\gamma+N^>_k)` and :math:`c_B(a,b)=\ln\Gamma(a+b)-\ln\Gamma(a)-\ln\Gamma(b)`.
+    with :math:`\hat\eta_k=(1+N_k,\gamma+N^>_k)` and :math:`c_B(a,b)=\ln\Gamma(a+b)-\ln\Gamma(a)-\ln\Gamma(b)`
+    for the DP mixture. :math:`\Delta_{\rm alloc}` comes from the allocation model's core
+    (``model.alloc.core.merge_delta``, all pairs in :math:`O(K^2)`), :math:`\Delta_{\rm data}`
+    from the observation model's log normalisers.
 
     Returns
     -------
@@ -46,9 +44,8 @@ def merge_scores(model, G, chunk: int = 4096):
     S = np.asarray(G.S, dtype=np.float64)
     K = N.shape[0]
     d_data = np.full((K, K), -np.inf)
-    d_alloc = np.full((K, K), -np.inf)
     if K < 2:
-        return d_data, d_alloc
+        return d_data, np.full((K, K), -np.inf)
     core = model.obs.core
     single = np.asarray(core.elbo_data_per_cluster(N, S))
     iu, ju = np.triu_indices(K, 1)
@@ -60,21 +57,7 @@ def merge_scores(model, G, chunk: int = 4096):
         )
     d_data[iu, ju] = merged - single[iu] - single[ju]
 
-    gamma = model.alloc.gamma
-    Nc = np.maximum(N, 0.0)
-    greater = np.concatenate([np.cumsum(Nc[::-1])[::-1][1:], [0.0]])
-    e1, e0 = 1.0 + Nc, gamma + greater
-    cb = _c_beta(e1, e0)
-    cb0 = _c_beta(1.0, gamma)
-    for j in range(1, K):
-        nj = Nc[j]
-        # middle terms k in (i, j): suffix sums of g_j(k) over k = i+1 .. j-1
-        g = cb[:j] - _c_beta(e1[:j], np.maximum(e0[:j] - nj, gamma))
-        suffix = np.concatenate([np.cumsum(g[::-1])[::-1], [0.0]])  # suffix[k] = Σ_{l>=k, l<j} g[l]
-        i = np.arange(j)
-        mid = suffix[i + 1]
-        own = cb[:j] - _c_beta(e1[:j] + nj, np.maximum(e0[:j] - nj, gamma))
-        d_alloc[i, j] = cb[j] - cb0 + own + mid
+    d_alloc = model.alloc.core.merge_delta(N)
     return d_data, d_alloc
 
 

@@ -89,3 +89,15 @@ where
         Err(payload) => Err(panic_to_py(payload)),
     }
 }
+
+/// Default number of threads (BNPCORE_NUM_THREADS or all cores).
+#[pyfunction]
+pub(crate) fn default_num_threads() -> usize {
+    default_threads()
+}
+
+/// Called in a child process after fork: abandon the parent's thread pools.
+#[pyfunction]
+pub(crate) fn _after_fork_in_child() {
+    after_fork_in_child();
+}

@@ -98,7 +98,7 @@ pub fn fit_fresh_clusters<M: ObsModel>(
     model: &M,
     x: ArrayView2<f64>,
     w: ArrayView1<f64>,
-    alloc: Alloc,
+    alloc: &Alloc,
     uniforms: ArrayView1<f64>,
     opts: &FreshOptions,
 ) -> Result<Option<FreshFit>> {
@@ -150,7 +150,7 @@ impl Obs {
         &self,
         x: ArrayView2<f64>,
         w: ArrayView1<f64>,
-        alloc: Alloc,
+        alloc: &Alloc,
         uniforms: ArrayView1<f64>,
         opts: &FreshOptions,
     ) -> Result<Option<FreshFit>> {
@@ -563,7 +563,7 @@ struct Fitter<'a, M: ObsModel> {
     model: &'a M,
     x: ArrayView2<'a, f64>,
     w: ArrayView1<'a, f64>,
-    alloc: Alloc,
+    alloc: &'a Alloc,
     /// feature map of the summaries
     smap: FeatureMap,
     /// rows per leaf of the reduction tree
@@ -713,6 +713,7 @@ impl<M: ObsModel> Fitter<'_, M> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alloc::SegmentWeights;
     use crate::local::{local_step, LocalOptions};
     use crate::obs::{Bern, DiagGauss, Gauss, Mult};
     use ndarray::Array1;
@@ -801,16 +802,17 @@ mod tests {
                         let elp = alloc.e_log_pi(n0.view()).unwrap();
                         let pairs = vec![(0, 1), (0, 2), (1, 2)];
                         let opts = LocalOptions { weights: Some(w.view()), merge_pairs: pairs.clone(), ..Default::default() };
-                        let want = local_step(m, x.view(), &table, elp.view(), &opts).unwrap();
+                        let seg = SegmentWeights::Rows { e_log_pi: elp.clone() };
+                        let want = local_step(m, x.view(), &table, &seg, &opts).unwrap();
                         for pre in [false, true] {
                             let phi = if pre { precompute_features(&tmap, x.view()).map(|v| (tmap.clone(), v)) } else { None };
-                            let fit = Fitter { model: m, x: x.view(), w: w.view(), alloc, smap: m.feature_map(), leaf: fresh_leaf_rows(n), phi };
+                            let fit = Fitter { model: m, x: x.view(), w: w.view(), alloc: &alloc, smap: m.feature_map(), leaf: fresh_leaf_rows(n), phi };
                             let got = fit.step(&n0, &s0, &pairs, false).unwrap();
                             let what = format!("{} n={n} precomputed={pre}", obs.kind());
                             assert!(close(got.n.as_slice().unwrap(), want.n.as_slice().unwrap(), 1e-12), "N {what}");
                             assert!(close(got.s.as_slice().unwrap(), want.s.as_slice().unwrap(), 1e-11), "S {what}");
                             assert!(close(got.h.as_slice().unwrap(), want.h.as_slice().unwrap(), 1e-11), "H {what}");
-                            assert!(close(&got.pair_h, want.pair_h.as_slice().unwrap(), 1e-11), "pair H {what}");
+                            assert!(close(&got.pair_h, want.moves.pair_h.as_slice().unwrap(), 1e-11), "pair H {what}");
                             // hard step
                             let mut wl = crate::obs::eval_table(&table, x.view());
                             let mut hard = Array2::<f64>::zeros((n, k));

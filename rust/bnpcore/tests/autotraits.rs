@@ -1,7 +1,8 @@
 //! Every public type can be shared across threads (the Python bindings run the core inside a
 //! rayon pool with the GIL released, and later models hold these types in parallel loops).
 
-use bnpcore::local::{Dest, LocalOptions, LocalOutput, Proposal, ProposalStats};
+use bnpcore::alloc::{Alloc, SegmentWeights};
+use bnpcore::local::{Dest, LocalOptions, LocalOutput, MoveOutputs, Proposal, ProposalStats};
 use bnpcore::obs::{Bern, DiagGauss, FeatureMap, Gauss, LogLikTable, Mult, Obs, ObsModel};
 use bnpcore::Error;
 
@@ -22,6 +23,9 @@ fn public_types_are_send_and_sync() {
     send_sync::<ProposalStats>();
     send_sync::<LocalOptions<'static>>();
     send_sync::<LocalOutput>();
+    send_sync::<MoveOutputs>();
+    send_sync::<Alloc>();
+    send_sync::<SegmentWeights>();
     send_sync::<Error>();
     // posterior and divergence-preparation types, reachable through the trait
     send_sync::<<Gauss as ObsModel>::Post>();

@@ -34,7 +34,7 @@ fn bit_identical_for_one_two_and_three_threads() {
         let (obs, x, w, u) = setup(kind, 2000, 40 + i as u64);
         for alloc in [Alloc::Dp { gamma: 1.0 }, Alloc::Finite { gamma: 3.0 }] {
             let runs: Vec<Option<FreshFit>> =
-                pools.iter().map(|p| p.install(|| obs.fit_fresh_clusters(x.view(), w.view(), alloc, u.view(), &OPTS)).unwrap()).collect();
+                pools.iter().map(|p| p.install(|| obs.fit_fresh_clusters(x.view(), w.view(), &alloc, u.view(), &OPTS)).unwrap()).collect();
             assert!(runs[0].is_some(), "{kind}: three separated groups should give a fit");
             assert_eq!(bits(&runs[0]), bits(&runs[1]), "{kind} {alloc:?}");
             assert_eq!(bits(&runs[0]), bits(&runs[2]), "{kind} {alloc:?}");
@@ -56,33 +56,33 @@ fn bad_input_is_rejected_with_the_argument_named() {
     };
     let mut neg = w.clone();
     neg[3] = -1.0;
-    assert_eq!(name(obs.fit_fresh_clusters(x.view(), neg.view(), dp, u.view(), &OPTS).unwrap_err()), "w");
+    assert_eq!(name(obs.fit_fresh_clusters(x.view(), neg.view(), &dp, u.view(), &OPTS).unwrap_err()), "w");
     let mut nan = w.clone();
     nan[0] = f64::NAN;
-    assert_eq!(name(obs.fit_fresh_clusters(x.view(), nan.view(), dp, u.view(), &OPTS).unwrap_err()), "w");
+    assert_eq!(name(obs.fit_fresh_clusters(x.view(), nan.view(), &dp, u.view(), &OPTS).unwrap_err()), "w");
     let short = w.slice(ndarray::s![..49]).to_owned();
-    assert_eq!(name(obs.fit_fresh_clusters(x.view(), short.view(), dp, u.view(), &OPTS).unwrap_err()), "w");
+    assert_eq!(name(obs.fit_fresh_clusters(x.view(), short.view(), &dp, u.view(), &OPTS).unwrap_err()), "w");
     let one = FreshOptions { n_fresh: 1, ..OPTS };
-    assert_eq!(name(obs.fit_fresh_clusters(x.view(), w.view(), dp, u.view(), &one).unwrap_err()), "n_fresh");
+    assert_eq!(name(obs.fit_fresh_clusters(x.view(), w.view(), &dp, u.view(), &one).unwrap_err()), "n_fresh");
     let u4 = u.slice(ndarray::s![..4]).to_owned();
-    assert_eq!(name(obs.fit_fresh_clusters(x.view(), w.view(), dp, u4.view(), &OPTS).unwrap_err()), "uniforms");
+    assert_eq!(name(obs.fit_fresh_clusters(x.view(), w.view(), &dp, u4.view(), &OPTS).unwrap_err()), "uniforms");
     let mut u_bad = u.clone();
     u_bad[0] = 1.0;
-    assert_eq!(name(obs.fit_fresh_clusters(x.view(), w.view(), dp, u_bad.view(), &OPTS).unwrap_err()), "uniforms");
+    assert_eq!(name(obs.fit_fresh_clusters(x.view(), w.view(), &dp, u_bad.view(), &OPTS).unwrap_err()), "uniforms");
     let bad_gamma = Alloc::Finite { gamma: 0.0 };
-    assert_eq!(name(obs.fit_fresh_clusters(x.view(), w.view(), bad_gamma, u.view(), &OPTS).unwrap_err()), "gamma");
+    assert_eq!(name(obs.fit_fresh_clusters(x.view(), w.view(), &bad_gamma, u.view(), &OPTS).unwrap_err()), "gamma");
     let mut xn = x.clone();
     xn[[2, 1]] = f64::INFINITY;
-    assert!(matches!(obs.fit_fresh_clusters(xn.view(), w.view(), dp, u.view(), &OPTS), Err(Error::NonFinite { .. })));
+    assert!(matches!(obs.fit_fresh_clusters(xn.view(), w.view(), &dp, u.view(), &OPTS), Err(Error::NonFinite { .. })));
 }
 
 #[test]
 fn too_few_rows_or_too_little_weight_give_no_fit() {
     let (obs, x, w, _) = setup("diag_gauss", 3, 2);
-    let none = obs.fit_fresh_clusters(x.view(), w.view(), Alloc::Dp { gamma: 1.0 }, Array1::zeros(0).view(), &OPTS).unwrap();
+    let none = obs.fit_fresh_clusters(x.view(), w.view(), &Alloc::Dp { gamma: 1.0 }, Array1::zeros(0).view(), &OPTS).unwrap();
     assert!(none.is_none());
     // total weight below one atom: every cluster is dropped
     let (obs, x, _, u) = setup("diag_gauss", 100, 3);
     let tiny = Array1::from_elem(100, 1e-3);
-    assert!(obs.fit_fresh_clusters(x.view(), tiny.view(), Alloc::Dp { gamma: 1.0 }, u.view(), &OPTS).unwrap().is_none());
+    assert!(obs.fit_fresh_clusters(x.view(), tiny.view(), &Alloc::Dp { gamma: 1.0 }, u.view(), &OPTS).unwrap().is_none());
 }

@@ -4,6 +4,7 @@
 
 mod common;
 
+use bnpcore::alloc::Alloc;
 use bnpcore::local::{Dest, LocalOptions, LocalOutput, Proposal};
 use bnpcore::obs::Obs;
 use common::{data, model, resp, Rng, KINDS};
@@ -39,17 +40,20 @@ fn assert_bit_identical(a: &LocalOutput, b: &LocalOutput) {
     assert!(same_bits(a.n.as_slice().unwrap(), b.n.as_slice().unwrap()), "N");
     assert!(same_bits(a.s.as_slice().unwrap(), b.s.as_slice().unwrap()), "S");
     assert!(same_bits(a.h.as_slice().unwrap(), b.h.as_slice().unwrap()), "H");
-    assert!(same_bits(a.pair_h.as_slice().unwrap(), b.pair_h.as_slice().unwrap()), "pair_h");
+    assert!(same_bits(a.moves.pair_h.as_slice().unwrap(), b.moves.pair_h.as_slice().unwrap()), "pair_h");
     assert_eq!(a.h_sum.to_bits(), b.h_sum.to_bits());
     assert_eq!(a.lse_sum.to_bits(), b.lse_sum.to_bits());
-    for (p, q) in a.proposals.iter().zip(&b.proposals) {
+    for (p, q) in a.moves.proposals.iter().zip(&b.moves.proposals) {
         assert!(same_bits(p.n.as_slice().unwrap(), q.n.as_slice().unwrap()), "proposal N");
         assert!(same_bits(p.s.as_slice().unwrap(), q.s.as_slice().unwrap()), "proposal S");
         assert!(same_bits(p.h.as_slice().unwrap(), q.h.as_slice().unwrap()), "proposal H");
     }
     assert!(same_bits(a.resp.as_ref().unwrap().as_slice().unwrap(), b.resp.as_ref().unwrap().as_slice().unwrap()), "resp");
-    assert!(same_bits(a.col.as_ref().unwrap().as_slice().unwrap(), b.col.as_ref().unwrap().as_slice().unwrap()), "col");
-    assert!(same_bits(a.cooccur.as_ref().unwrap().as_slice().unwrap(), b.cooccur.as_ref().unwrap().as_slice().unwrap()), "cooccur");
+    assert!(same_bits(a.moves.col.as_ref().unwrap().as_slice().unwrap(), b.moves.col.as_ref().unwrap().as_slice().unwrap()), "col");
+    assert!(
+        same_bits(a.moves.cooccur.as_ref().unwrap().as_slice().unwrap(), b.moves.cooccur.as_ref().unwrap().as_slice().unwrap()),
+        "cooccur"
+    );
 }
 
 #[test]
@@ -65,8 +69,10 @@ fn bit_identical_for_one_and_three_threads() {
         let e = Array1::from(vec![-1.0, -1.5, -2.0, -0.5, -3.0]);
         let w = Array1::from_shape_fn(n, |i| (i % 7) as f64 * 0.3);
         let opts = options(&obs, &x, k, Some(w.view()), &mut rng);
-        let one = pool1.install(|| obs.local_step(x.view(), np_.view(), sp.view(), e.view(), &opts)).unwrap();
-        let three = pool3.install(|| obs.local_step(x.view(), np_.view(), sp.view(), e.view(), &opts)).unwrap();
+        let one =
+            pool1.install(|| obs.local_step(x.view(), np_.view(), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &opts)).unwrap();
+        let three =
+            pool3.install(|| obs.local_step(x.view(), np_.view(), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &opts)).unwrap();
         assert_bit_identical(&one, &three);
         // and the other parallel kernels
         let r = resp(n, k, &mut rng);
@@ -104,39 +110,41 @@ fn summaries_are_additive_over_disjoint_splits() {
         let mut opts = options(&obs, &x, k, Some(w.view()), &mut rng);
         opts.return_resp = false;
         opts.collect_col = None;
-        let whole = obs.local_step(x.view(), np_.view(), sp.view(), e.view(), &opts).unwrap();
+        let whole = obs.local_step(x.view(), np_.view(), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &opts).unwrap();
         let cuts = [0usize, 1, 600, 1023, 1024, 1700];
         let mut parts = Vec::new();
         for c in cuts.windows(2) {
             let mut o = opts.clone();
             o.weights = Some(w.slice(s![c[0]..c[1]]));
-            parts.push(obs.local_step(x.slice(s![c[0]..c[1], ..]), np_.view(), sp.view(), e.view(), &o).unwrap());
+            parts.push(
+                obs.local_step(x.slice(s![c[0]..c[1], ..]), np_.view(), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &o).unwrap(),
+            );
         }
         let v = |f: &dyn Fn(&LocalOutput) -> Vec<f64>| parts.iter().map(f).collect::<Vec<_>>();
         assert_additive(whole.n.as_slice().unwrap(), &v(&|p| p.n.to_vec()), &format!("{kind} N"));
         assert_additive(whole.s.as_slice().unwrap(), &v(&|p| p.s.iter().copied().collect()), &format!("{kind} S"));
         assert_additive(whole.h.as_slice().unwrap(), &v(&|p| p.h.to_vec()), &format!("{kind} H"));
-        assert_additive(whole.pair_h.as_slice().unwrap(), &v(&|p| p.pair_h.to_vec()), &format!("{kind} pair_h"));
+        assert_additive(whole.moves.pair_h.as_slice().unwrap(), &v(&|p| p.moves.pair_h.to_vec()), &format!("{kind} pair_h"));
         assert_additive(&[whole.h_sum, whole.lse_sum], &v(&|p| vec![p.h_sum, p.lse_sum]), &format!("{kind} h_sum/lse_sum"));
         assert_additive(
-            whole.cooccur.as_ref().unwrap().as_slice().unwrap(),
-            &v(&|p| p.cooccur.as_ref().unwrap().to_vec()),
+            whole.moves.cooccur.as_ref().unwrap().as_slice().unwrap(),
+            &v(&|p| p.moves.cooccur.as_ref().unwrap().to_vec()),
             &format!("{kind} cooccur"),
         );
-        for j in 0..whole.proposals.len() {
+        for j in 0..whole.moves.proposals.len() {
             assert_additive(
-                whole.proposals[j].n.as_slice().unwrap(),
-                &v(&|p| p.proposals[j].n.to_vec()),
+                whole.moves.proposals[j].n.as_slice().unwrap(),
+                &v(&|p| p.moves.proposals[j].n.to_vec()),
                 &format!("{kind} proposal {j} N"),
             );
             assert_additive(
-                whole.proposals[j].s.as_slice().unwrap(),
-                &v(&|p| p.proposals[j].s.iter().copied().collect()),
+                whole.moves.proposals[j].s.as_slice().unwrap(),
+                &v(&|p| p.moves.proposals[j].s.iter().copied().collect()),
                 &format!("{kind} proposal {j} S"),
             );
             assert_additive(
-                whole.proposals[j].h.as_slice().unwrap(),
-                &v(&|p| p.proposals[j].h.to_vec()),
+                whole.moves.proposals[j].h.as_slice().unwrap(),
+                &v(&|p| p.moves.proposals[j].h.to_vec()),
                 &format!("{kind} proposal {j} H"),
             );
         }
@@ -160,11 +168,11 @@ fn assert_simplex_rows(out: &LocalOutput, what: &str) {
         assert!(row.iter().all(|v| v.is_finite() && *v >= 0.0), "{what}: row {i} = {row}");
         assert!((row.sum() - 1.0).abs() <= 1e-12, "{what}: row {i} sums to {}", row.sum());
     }
-    for v in out.n.iter().chain(out.s.iter()).chain(out.h.iter()).chain(out.pair_h.iter()) {
+    for v in out.n.iter().chain(out.s.iter()).chain(out.h.iter()).chain(out.moves.pair_h.iter()) {
         assert!(v.is_finite(), "{what}: non-finite summary");
     }
     assert!(out.h.iter().all(|&h| h >= 0.0), "{what}: negative entropy");
-    for p in &out.proposals {
+    for p in &out.moves.proposals {
         assert!(p.n.iter().chain(p.s.iter()).chain(p.h.iter()).all(|v| v.is_finite()), "{what}: non-finite proposal");
     }
 }
@@ -192,7 +200,7 @@ fn responsibilities_sum_to_one_with_extreme_log_weights() {
         for (name, e) in cases {
             let e = Array1::from(e);
             let opts = options(&obs, &x, k, None, &mut rng);
-            let out = obs.local_step(x.view(), np_.view(), sp.view(), e.view(), &opts).unwrap();
+            let out = obs.local_step(x.view(), np_.view(), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &opts).unwrap();
             let what = format!("{kind} {name}");
             assert_simplex_rows(&out, &what);
             let r = out.resp.as_ref().unwrap();
@@ -217,7 +225,7 @@ fn bad_options_are_errors_not_panics() {
     let x = data("gauss", 30, 2, &mut rng);
     let (np_, sp) = posterior(&obs, &x, 3, &mut rng);
     let e = Array1::zeros(3);
-    let run = |o: LocalOptions| obs.local_step(x.view(), np_.view(), sp.view(), e.view(), &o);
+    let run = |o: LocalOptions| obs.local_step(x.view(), np_.view(), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &o);
     assert!(run(LocalOptions { merge_pairs: vec![(0, 3)], ..Default::default() }).is_err());
     assert!(run(LocalOptions { merge_pairs: vec![(1, 1)], ..Default::default() }).is_err());
     assert!(run(LocalOptions { collect_col: Some(3), ..Default::default() }).is_err());
@@ -226,11 +234,19 @@ fn bad_options_are_errors_not_panics() {
     assert!(run(LocalOptions { proposals: vec![Proposal { src: vec![0], dest: Dest::Columns(vec![3]) }], ..Default::default() }).is_err());
     let short = Array1::ones(29);
     assert!(run(LocalOptions { weights: Some(short.view()), ..Default::default() }).is_err());
-    assert!(obs.local_step(x.view(), np_.view(), sp.view(), Array1::zeros(2).view(), &LocalOptions::default()).is_err());
-    assert!(obs.local_step(x.slice(s![.., 0..1]), np_.view(), sp.view(), e.view(), &LocalOptions::default()).is_err());
-    assert!(obs.local_step(x.view(), np_.slice(s![0..2]), sp.view(), e.view(), &LocalOptions::default()).is_err());
+    assert!(obs
+        .local_step(x.view(), np_.view(), sp.view(), &Alloc::Fixed { log_weights: Array1::zeros(2) }, &LocalOptions::default())
+        .is_err());
+    assert!(obs
+        .local_step(x.slice(s![.., 0..1]), np_.view(), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &LocalOptions::default())
+        .is_err());
+    assert!(obs
+        .local_step(x.view(), np_.slice(s![0..2]), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &LocalOptions::default())
+        .is_err());
     let nan_x = Array2::from_elem((2, 2), f64::NAN);
-    assert!(obs.local_step(nan_x.view(), np_.view(), sp.view(), e.view(), &LocalOptions::default()).is_err());
+    assert!(obs
+        .local_step(nan_x.view(), np_.view(), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &LocalOptions::default())
+        .is_err());
     // a Fortran-ordered statistic matrix works (no panic) and gives the same answer
     let sf = {
         let mut t = Array2::<f64>::zeros((sp.ncols(), sp.nrows()));
@@ -238,8 +254,8 @@ fn bad_options_are_errors_not_panics() {
         t.reversed_axes()
     };
     assert!(!sf.is_standard_layout());
-    let a = obs.local_step(x.view(), np_.view(), sf.view(), e.view(), &LocalOptions::default()).unwrap();
-    let b = obs.local_step(x.view(), np_.view(), sp.view(), e.view(), &LocalOptions::default()).unwrap();
+    let a = obs.local_step(x.view(), np_.view(), sf.view(), &Alloc::Fixed { log_weights: e.clone() }, &LocalOptions::default()).unwrap();
+    let b = obs.local_step(x.view(), np_.view(), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &LocalOptions::default()).unwrap();
     assert_eq!(a.n, b.n);
     assert!((obs.elbo_data(np_.view(), sf.view()).unwrap() - obs.elbo_data(np_.view(), sp.view()).unwrap()).abs() < 1e-12);
 }

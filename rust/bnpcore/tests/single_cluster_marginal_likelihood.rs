@@ -5,7 +5,7 @@
 
 mod common;
 
-use bnpcore::alloc::{dp_elbo, finite_elbo};
+use bnpcore::alloc::Alloc;
 use bnpcore::local::LocalOptions;
 use bnpcore::obs::{DiagGauss, Gauss, Obs};
 use common::Rng;
@@ -52,12 +52,12 @@ fn ln_marginal_zero_mean(xs: &[f64], mut nu: f64, mut b: f64) -> f64 {
 fn single_cluster_elbo(obs: &Obs, x: &Array2<f64>, gamma: f64) -> (f64, f64) {
     let n0 = Array1::zeros(1);
     let s0 = Array2::zeros((1, obs.stat_dim()));
-    let out = obs.local_step(x.view(), n0.view(), s0.view(), array![0.0].view(), &LocalOptions::default()).unwrap();
+    let out = obs.local_step(x.view(), n0.view(), s0.view(), &Alloc::Fixed { log_weights: array![0.0] }, &LocalOptions::default()).unwrap();
     assert_eq!(out.n[0], x.nrows() as f64);
     assert_eq!(out.h[0], 0.0);
     let data = obs.elbo_data(out.n.view(), out.s.view()).unwrap() + out.h_sum + out.h.sum();
-    let finite = data + finite_elbo(out.n.view(), gamma).unwrap();
-    let dp = data + dp_elbo(out.n.view(), gamma).unwrap();
+    let finite = data + Alloc::Finite { gamma }.elbo(out.n.view()).unwrap();
+    let dp = data + Alloc::Dp { gamma }.elbo(out.n.view()).unwrap();
     (finite, dp)
 }
 

@@ -1,19 +1,42 @@
-//! Allocation models: stick-breaking DP mixture and finite symmetric-Dirichlet mixture
-//! (spec 01 §3.2–§3.6). All quantities are functions of the (effective) counts `N`.
+//! Allocation models: how the clusters' weights are modelled, and everything that follows from
+//! that alone — the expected log weights `E[ln π]` the local step adds to the log-likelihoods,
+//! the expected weights, the allocation term of the ELBO and its exact change under a merge.
 //!
-//! DP: `q(u_k) = Beta(η_k1, η_k0)` with optimal `η_k1 = 1 + N_k`, `η_k0 = γ + N^>_k`
-//! (`N^>_k = Σ_{ℓ>k} N_ℓ`); `E[ln π_k] = E[ln u_k] + Σ_{ℓ<k} E[ln(1 − u_ℓ)]`;
-//! ELBO term at optimal `η`: `Σ_k [c_Beta(1, γ) − c_Beta(1 + N_k, γ + N^>_k)]`.
+//! * [`dp_mix`]: stick-breaking Dirichlet-process mixture (Hughes thesis §3.2–§3.4), built on the
+//!   stick-breaking expectations of [`stick`] (shared with the top levels of the HDP models);
+//! * [`finite_mix`]: finite mixture with a symmetric `Dirichlet(γ/K)` prior;
+//! * [`Alloc::Fixed`]: given log weights and no allocation ELBO term, so an allocation model
+//!   written elsewhere (e.g. in Python) can drive the local step with its own weights.
 //!
-//! Finite: `q(π) = Dir(θ)` with `θ_k = γ/K + N_k`; ELBO term `c_Dir(γ/K·1) − c_Dir(θ)`
-//! (`c_Dir(γ/K·1)` appears once).
+//! For the mixtures every quantity is a function of the (effective) counts `N` only: the
+//! allocation part of the summaries is `N`, and the allocation global step is the closed-form
+//! optimum (`η̂` or `θ̂`) computed from `N` whenever it is needed, so there is no allocation state
+//! to keep beyond the hyperparameter.
+//!
+//! # Why an enum
+//! [`Alloc`] is an enum (as [`crate::obs::Obs`] is), not a trait object or a generic parameter:
+//! the bindings choose the model at run time from Python; the local step needs only
+//! [`Alloc::segment_weights`] once per call (`O(K)`, negligible next to the `O(N·K)` kernel), so
+//! monomorphising the kernels over the allocation model would only multiply compile time; and a
+//! closed set keeps every `match` exhaustive, so a new family (HDP topic model, HDP-HMM) is one
+//! module, one variant and the compiler lists every place that must learn about it. The value is
+//! immutable and cheap to clone (`Fixed` holds one `K`-vector).
+//!
+//! # How log weights enter a segment of rows
+//! The local step works on *segments* of rows that share their allocation: [`SegmentWeights`]
+//! says what the allocation model contributes to one segment. For mixtures a segment is one row
+//! and the contribution is one vector `E[ln π]` added to every row's log-likelihoods.
 
-use ndarray::{Array1, ArrayView1};
+pub mod dp_mix;
+pub mod finite_mix;
+pub mod stick;
+
+use ndarray::{Array1, Array2, ArrayView1};
 
 use crate::error::{Error, Result};
-use crate::special::{c_beta, c_dir, digamma};
 
-fn check(n: ArrayView1<f64>, gamma: f64) -> Result<()> {
+/// Checks shared by the mixtures: `gamma` finite and > 0, counts finite.
+pub(crate) fn check(n: ArrayView1<f64>, gamma: f64) -> Result<()> {
     if !(gamma > 0.0) || !gamma.is_finite() {
         return Err(Error::param("gamma", format!("concentration must be finite and > 0, got {gamma}")));
     }
@@ -23,147 +46,156 @@ fn check(n: ArrayView1<f64>, gamma: f64) -> Result<()> {
     Ok(())
 }
 
-/// `N^>_k = Σ_{ℓ>k} N_ℓ`, reverse cumulative sum in f64, round-off negatives clamped to 0.
-pub fn n_greater(n: ArrayView1<f64>) -> Array1<f64> {
-    let k = n.len();
-    let mut out = Array1::zeros(k);
-    let mut acc: f64 = 0.0;
-    for j in (0..k).rev() {
-        out[j] = acc.max(0.0);
-        acc += n[j].max(0.0);
-    }
-    out
-}
-
-/// Optimal Beta parameters `(η_1, η_0)` of the sticks.
+/// How the allocation model's log weights enter one *segment* of rows of the local step: the
+/// rows that share one allocation distribution.
 ///
-/// # Errors
-/// Invalid `gamma` or non-finite counts.
-pub fn dp_eta(n: ArrayView1<f64>, gamma: f64) -> Result<(Array1<f64>, Array1<f64>)> {
-    check(n, gamma)?;
-    let eta1 = n.mapv(|v| 1.0 + v.max(0.0));
-    let eta0 = n_greater(n).mapv(|v| gamma + v);
-    Ok((eta1, eta0))
-}
-
-/// `E_q[ln π_k]` of the DP mixture.
+/// * mixtures (implemented): every row is its own segment and all rows share the global weights,
+///   so the contribution is one vector `E[ln π_k]` added to each row's log-likelihoods
+///   ([`SegmentWeights::Rows`]);
+/// * topic models (room left): a segment is one document's tokens; the document's weights
+///   `E[ln π_dk]` come from a per-document fixed point over the global `E[ln β_k]` and the
+///   document's own responsibilities, so the contribution is the global part and the local step
+///   iterates per document;
+/// * HMMs (room left): a segment is one sequence; the contribution is the start and transition
+///   log weights `E[ln π_0k]`, `E[ln π_jk]`, entering through forward-backward instead of a
+///   per-row sum.
 ///
-/// # Errors
-/// Invalid `gamma` or non-finite counts.
-pub fn dp_e_log_pi(n: ArrayView1<f64>, gamma: f64) -> Result<Array1<f64>> {
-    let (e1, e0) = dp_eta(n, gamma)?;
-    let mut out = Array1::zeros(n.len());
-    let mut acc = 0.0;
-    for k in 0..n.len() {
-        let t = digamma(e1[k] + e0[k]);
-        out[k] = digamma(e1[k]) - t + acc;
-        acc += digamma(e0[k]) - t;
-    }
-    Ok(out)
+/// The enum is `non_exhaustive` so these variants can be added without breaking matches
+/// outside the crate.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum SegmentWeights {
+    /// One row per segment: `W_nk = E[log F(x_n|φ_k)] + e_log_pi[k]`.
+    Rows {
+        /// `E[ln π_k]`, one entry per cluster (`-inf` allowed: the cluster is never used)
+        e_log_pi: Array1<f64>,
+    },
 }
 
-/// `E_q[π_k] = û_k Π_{ℓ<k} (1 − û_ℓ)`.
-///
-/// # Errors
-/// Invalid `gamma` or non-finite counts.
-pub fn dp_e_pi(n: ArrayView1<f64>, gamma: f64) -> Result<Array1<f64>> {
-    let (e1, e0) = dp_eta(n, gamma)?;
-    let mut out = Array1::zeros(n.len());
-    let mut rest = 1.0;
-    for k in 0..n.len() {
-        let u = e1[k] / (e1[k] + e0[k]);
-        out[k] = u * rest;
-        rest *= 1.0 - u;
-    }
-    Ok(out)
-}
-
-/// Allocation ELBO term of the DP mixture at optimal `η`.
-///
-/// # Errors
-/// Invalid `gamma` or non-finite counts.
-pub fn dp_elbo(n: ArrayView1<f64>, gamma: f64) -> Result<f64> {
-    let (e1, e0) = dp_eta(n, gamma)?;
-    let c0 = c_beta(1.0, gamma);
-    Ok((0..n.len()).map(|k| c0 - c_beta(e1[k], e0[k])).sum())
-}
-
-/// Optimal Dirichlet parameters `θ_k = γ/K + N_k` of the finite mixture.
-///
-/// # Errors
-/// Invalid `gamma` or non-finite counts.
-pub fn finite_theta(n: ArrayView1<f64>, gamma: f64) -> Result<Array1<f64>> {
-    check(n, gamma)?;
-    let a = gamma / n.len().max(1) as f64;
-    Ok(n.mapv(|v| a + v.max(0.0)))
-}
-
-/// `E_q[ln π_k] = ψ(θ_k) − ψ(Σθ)` of the finite mixture.
-///
-/// # Errors
-/// Invalid `gamma` or non-finite counts.
-pub fn finite_e_log_pi(n: ArrayView1<f64>, gamma: f64) -> Result<Array1<f64>> {
-    let th = finite_theta(n, gamma)?;
-    let t = digamma(th.sum());
-    Ok(th.mapv(|v| digamma(v) - t))
-}
-
-/// Allocation ELBO term of the finite mixture at optimal `θ`.
-///
-/// # Errors
-/// Invalid `gamma` or non-finite counts.
-pub fn finite_elbo(n: ArrayView1<f64>, gamma: f64) -> Result<f64> {
-    let th = finite_theta(n, gamma)?;
-    let prior = Array1::from_elem(n.len(), gamma / n.len().max(1) as f64);
-    Ok(c_dir(prior.as_slice().expect("contiguous")) - c_dir(th.as_slice().expect("contiguous")))
-}
-
-/// An allocation model chosen at run time: `E[ln π]` and the ELBO term as functions of the
-/// counts `N` only.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// An allocation model chosen at run time (see the module docs for why this is an enum).
+#[derive(Debug, Clone, PartialEq)]
 pub enum Alloc {
-    /// stick-breaking DP mixture with concentration `gamma`
+    /// stick-breaking DP mixture with concentration `gamma` ([`dp_mix`])
     Dp {
         /// concentration `γ`
         gamma: f64,
     },
-    /// finite mixture with a symmetric `Dirichlet(γ/K)` prior
+    /// finite mixture with a symmetric `Dirichlet(γ/K)` prior ([`finite_mix`])
     Finite {
         /// concentration `γ`
         gamma: f64,
     },
+    /// given log weights, whatever the counts; allocation ELBO term 0 (the caller accounts for
+    /// its own allocation term)
+    Fixed {
+        /// `E[ln π_k]` used by every local step (length `K`)
+        log_weights: Array1<f64>,
+    },
 }
 
 impl Alloc {
-    /// Check the concentration.
+    /// Check the hyperparameters.
     ///
     /// # Errors
     /// [`Error::InvalidParam`] naming `gamma` if it is not finite and > 0.
     pub fn check(&self) -> Result<()> {
-        let (Alloc::Dp { gamma } | Alloc::Finite { gamma }) = *self;
-        check(Array1::<f64>::zeros(0).view(), gamma)
+        match self {
+            Alloc::Dp { gamma } | Alloc::Finite { gamma } => check(Array1::<f64>::zeros(0).view(), *gamma),
+            Alloc::Fixed { .. } => Ok(()),
+        }
+    }
+
+    /// Name of the model: `"dp"`, `"finite"` or `"fixed"`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Alloc::Dp { .. } => "dp",
+            Alloc::Finite { .. } => "finite",
+            Alloc::Fixed { .. } => "fixed",
+        }
+    }
+
+    /// Concentration `γ` (none for [`Alloc::Fixed`]).
+    pub fn gamma(&self) -> Option<f64> {
+        match self {
+            Alloc::Dp { gamma } | Alloc::Finite { gamma } => Some(*gamma),
+            Alloc::Fixed { .. } => None,
+        }
+    }
+
+    /// `Fixed` log weights checked against the number of clusters.
+    fn fixed(log_weights: &Array1<f64>, n: ArrayView1<f64>) -> Result<()> {
+        if log_weights.len() != n.len() {
+            return Err(Error::shape(
+                "e_log_pi",
+                format!("({},) (one fixed log weight per cluster)", n.len()),
+                format!("({},)", log_weights.len()),
+            ));
+        }
+        Ok(())
     }
 
     /// `E_q[ln π_k]` at the optimal allocation posterior for counts `n`.
     ///
     /// # Errors
-    /// Invalid `gamma` or non-finite counts.
+    /// Invalid `gamma` or non-finite counts; for `Fixed`, a length other than `n.len()`.
     pub fn e_log_pi(&self, n: ArrayView1<f64>) -> Result<Array1<f64>> {
-        match *self {
-            Alloc::Dp { gamma } => dp_e_log_pi(n, gamma),
-            Alloc::Finite { gamma } => finite_e_log_pi(n, gamma),
+        match self {
+            Alloc::Dp { gamma } => dp_mix::e_log_pi(n, *gamma),
+            Alloc::Finite { gamma } => finite_mix::e_log_pi(n, *gamma),
+            Alloc::Fixed { log_weights } => Self::fixed(log_weights, n).map(|()| log_weights.clone()),
         }
     }
 
-    /// Allocation ELBO term at the optimal allocation posterior for counts `n`.
+    /// `E_q[π_k]` at the optimal allocation posterior (DP: sums to less than 1, the rest being
+    /// the sticks beyond the truncation; `Fixed`: `exp` of the log weights as given).
     ///
     /// # Errors
-    /// Invalid `gamma` or non-finite counts.
-    pub fn elbo(&self, n: ArrayView1<f64>) -> Result<f64> {
-        match *self {
-            Alloc::Dp { gamma } => dp_elbo(n, gamma),
-            Alloc::Finite { gamma } => finite_elbo(n, gamma),
+    /// As [`Alloc::e_log_pi`].
+    pub fn e_pi(&self, n: ArrayView1<f64>) -> Result<Array1<f64>> {
+        match self {
+            Alloc::Dp { gamma } => dp_mix::e_pi(n, *gamma),
+            Alloc::Finite { gamma } => finite_mix::e_pi(n, *gamma),
+            Alloc::Fixed { log_weights } => Self::fixed(log_weights, n).map(|()| log_weights.mapv(f64::exp)),
         }
+    }
+
+    /// Allocation ELBO term at the optimal allocation posterior for counts `n` (0 for `Fixed`).
+    ///
+    /// # Errors
+    /// As [`Alloc::e_log_pi`].
+    pub fn elbo(&self, n: ArrayView1<f64>) -> Result<f64> {
+        match self {
+            Alloc::Dp { gamma } => dp_mix::elbo(n, *gamma),
+            Alloc::Finite { gamma } => finite_mix::elbo(n, *gamma),
+            Alloc::Fixed { log_weights } => Self::fixed(log_weights, n).map(|()| 0.0),
+        }
+    }
+
+    /// Exact change of [`Alloc::elbo`] when clusters `i < j` merge (`N_i ← N_i + N_j`, cluster
+    /// `j` removed), for all pairs at once in `O(K²)`: entry `[i, j]` for `i < j`, `-inf`
+    /// elsewhere (0 on the strict upper triangle for `Fixed`).
+    ///
+    /// # Errors
+    /// As [`Alloc::e_log_pi`].
+    pub fn merge_delta(&self, n: ArrayView1<f64>) -> Result<Array2<f64>> {
+        match self {
+            Alloc::Dp { gamma } => dp_mix::merge_delta(n, *gamma),
+            Alloc::Finite { gamma } => finite_mix::merge_delta(n, *gamma),
+            Alloc::Fixed { log_weights } => {
+                Self::fixed(log_weights, n)?;
+                let k = n.len();
+                Ok(Array2::from_shape_fn((k, k), |(i, j)| if i < j { 0.0 } else { f64::NEG_INFINITY }))
+            }
+        }
+    }
+
+    /// What the allocation model adds to each segment of rows in the local step, for counts `n`
+    /// (see [`SegmentWeights`]).
+    ///
+    /// # Errors
+    /// As [`Alloc::e_log_pi`].
+    pub fn segment_weights(&self, n: ArrayView1<f64>) -> Result<SegmentWeights> {
+        Ok(SegmentWeights::Rows { e_log_pi: self.e_log_pi(n)? })
     }
 }
 
@@ -173,27 +205,20 @@ mod tests {
     use ndarray::array;
 
     #[test]
-    fn eta0_uses_counts_of_later_clusters() {
-        let (e1, e0) = dp_eta(array![3.0, 2.0, 1.0].view(), 0.5).unwrap();
-        assert_eq!(e1.to_vec(), vec![4.0, 3.0, 2.0]);
-        assert_eq!(e0.to_vec(), vec![3.5, 1.5, 0.5]);
+    fn fixed_weights_need_one_entry_per_cluster() {
+        let a = Alloc::Fixed { log_weights: array![-1.0, -2.0] };
+        assert_eq!(a.e_log_pi(array![3.0, 4.0].view()).unwrap(), array![-1.0, -2.0]);
+        assert_eq!(a.elbo(array![3.0, 4.0].view()).unwrap(), 0.0);
+        assert!(matches!(a.e_log_pi(array![3.0].view()), Err(Error::Shape { .. })));
+        let d = a.merge_delta(array![3.0, 4.0].view()).unwrap();
+        assert_eq!(d, array![[f64::NEG_INFINITY, 0.0], [f64::NEG_INFINITY, f64::NEG_INFINITY]]);
     }
 
     #[test]
-    fn prior_expected_weights() {
-        // with N = 0: E[π_k] = γ^{k-1}/(1+γ)^k
-        let g: f64 = 2.0;
-        let e = dp_e_pi(Array1::zeros(4).view(), g).unwrap();
-        for k in 0..4 {
-            let want = g.powi(k as i32) / (1.0 + g).powi(k as i32 + 1);
-            assert!((e[k] - want).abs() < 1e-15);
+    fn invalid_gamma_is_named() {
+        for a in [Alloc::Dp { gamma: 0.0 }, Alloc::Finite { gamma: f64::NAN }] {
+            assert!(matches!(a.check(), Err(Error::InvalidParam { ref name, .. }) if name == "gamma"));
+            assert!(a.merge_delta(array![1.0].view()).is_err());
         }
-    }
-
-    #[test]
-    fn empty_clusters_at_the_end_cost_nothing() {
-        let a = dp_elbo(array![5.0, 3.0].view(), 1.5).unwrap();
-        let b = dp_elbo(array![5.0, 3.0, 0.0].view(), 1.5).unwrap();
-        assert!((a - b).abs() < 1e-12);
     }
 }

@@ -26,17 +26,35 @@
 //! Rows are processed in fixed leaves ([`leaf_rows`], a function of `N` only) reduced by a
 //! fixed tree ([`crate::parallel`]), so every output is bit-identical whatever the thread count.
 
+//!
+//! # Layout
+//! This module holds the public types, the options and outputs, the checks and the driver
+//! ([`local_step`]: tiles, leaves, the reduction tree); each code path of a tile is its own
+//! module: `dense` (dense rows), `sparse` (L-sparse rows; selection in [`top_l`], the f32
+//! candidates in `cand32`) and `proposal` (restricted steps of births and deletes). A tile
+//! function takes the step-wide [`LocalContext`] and the tile's `Tile` instead of a long list of
+//! arguments. The allocation model enters only through [`SegmentWeights`]: for mixtures one
+//! `E[ln π]` vector added to every row (the document and sequence steps will add their own
+//! modules beside these).
+
 mod cand32;
+mod dense;
+mod proposal;
+mod sparse;
 pub mod top_l;
 
-use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2, Axis};
+use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2};
 
+use crate::alloc::{Alloc, SegmentWeights};
 use crate::error::{Error, Result};
-use crate::linalg::gemm;
 use crate::obs::{LogLikTable, Obs, ObsModel};
 use crate::parallel::{leaf_rows, tree_reduce, TILE_ROWS};
 use crate::with_obs;
-use top_l::{select_top_among, select_top_l, NONE};
+pub use proposal::PROPOSAL_MIN_MASS;
+use proposal::{FreshRows, PropScratch};
+#[cfg(test)]
+pub(crate) use sparse::select_top_l_of_candidates;
+use top_l::NONE;
 
 /// Destination clusters of a restricted-step proposal.
 #[derive(Debug, Clone)]
@@ -92,6 +110,20 @@ pub struct LocalOptions<'a> {
     pub top_l: Option<usize>,
 }
 
+/// What a local step computes for the moves (merge, birth, delete), from the same
+/// responsibilities as the summaries.
+#[derive(Debug, Clone)]
+pub struct MoveOutputs {
+    /// merge pair entropies, one per pair of [`LocalOptions::merge_pairs`]
+    pub pair_h: Array1<f64>,
+    /// proposal summaries, one per [`LocalOptions::proposals`]
+    pub proposals: Vec<ProposalStats>,
+    /// responsibility column [`LocalOptions::collect_col`] if requested
+    pub col: Option<Array1<f64>>,
+    /// co-occurrence vector `Σ_n r_nc r_nk` of [`LocalOptions::cooccur_col`] if requested
+    pub cooccur: Option<Array1<f64>>,
+}
+
 /// Everything a local step returns.
 #[derive(Debug, Clone)]
 pub struct LocalOutput {
@@ -105,10 +137,8 @@ pub struct LocalOutput {
     pub h_sum: f64,
     /// `Σ_n w_n lse_n` (the optimal local objective; `lse⁽ᴸ⁾_n` for sparse rows)
     pub lse_sum: f64,
-    /// merge pair entropies, one per pair
-    pub pair_h: Array1<f64>,
-    /// proposal summaries, one per proposal
-    pub proposals: Vec<ProposalStats>,
+    /// outputs of the moves
+    pub moves: MoveOutputs,
     /// dense responsibilities if requested (without `top_l`)
     pub resp: Option<Array2<f64>>,
     /// with `top_l` and `return_resp`: cluster indices `N × min(L, K)`, ascending within a row,
@@ -117,11 +147,7 @@ pub struct LocalOutput {
     /// with `top_l` and `return_resp`: responsibilities `N × min(L, K)` matching `resp_idx`
     /// (0 in padding slots)
     pub resp_val: Option<Array2<f64>>,
-    /// responsibility column if requested
-    pub col: Option<Array1<f64>>,
-    /// co-occurrence vector if requested
-    pub cooccur: Option<Array1<f64>>,
-    /// with `top_l`, when the candidates came from the single-precision GEMM ([`cand32`]): how
+    /// with `top_l`, when the candidates came from the single-precision GEMM (`cand32`): how
     /// many `(row, cluster)` log weights were recomputed in `f64` (about `L` per row)
     pub n_candidates: Option<u64>,
 }
@@ -343,6 +369,48 @@ fn weighted_h_sum<M: ObsModel>(model: &M, x: ArrayView2<f64>, weights: Option<Ar
     }
 }
 
+/// The output rows written by the leaves (null writers for outputs not requested).
+struct Writers {
+    /// dense responsibilities (or, with `top_l ≥ K`, the sparse values)
+    resp: RowWriter<f64>,
+    /// sparse indices
+    idx: RowWriter<u32>,
+    /// sparse values
+    val: RowWriter<f64>,
+    /// the collected responsibility column
+    col: RowWriter<f64>,
+}
+
+/// What every tile of one local step reads, built once per call.
+pub(crate) struct LocalContext<'a, 'o> {
+    /// the options (move requests, row weights, `top_l`)
+    opts: &'a LocalOptions<'o>,
+    /// number of clusters `K`
+    k: usize,
+    /// fresh clusters of each proposal prepared for the dense restricted steps
+    fresh: &'a [Option<FreshRows>],
+    /// output writers
+    out: &'a Writers,
+    /// sparse Gaussian summaries are deferred to the end of the leaf (`sparse::vech_bucket_summaries`)
+    defer_vech: bool,
+    /// the sparse rows' log weights are the f32 candidates' (`cand32`)
+    cands: bool,
+}
+
+/// One tile of rows `t0..t0 + rows` of a leaf.
+pub(crate) struct Tile<'a> {
+    /// first row (batch index)
+    t0: usize,
+    /// number of rows
+    rows: usize,
+    /// table features `φ(X)` of the tile (those of the log weights)
+    tphi: ArrayView2<'a, f64>,
+    /// summary features of the tile (the same as `tphi` except for the full Gaussian's centred tables)
+    phi: ArrayView2<'a, f64>,
+    /// row weight `w_n` of tile row `n` (1 without row weights)
+    wt: &'a dyn Fn(usize) -> f64,
+}
+
 /// Per-leaf scratch buffers, reused from tile to tile.
 struct Scratch {
     phi: Vec<f64>,
@@ -379,7 +447,9 @@ struct Scratch {
     wx: Vec<f64>,
 }
 
-/// Local step + summaries of one batch for a concrete model and a prepared table.
+/// Local step + summaries of one batch for a concrete model, a prepared table and the
+/// allocation model's log weights of each segment (for mixtures, the `E[ln π]` added to every
+/// row).
 ///
 /// # Errors
 /// Shape/finiteness/option errors (checked before any work).
@@ -387,13 +457,14 @@ pub fn local_step<M: ObsModel>(
     model: &M,
     x: ArrayView2<f64>,
     table: &LogLikTable,
-    e_log_pi: ArrayView1<f64>,
+    weights: &SegmentWeights,
     opts: &LocalOptions,
 ) -> Result<LocalOutput> {
+    let SegmentWeights::Rows { e_log_pi } = weights;
     model.check_data(x, "X")?;
     let n_rows = x.nrows();
     let k = table.n_clusters();
-    validate(k, n_rows, e_log_pi, opts)?;
+    validate(k, n_rows, e_log_pi.view(), opts)?;
     // features of the log weights (the table's) and of the summaries (the model's): the same map
     // up to the centre of the full-covariance Gaussian's tables
     let feat = table.feature_map().clone();
@@ -466,6 +537,8 @@ pub fn local_step<M: ObsModel>(
     let val_writer = RowWriter::new(val_out.as_mut(), out_l.unwrap_or(0));
     let col_ptr = col_out.as_mut().map_or(std::ptr::null_mut(), |c| c.as_mut_ptr());
     let col_writer = RowWriter { ptr: col_ptr, ncols: 1 };
+    let writers = Writers { resp: resp_writer, idx: idx_writer, val: val_writer, col: col_writer };
+    let ctx = LocalContext { opts, k, fresh: &fresh, out: &writers, defer_vech, cands: c32.is_some() };
 
     let leaf = |a: usize, b: usize| -> Partial {
         let mut part = Partial::zeros(k, f_dim, opts.merge_pairs.len(), &prop_lens, opts.cooccur_col.is_some());
@@ -538,24 +611,10 @@ pub fn local_step<M: ObsModel>(
                 let wt = |n: usize| opts.weights.map_or(1.0, |wv| wv[t0 + n]);
                 let tphi = phi;
                 let phi = if same_feat || (defer_vech && opts.proposals.is_empty()) { phi } else { sfeat.apply(xt, &mut sphi_buf) };
+                let tile = Tile { t0, rows, tphi, phi, wt: &wt };
                 match sparse_l {
-                    None => dense_tile(model, opts, &fresh, &tphi, &phi, t0, rows, &mut sc, &mut part, &wt, &resp_writer, &col_writer),
-                    Some(l) => sparse_tile(
-                        opts,
-                        &phi,
-                        t0,
-                        rows,
-                        l,
-                        k,
-                        &mut sc,
-                        &mut part,
-                        &wt,
-                        &idx_writer,
-                        &val_writer,
-                        &col_writer,
-                        defer_vech,
-                        c32.is_some(),
-                    ),
+                    None => dense::dense_tile(&ctx, &tile, &mut sc, &mut part),
+                    Some(l) => sparse::sparse_tile(&ctx, &tile, l, &mut sc, &mut part),
                 }
             }
             sc.phi = phi_buf;
@@ -564,7 +623,7 @@ pub fn local_step<M: ObsModel>(
         }
         if defer_vech {
             if let crate::obs::FeatureMap::Vech { d, linear, center } = &sfeat {
-                vech_bucket_summaries(x, *d, *linear, center.as_ref(), k, &mut sc, &mut part.acc);
+                sparse::vech_bucket_summaries(x, *d, *linear, center.as_ref(), k, &mut sc, &mut part.acc);
             }
         }
         part
@@ -591,694 +650,60 @@ pub fn local_step<M: ObsModel>(
         h: total.h,
         h_sum: weighted_h_sum(model, x, opts.weights),
         lse_sum: total.lse,
-        pair_h: Array1::from(total.pair_h),
-        proposals,
+        moves: MoveOutputs { pair_h: Array1::from(total.pair_h), proposals, col: col_out, cooccur: total.cooccur },
         resp: resp_out,
         resp_idx: idx_out,
         resp_val: val_out,
-        col: col_out,
-        cooccur: total.cooccur,
         n_candidates: c32.map(|_| n_cand.into_inner()),
     })
 }
 
-/// Sparse Gaussian summaries of one leaf from its `(cluster, row, coefficient)` entries: per
-/// cluster, gather the centred rows `Y_k` (`n_k × D`) and `Z_k = diag(c) Y_k`, then
-/// `Σ c y yᵀ = Z_kᵀ Y_k` is one GEMM (BLAS-3 instead of one rank-1 `vech` update per entry) and
-/// `Σ c y` the column sums of `Z_k`; the upper triangle is added to the `vech` accumulator.
-/// Entries are bucketed by a stable counting sort, so the summation order is fixed.
-fn vech_bucket_summaries(
-    x: ArrayView2<f64>,
-    d: usize,
-    linear: bool,
-    center: Option<&Array1<f64>>,
-    k: usize,
-    sc: &mut Scratch,
-    acc: &mut Array2<f64>,
-) {
-    let entries = std::mem::take(&mut sc.entries);
-    sc.cnt.clear();
-    sc.cnt.resize(k + 1, 0);
-    for e in &entries {
-        sc.cnt[e.0 as usize + 1] += 1;
-    }
-    for j in 0..k {
-        sc.cnt[j + 1] += sc.cnt[j];
-    }
-    sc.bucket.clear();
-    sc.bucket.resize(entries.len(), (0, 0.0));
-    sc.pos.clear();
-    sc.pos.extend_from_slice(&sc.cnt[..k]);
-    for e in &entries {
-        let p = &mut sc.pos[e.0 as usize];
-        sc.bucket[*p as usize] = (e.1, e.2);
-        *p += 1;
-    }
-    if sc.gram.dim() != (d, d) {
-        sc.gram = Array2::zeros((d, d));
-    }
-    let lin = if linear { d } else { 0 };
-    for kk in 0..k {
-        let (lo, hi) = (sc.cnt[kk] as usize, sc.cnt[kk + 1] as usize);
-        let nk = hi - lo;
-        if nk == 0 {
-            continue;
-        }
-        sc.gy.clear();
-        sc.gy.resize(nk * d, 0.0);
-        sc.gz.clear();
-        sc.gz.resize(nk * d, 0.0);
-        for (i, &(row, c)) in sc.bucket[lo..hi].iter().enumerate() {
-            let xr = x.row(row as usize);
-            let y = &mut sc.gy[i * d..(i + 1) * d];
-            match center {
-                Some(cv) => y.iter_mut().zip(xr.iter().zip(cv.iter())).for_each(|(o, (&a, &b))| *o = a - b),
-                None => y.iter_mut().zip(xr.iter()).for_each(|(o, &a)| *o = a),
-            }
-            let z = &mut sc.gz[i * d..(i + 1) * d];
-            z.iter_mut().zip(y.iter()).for_each(|(o, &v)| *o = c * v);
-        }
-        let yv = ArrayView2::from_shape((nk, d), &sc.gy[..]).expect("gather buffer");
-        let zv = ArrayView2::from_shape((nk, d), &sc.gz[..]).expect("gather buffer");
-        gemm(1.0, zv.t(), yv, 0.0, sc.gram.view_mut());
-        let mut arow = acc.row_mut(kk);
-        let a = arow.as_slice_mut().expect("contiguous");
-        if lin > 0 {
-            for i in 0..nk {
-                for j in 0..d {
-                    a[j] += sc.gz[i * d + j];
-                }
-            }
-        }
-        let mut p = lin;
-        for i in 0..d {
-            for j in i..d {
-                a[p] += sc.gram[[i, j]];
-                p += 1;
-            }
-        }
-    }
-    sc.entries = entries;
-    sc.entries.clear();
-}
-
-/// Dense responsibilities of one tile (log weights in `sc.w`) and their summaries.
-#[allow(clippy::too_many_arguments)]
-fn dense_tile<M: ObsModel>(
-    _model: &M,
-    opts: &LocalOptions,
-    fresh: &[Option<FreshRows>],
-    tphi: &ArrayView2<f64>,
-    phi: &ArrayView2<f64>,
-    t0: usize,
-    rows: usize,
-    sc: &mut Scratch,
-    part: &mut Partial,
-    wt: &dyn Fn(usize) -> f64,
-    resp_writer: &RowWriter<f64>,
-    col_writer: &RowWriter<f64>,
-) {
-    let k = sc.w.ncols();
-    let w = sc.w.slice(s![0..rows, ..]);
-    let mut resp = sc.resp.slice_mut(s![0..rows, ..]);
-    for n in 0..rows {
-        let wr = w.row(n);
-        let mut rr = resp.row_mut(n);
-        sc.lse[n] = softmax_row(wr.as_slice().expect("contiguous"), rr.as_slice_mut().expect("contiguous"));
-    }
-    let lse = &sc.lse;
-    for n in 0..rows {
-        let wn = wt(n);
-        if lse[n].is_finite() {
-            part.lse += wn * lse[n];
-        }
-        let wr = w.row(n);
-        let wr = wr.as_slice().expect("contiguous");
-        let rr = resp.row(n);
-        let rr = rr.as_slice().expect("contiguous");
-        let h = part.h.as_slice_mut().expect("contiguous");
-        for j in 0..k {
-            h[j] += wn * ent_term(rr[j], log_resp(wr[j], lse[n], k));
-        }
-        for (m, &(pa, pb)) in opts.merge_pairs.iter().enumerate() {
-            let l = log_add_exp(log_resp(wr[pa], lse[n], k), log_resp(wr[pb], lse[n], k));
-            part.pair_h[m] += wn * ent_term(rr[pa] + rr[pb], l);
-        }
-    }
-    if let (Some(c), Some(co)) = (opts.cooccur_col, part.cooccur.as_mut()) {
-        for n in 0..rows {
-            let f = wt(n) * resp[[n, c]];
-            if f != 0.0 {
-                co.scaled_add(f, &resp.row(n));
-            }
-        }
-    }
-    if let (Some(l), false) = (opts.top_l, opts.proposals.is_empty()) {
-        // top_l >= K: the rows are dense, but proposals must stay in the "at most L entries"
-        // family the next local steps optimise over (slot budgets, as for sparse rows)
-        for n in 0..rows {
-            let rr = resp.row(n);
-            let rr = rr.as_slice().expect("contiguous");
-            sc.sel.clear();
-            sc.gv.clear();
-            for (j, &r) in rr.iter().enumerate() {
-                if r > 0.0 {
-                    sc.slot_of[j] = sc.sel.len() as u32;
-                    sc.sel.push(j as u32);
-                    sc.gv.push(r);
-                }
-            }
-            let wr = w.row(n);
-            let mut bufs =
-                PropBufs { cand: &mut sc.cand, dwr: &mut sc.dwr, support: &mut sc.support, gsub: &mut sc.gsub, psub: &mut sc.psub };
-            budget_proposals_row(
-                opts,
-                l,
-                n,
-                wt(n),
-                wr.as_slice().expect("contiguous"),
-                &sc.gv,
-                &sc.slot_of,
-                &sc.dest_w,
-                &mut bufs,
-                part,
-                phi,
-            );
-            for &j in &sc.sel {
-                sc.slot_of[j as usize] = NONE;
-            }
-        }
-    }
-    if opts.top_l.is_none() {
-        for (pi, p) in opts.proposals.iter().enumerate() {
-            dense_proposal(p, fresh[pi].as_ref(), tphi, phi, &w, &resp, rows, wt, &mut sc.prop, &mut part.props[pi]);
-        }
-    }
-    if let Some(c) = opts.collect_col {
-        // SAFETY: rows t0..t0+rows belong to this leaf only.
-        let mut out = unsafe { col_writer.rows(t0, t0 + rows) };
-        out.column_mut(0).assign(&resp.column(c));
-    }
-    if opts.return_resp && !resp_writer.ptr.is_null() {
-        // SAFETY: rows t0..t0+rows belong to this leaf only.
-        let mut out = unsafe { resp_writer.rows(t0, t0 + rows) };
-        out.assign(&resp);
-    }
-    if opts.weights.is_some() {
-        for (n, mut row) in resp.rows_mut().into_iter().enumerate() {
-            row *= wt(n);
-        }
-    }
-    part.n += &resp.sum_axis(Axis(0));
-    gemm(1.0, resp.t(), phi.view(), 1.0, part.acc.view_mut());
-}
-
-/// Rows whose source mass `a_n` of a dense restricted step is at most this value give all of it
-/// to the first destination cluster instead of spreading it by the destinations' softmax: the
-/// destinations' log weights are then computed only for the rows where the mass matters (the
-/// rows a birth or delete is about), and `r'` is still a valid responsibility matrix, so the
-/// candidate's ELBO stays exact. The objective given up is at most `a_n` times a log-weight
-/// range per row (≈ 1e-8 nats).
-pub const PROPOSAL_MIN_MASS: f64 = 1e-10;
-
-/// Scratch buffers of [`dense_proposal`].
-#[derive(Default)]
-struct PropScratch {
-    dw: Vec<f64>,
-    r: Vec<f64>,
-    lists: Vec<Vec<(u32, f64)>>,
-    // many destinations: tile-sized destination weights for two GEMMs
-    dwm: Vec<f64>,
-    rp: Vec<f64>,
-}
-
-/// Destination counts up to this use the row-by-row restricted step; more use two GEMMs over
-/// the tile (row by row wins for a birth's 2–4 fresh clusters, GEMMs for a delete's absorbing
-/// set of up to 10).
-const ROWWISE_MAX_DEST: usize = 4;
-
-/// A fresh-cluster table transposed for row-by-row evaluation: `wt` is `J × F`.
-struct FreshRows {
-    wt: Array2<f64>,
-    cst: Array1<f64>,
-    e_log_pi: Array1<f64>,
-}
-
-impl FreshRows {
-    fn new(table: &LogLikTable, e_log_pi: &Array1<f64>) -> FreshRows {
-        match table {
-            LogLikTable::Lin { w, cst, .. } => {
-                FreshRows { wt: w.t().as_standard_layout().into_owned(), cst: cst.clone(), e_log_pi: e_log_pi.clone() }
-            }
-        }
-    }
-}
-
-/// Restricted step of one proposal on the dense rows of a tile (spec 01 §6.2.4, §6.3.2):
-/// `a_n = Σ_{c∈src} r_nc`, `r'_nj = a_n softmax_j(W̃_nj)` for `a_n >` [`PROPOSAL_MIN_MASS`],
-/// `r'_n0 = a_n` otherwise; accumulates `N'`, `S'`, `H'` of the destination columns. The few
-/// destination columns are evaluated and accumulated row by row (dot products and `axpy`s on
-/// the rows of `φ`): skinny GEMMs would spend more on packing than on arithmetic.
-#[allow(clippy::too_many_arguments)]
-fn dense_proposal(
-    p: &Proposal,
-    fresh: Option<&FreshRows>,
-    tphi: &ArrayView2<f64>,
-    phi: &ArrayView2<f64>,
-    w: &ArrayView2<f64>,
-    resp: &ArrayViewMut2<f64>,
-    rows: usize,
-    wt: &dyn Fn(usize) -> f64,
-    ps: &mut PropScratch,
-    st: &mut PropPartial,
-) {
-    let j = st.n.len();
-    if j > ROWWISE_MAX_DEST {
-        return dense_proposal_gemm(p, tphi, phi, w, resp, rows, wt, ps, st);
-    }
-    ps.lists.resize_with(j, Vec::new);
-    ps.lists.iter_mut().for_each(Vec::clear);
-    ps.dw.resize(j, 0.0);
-    ps.r.resize(j, 0.0);
-    for n in 0..rows {
-        let an: f64 = p.src.iter().map(|&c| resp[[n, c]]).sum();
-        if an.is_nan() || an <= 0.0 {
-            continue;
-        }
-        let wn = wt(n);
-        if an <= PROPOSAL_MIN_MASS {
-            st.n[0] += an * wn;
-            st.h[0] += wn * ent_term(an, an.ln());
-            ps.lists[0].push((n as u32, an * wn));
-            continue;
-        }
-        match (&p.dest, fresh) {
-            (Dest::Fresh { .. }, Some(fr)) => {
-                let x = tphi.row(n);
-                let x = x.as_slice().expect("contiguous");
-                for jj in 0..j {
-                    let wr = fr.wt.row(jj);
-                    ps.dw[jj] = cand32::dot(x, wr.as_slice().expect("contiguous")) + fr.cst[jj] + fr.e_log_pi[jj];
-                }
-            }
-            (Dest::Columns(cols), _) => {
-                for (jj, &c) in cols.iter().enumerate() {
-                    ps.dw[jj] = w[[n, c]];
-                }
-            }
-            (Dest::Fresh { .. }, None) => {
-                unreachable!("fresh rows prepared for every fresh proposal")
-            }
-        }
-        spread_mass(an, wn, &ps.dw, &mut ps.r, &mut st.h);
-        for jj in 0..j {
-            let r = ps.r[jj];
-            if r > 0.0 {
-                st.n[jj] += r * wn;
-                ps.lists[jj].push((n as u32, r * wn));
-            }
-        }
-    }
-    for (jj, list) in ps.lists.iter().enumerate() {
-        if !list.is_empty() {
-            let mut acc = st.acc.row_mut(jj);
-            axpy_rows(acc.as_slice_mut().expect("contiguous"), phi, list);
-        }
-    }
-}
-
-/// One row of a restricted step: `out_j = a_n softmax_j(dw_j)` (`a_n > 0`) and, with row weight
-/// `wn`, `h_j += wn·(−out_j ln out_j)`, the logarithm taken from the log weights.
-#[inline]
-fn spread_mass(an: f64, wn: f64, dw: &[f64], out: &mut [f64], h: &mut Array1<f64>) {
-    let j = dw.len();
-    let lse = softmax_row(dw, out);
-    let la = an.ln();
-    for jj in 0..j {
-        let r = an * out[jj];
-        h[jj] += wn * ent_term(r, la + log_resp(dw[jj], lse, j));
-        out[jj] = r;
-    }
-}
-
-/// [`dense_proposal`] for many destinations: the destination weights of the tile come from one
-/// GEMM (fresh clusters) and `S'` from another, over all rows (rows at or below the mass
-/// threshold get their one-hot row `r'_n0 = a_n` without a softmax).
-#[allow(clippy::too_many_arguments)]
-fn dense_proposal_gemm(
-    p: &Proposal,
-    tphi: &ArrayView2<f64>,
-    phi: &ArrayView2<f64>,
-    w: &ArrayView2<f64>,
-    resp: &ArrayViewMut2<f64>,
-    rows: usize,
-    wt: &dyn Fn(usize) -> f64,
-    ps: &mut PropScratch,
-    st: &mut PropPartial,
-) {
-    let j = st.n.len();
-    ps.dwm.clear();
-    ps.dwm.resize(rows * j, 0.0);
-    let mut dw = ArrayViewMut2::from_shape((rows, j), &mut ps.dwm[..]).expect("destination weights");
-    match &p.dest {
-        Dest::Fresh { table, e_log_pi } => {
-            table.eval_features(*tphi, dw.view_mut());
-            dw += e_log_pi;
-        }
-        Dest::Columns(cols) => {
-            for n in 0..rows {
-                for (jj, &c) in cols.iter().enumerate() {
-                    dw[[n, jj]] = w[[n, c]];
-                }
-            }
-        }
-    }
-    ps.rp.clear();
-    ps.rp.resize(rows * j, 0.0);
-    let mut rp = ArrayViewMut2::from_shape((rows, j), &mut ps.rp[..]).expect("proposal rows");
-    for n in 0..rows {
-        let an: f64 = p.src.iter().map(|&c| resp[[n, c]]).sum();
-        if an.is_nan() || an <= 0.0 {
-            continue;
-        }
-        let wn = wt(n);
-        let mut row = rp.row_mut(n);
-        let row = row.as_slice_mut().expect("contiguous");
-        if an <= PROPOSAL_MIN_MASS {
-            st.h[0] += wn * ent_term(an, an.ln());
-            row[0] = an * wn;
-            continue;
-        }
-        let dwr = dw.row(n);
-        spread_mass(an, wn, dwr.as_slice().expect("contiguous"), row, &mut st.h);
-        row.iter_mut().for_each(|r| *r *= wn);
-    }
-    st.n += &rp.sum_axis(Axis(0));
-    gemm(1.0, rp.t(), *phi, 1.0, st.acc.view_mut());
-}
-
-/// Scratch buffers of [`budget_proposals_row`].
-struct PropBufs<'a> {
-    cand: &'a mut Vec<u32>,
-    dwr: &'a mut Vec<f64>,
-    support: &'a mut Vec<u32>,
-    gsub: &'a mut Vec<f64>,
-    psub: &'a mut Vec<f64>,
-}
-
-/// Restricted steps (births, deletes) of one row held as `m = gv.len()` entries (`slot_of[k]` is
-/// the slot of cluster `k`, [`NONE`] if absent) under the "at most `l` entries" family (spec 04
-/// §3.3-§3.4): the source mass `a_n` goes to the destinations the row already holds outside the
-/// source (no slot needed) plus the best `|src ∩ T_n| + l − m` others, softmax-weighted.
-#[allow(clippy::too_many_arguments)]
-fn budget_proposals_row(
-    opts: &LocalOptions,
-    l: usize,
-    n: usize,
-    wn: f64,
-    wr: &[f64],
-    gv: &[f64],
-    slot_of: &[u32],
-    dest_w: &[Array2<f64>],
-    b: &mut PropBufs,
-    part: &mut Partial,
-    phi: &ArrayView2<f64>,
-) {
-    let m = gv.len();
-    let slot = |c: usize| -> Option<usize> {
-        let v = slot_of[c];
-        if v == NONE {
-            None
-        } else {
-            Some(v as usize)
-        }
-    };
-    for (pi, p) in opts.proposals.iter().enumerate() {
-        let mut an = 0.0;
-        let mut n_src = 0;
-        for &c in &p.src {
-            if let Some(s_) = slot(c) {
-                an += gv[s_];
-                n_src += 1;
-            }
-        }
-        if !(an > 0.0) {
-            continue;
-        }
-        let jn = dest_w[pi].ncols();
-        // destination log weights of this row
-        b.dwr.clear();
-        match &p.dest {
-            Dest::Columns(cols) => b.dwr.extend(cols.iter().map(|&c| wr[c])),
-            Dest::Fresh { .. } => b.dwr.extend(dest_w[pi].row(n).iter()),
-        }
-        // destinations already held by the row (outside the source) cost no slot
-        b.support.clear();
-        b.cand.clear();
-        for jj in 0..jn {
-            let present = match &p.dest {
-                Dest::Columns(cols) => slot(cols[jj]).is_some() && !p.src.contains(&cols[jj]),
-                Dest::Fresh { .. } => false,
-            };
-            if present {
-                b.support.push(jj as u32);
-            } else {
-                b.cand.push(jj as u32);
-            }
-        }
-        let free = n_src + l.saturating_sub(m);
-        let pick = select_top_among(b.dwr, b.cand, free);
-        b.support.extend_from_slice(&b.cand[..pick]);
-        b.support.sort_unstable();
-        b.gsub.clear();
-        b.gsub.extend(b.support.iter().map(|&j| b.dwr[j as usize]));
-        b.psub.clear();
-        b.psub.resize(b.gsub.len(), 0.0);
-        let lse_p = softmax_row(b.gsub, b.psub);
-        let la = an.ln();
-        let st = &mut part.props[pi];
-        for (q, &jj) in b.support.iter().enumerate() {
-            let jj = jj as usize;
-            let r = an * b.psub[q];
-            st.h[jj] += wn * ent_term(r, la + log_resp(b.gsub[q], lse_p, b.gsub.len()));
-            st.n[jj] += wn * r;
-            let coef = wn * r;
-            if coef != 0.0 {
-                let mut accr = st.acc.row_mut(jj);
-                axpy_rows(accr.as_slice_mut().expect("contiguous"), phi, &[(n as u32, coef)]);
-            }
-        }
-    }
-}
-
-/// [`select_top_l`] on a row `w` that is `−∞` outside `cand` (with `cand` holding every
-/// cluster with a finite value), looking at the candidates only: the same result.
-fn select_top_l_of_candidates(w: &[f64], l: usize, cand: &[u32], scratch: &mut Vec<u32>, idx: &mut Vec<u32>) -> usize {
-    scratch.clear();
-    scratch.extend_from_slice(cand);
-    let m = select_top_among(w, scratch, l);
-    idx.clear();
-    idx.extend_from_slice(&scratch[..m]);
-    let finite = |i: &u32| w[*i as usize] > f64::NEG_INFINITY;
-    if idx.iter().any(finite) {
-        idx.retain(finite);
-        idx.len()
-    } else {
-        // no finite log weight at all: the dense kernel's uniform fallback keeps the first l
-        select_top_l(w, l, scratch, idx)
-    }
-}
-
-/// L-sparse responsibilities of one tile (log weights in `sc.w`, `l < K`) and everything
-/// computed from them (spec 04 §1.3, §1.6, §3.2–§3.4). With `cands`, the log weights are those
-/// of the candidates in `sc.c32` instead ([`cand32`]: a superset of every row's top `l`, plus
-/// the proposals' destination columns), placed in the `−∞`-filled row `sc.wx`: the selection
-/// over that row is the selection over the full row.
-#[allow(clippy::too_many_arguments)]
-fn sparse_tile(
-    opts: &LocalOptions,
-    phi: &ArrayView2<f64>,
-    t0: usize,
-    rows: usize,
-    l: usize,
-    k: usize,
-    sc: &mut Scratch,
-    part: &mut Partial,
-    wt: &dyn Fn(usize) -> f64,
-    idx_writer: &RowWriter<u32>,
-    val_writer: &RowWriter<f64>,
-    col_writer: &RowWriter<f64>,
-    defer_vech: bool,
-    cands: bool,
-) {
-    let w = sc.w.slice(s![0..if cands { 0 } else { rows }, ..]);
-    sc.idx.clear();
-    sc.idx.resize(rows * l, NONE);
-    sc.val.clear();
-    sc.val.resize(rows * l, 0.0);
-    let write_resp = opts.return_resp && !idx_writer.ptr.is_null();
-    // SAFETY (three writers below): the targets exist when requested, rows t0..t0+rows are in
-    // bounds and belong to this tile of this leaf only.
-    let mut out_idx = if write_resp { Some(unsafe { idx_writer.rows(t0, t0 + rows) }) } else { None };
-    let mut out_val = if write_resp { Some(unsafe { val_writer.rows(t0, t0 + rows) }) } else { None };
-    let mut out_col = if opts.collect_col.is_some() { Some(unsafe { col_writer.rows(t0, t0 + rows) }) } else { None };
-    for n in 0..rows {
-        if cands {
-            let (ci, cv) = sc.c32.row(n);
-            for (&c, &v) in ci.iter().zip(cv) {
-                sc.wx[c as usize] = v;
-            }
-        }
-        let wrow = if cands { None } else { Some(w.row(n)) };
-        let wr = match &wrow {
-            Some(r) => r.as_slice().expect("contiguous"),
-            None => &sc.wx[..],
-        };
-        let m = if cands {
-            select_top_l_of_candidates(wr, l, sc.c32.row(n).0, &mut sc.cand, &mut sc.sel)
-        } else {
-            select_top_l(wr, l, &mut sc.cand, &mut sc.sel)
-        };
-        sc.g.clear();
-        sc.g.extend(sc.sel.iter().map(|&i| wr[i as usize]));
-        sc.gv.clear();
-        sc.gv.resize(m, 0.0);
-        let lse = softmax_row(&sc.g, &mut sc.gv);
-        let wn = wt(n);
-        if lse.is_finite() {
-            part.lse += wn * lse;
-        }
-        for s_ in 0..m {
-            let kk = sc.sel[s_] as usize;
-            let r = sc.gv[s_];
-            sc.idx[n * l + s_] = kk as u32;
-            sc.val[n * l + s_] = r;
-            part.h[kk] += wn * ent_term(r, log_resp(sc.g[s_], lse, m));
-            part.n[kk] += wn * r;
-            sc.slot_of[kk] = s_ as u32;
-        }
-        if let (Some(oi), Some(ov)) = (out_idx.as_mut(), out_val.as_mut()) {
-            for s_ in 0..m {
-                oi[[n, s_]] = sc.sel[s_];
-                ov[[n, s_]] = sc.gv[s_];
-            }
-        }
-        let slot = |c: usize, so: &[u32]| -> Option<usize> {
-            let v = so[c];
-            if v == NONE {
-                None
-            } else {
-                Some(v as usize)
-            }
-        };
-        let logr = |s_: usize, g: &[f64]| log_resp(g[s_], lse, m);
-        // merge pair entropies: only rows holding a or b contribute
-        for (mi, &(pa, pb)) in opts.merge_pairs.iter().enumerate() {
-            let term = match (slot(pa, &sc.slot_of), slot(pb, &sc.slot_of)) {
-                (Some(sa), Some(sb)) => ent_term(sc.gv[sa] + sc.gv[sb], log_add_exp(logr(sa, &sc.g), logr(sb, &sc.g))),
-                (Some(sa), None) => ent_term(sc.gv[sa], logr(sa, &sc.g)),
-                (None, Some(sb)) => ent_term(sc.gv[sb], logr(sb, &sc.g)),
-                (None, None) => 0.0,
-            };
-            part.pair_h[mi] += wn * term;
-        }
-        if let (Some(c), Some(co)) = (opts.cooccur_col, part.cooccur.as_mut()) {
-            if let Some(sc_) = slot(c, &sc.slot_of) {
-                let f = wn * sc.gv[sc_];
-                for s_ in 0..m {
-                    co[sc.sel[s_] as usize] += f * sc.gv[s_];
-                }
-            }
-        }
-        if let (Some(c), Some(oc)) = (opts.collect_col, out_col.as_mut()) {
-            oc[[n, 0]] = slot(c, &sc.slot_of).map_or(0.0, |s_| sc.gv[s_]);
-        }
-        // restricted steps (births, deletes) with slot budgets (spec 04 §3.3-§3.4)
-        if !opts.proposals.is_empty() {
-            let mut bufs =
-                PropBufs { cand: &mut sc.cand, dwr: &mut sc.dwr, support: &mut sc.support, gsub: &mut sc.gsub, psub: &mut sc.psub };
-            budget_proposals_row(opts, l, n, wn, wr, &sc.gv[..m], &sc.slot_of, &sc.dest_w, &mut bufs, part, phi);
-        }
-        for s_ in 0..m {
-            sc.slot_of[sc.sel[s_] as usize] = NONE;
-        }
-        if cands {
-            for &c in sc.c32.row(n).0 {
-                sc.wx[c as usize] = f64::NEG_INFINITY;
-            }
-        }
-    }
-    if defer_vech {
-        // Gaussian statistics are summed per cluster over the whole leaf (vech_bucket_summaries)
-        for n in 0..rows {
-            let wn = wt(n);
-            for s_ in 0..l {
-                let kk = sc.idx[n * l + s_];
-                if kk == NONE {
-                    break;
-                }
-                sc.entries.push((kk, (t0 + n) as u32, wn * sc.val[n * l + s_]));
-            }
-        }
-        return;
-    }
-    // summaries: bucket the tile's entries by cluster (stable counting sort), then
-    // Acc_k += Σ_{n in bucket k} w_n r_nk φ(x_n)
-    sc.cnt.clear();
-    sc.cnt.resize(k + 1, 0);
-    for &kk in &sc.idx {
-        if kk != NONE {
-            sc.cnt[kk as usize + 1] += 1;
-        }
-    }
-    for j in 0..k {
-        sc.cnt[j + 1] += sc.cnt[j];
-    }
-    let total = sc.cnt[k] as usize;
-    sc.bucket.clear();
-    sc.bucket.resize(total, (0, 0.0));
-    {
-        sc.pos.clear();
-        sc.pos.extend_from_slice(&sc.cnt[..k]);
-        let pos = &mut sc.pos;
-        for n in 0..rows {
-            let wn = wt(n);
-            for s_ in 0..l {
-                let kk = sc.idx[n * l + s_];
-                if kk == NONE {
-                    break;
-                }
-                let p = &mut pos[kk as usize];
-                sc.bucket[*p as usize] = (n as u32, wn * sc.val[n * l + s_]);
-                *p += 1;
-            }
-        }
-    }
-    for kk in 0..k {
-        let (lo, hi) = (sc.cnt[kk] as usize, sc.cnt[kk + 1] as usize);
-        if lo == hi {
-            continue;
-        }
-        let mut accr = part.acc.row_mut(kk);
-        axpy_rows(accr.as_slice_mut().expect("contiguous"), phi, &sc.bucket[lo..hi]);
-    }
-}
-
 impl Obs {
     /// Local step + summaries of one batch with the posterior of effective summaries
-    /// `(n_post, s_post)` and log weights `e_log_pi` (see [`local_step`]).
+    /// `(n_post, s_post)` and the allocation model `alloc`, whose log weights are computed here
+    /// from the same counts `n_post` (see [`local_step`]).
     ///
     /// # Errors
-    /// Shape/finiteness/option errors, or a non-positive-definite posterior.
+    /// Shape/finiteness/option errors, an invalid allocation model, or a non-positive-definite
+    /// posterior.
     pub fn local_step(
         &self,
         x: ArrayView2<f64>,
         n_post: ArrayView1<f64>,
         s_post: ArrayView2<f64>,
-        e_log_pi: ArrayView1<f64>,
+        alloc: &Alloc,
         opts: &LocalOptions,
     ) -> Result<LocalOutput> {
         let table = self.e_log_lik_table(n_post, s_post)?;
-        with_obs!(self, m => local_step(m, x, &table, e_log_pi, opts))
+        let weights = alloc.segment_weights(n_post)?;
+        with_obs!(self, m => local_step(m, x, &table, &weights, opts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn softmax_row_is_a_distribution_and_returns_the_lse() {
+        let w = [0.5, -1.0, 2.0];
+        let mut r = [0.0; 3];
+        let lse = softmax_row(&w, &mut r);
+        let want = w.iter().map(|v| v.exp()).sum::<f64>().ln();
+        assert!((lse - want).abs() < 1e-14);
+        assert!((r.iter().sum::<f64>() - 1.0).abs() < 1e-15);
+        for j in 0..3 {
+            assert!((log_resp(w[j], lse, 3) - r[j].ln()).abs() < 1e-14);
+        }
+    }
+
+    #[test]
+    fn all_minus_infinity_rows_are_uniform() {
+        let mut r = [0.0; 4];
+        assert_eq!(softmax_row(&[f64::NEG_INFINITY; 4], &mut r), f64::NEG_INFINITY);
+        assert_eq!(r, [0.25; 4]);
+        assert_eq!(log_resp(f64::NEG_INFINITY, f64::NEG_INFINITY, 4), -(4f64).ln());
+        assert_eq!(ent_term(0.0, f64::NEG_INFINITY), 0.0);
+        assert!((log_add_exp(0.0, 0.0) - 2f64.ln()).abs() < 1e-15);
     }
 }

@@ -1,0 +1,110 @@
+//! Bindings of `bnpcore::local`: the fused local step of a mixture (responsibilities, summaries
+//! and everything the moves need from them).
+
+use bnpcore::local::{Dest, LocalOptions, Proposal};
+use bnpcore::obs::Obs;
+use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::exceptions::{PyKeyError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::alloc::PyAlloc;
+use crate::obs::PyObs;
+use crate::parallel::run;
+
+fn extract_proposals(obs: &Obs, py: Python<'_>, props: Option<&Bound<'_, PyList>>) -> PyResult<Vec<Proposal>> {
+    let mut out = Vec::new();
+    let Some(props) = props else { return Ok(out) };
+    for item in props.iter() {
+        let d = item.cast::<PyDict>().map_err(|_| PyTypeError::new_err("each proposal must be a dict"))?;
+        let src: Vec<usize> = d.get_item("src")?.ok_or_else(|| PyKeyError::new_err("proposal needs `src`"))?.extract()?;
+        let dest = if let Some(cols) = d.get_item("dest_cols")? {
+            Dest::Columns(cols.extract()?)
+        } else {
+            let fn_: PyReadonlyArray1<f64> =
+                d.get_item("fresh_N")?.ok_or_else(|| PyKeyError::new_err("proposal needs `dest_cols` or `fresh_N`"))?.extract()?;
+            let fs: PyReadonlyArray2<f64> =
+                d.get_item("fresh_S")?.ok_or_else(|| PyKeyError::new_err("proposal needs `fresh_S`"))?.extract()?;
+            let fe: PyReadonlyArray1<f64> =
+                d.get_item("fresh_e_log_pi")?.ok_or_else(|| PyKeyError::new_err("proposal needs `fresh_e_log_pi`"))?.extract()?;
+            let (fn_, fs) = (fn_.as_array(), fs.as_array());
+            let table = run(py, None, || obs.e_log_lik_table(fn_, fs))?;
+            Dest::Fresh { table, e_log_pi: fe.as_array().to_owned() }
+        };
+        out.push(Proposal { src, dest });
+    }
+    Ok(out)
+}
+
+/// Fused local step + summaries of one batch, with the log weights `E[ln π]` computed from
+/// `alloc` and the counts `n_post`. Returns a dict with `N`, `S`, `H`, `h_sum`,
+/// `lse_sum`, `pair_H`, `proposals` (list of (N, S, H)), and optionally `resp`, `col`, `cooccur`.
+/// With `top_l` (L-sparse responsibilities) and `return_resp`, `resp_idx` (uint32, N × min(L, K),
+/// padded with 2**32-1) and `resp_val` (float64, same shape) replace `resp`; `n_candidates` (int)
+/// is present when the L-sparse candidates came from the single-precision GEMM (zero-mean
+/// Gaussian, large K): the number of (row, cluster) log weights recomputed in float64.
+#[pyfunction]
+#[pyo3(signature = (obs, alloc, x, n_post, s_post, *, weights = None, merge_pairs = None, proposals = None,
+                    collect_col = None, cooccur_col = None, return_resp = false, top_l = None, n_threads = None))]
+pub(crate) fn local_step<'py>(
+    py: Python<'py>,
+    obs: &PyObs,
+    alloc: &PyAlloc,
+    x: PyReadonlyArray2<'py, f64>,
+    n_post: PyReadonlyArray1<'py, f64>,
+    s_post: PyReadonlyArray2<'py, f64>,
+    weights: Option<PyReadonlyArray1<'py, f64>>,
+    merge_pairs: Option<Vec<(usize, usize)>>,
+    proposals: Option<Bound<'py, PyList>>,
+    collect_col: Option<usize>,
+    cooccur_col: Option<usize>,
+    return_resp: bool,
+    top_l: Option<usize>,
+    n_threads: Option<usize>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let props = extract_proposals(&obs.inner, py, proposals.as_ref())?;
+    let w = weights.as_ref().map(|w| w.as_array());
+    let opts = LocalOptions {
+        weights: w,
+        merge_pairs: merge_pairs.unwrap_or_default(),
+        proposals: props,
+        collect_col,
+        cooccur_col,
+        return_resp,
+        top_l,
+    };
+    let (x, n, s) = (x.as_array(), n_post.as_array(), s_post.as_array());
+    let out = run(py, n_threads, || obs.inner.local_step(x, n, s, &alloc.inner, &opts))?;
+    let d = PyDict::new(py);
+    d.set_item("N", out.n.into_pyarray(py))?;
+    d.set_item("S", out.s.into_pyarray(py))?;
+    d.set_item("H", out.h.into_pyarray(py))?;
+    d.set_item("h_sum", out.h_sum)?;
+    d.set_item("lse_sum", out.lse_sum)?;
+    let moves = out.moves;
+    d.set_item("pair_H", moves.pair_h.into_pyarray(py))?;
+    let props = PyList::empty(py);
+    for p in moves.proposals {
+        props.append((p.n.into_pyarray(py), p.s.into_pyarray(py), p.h.into_pyarray(py)))?;
+    }
+    d.set_item("proposals", props)?;
+    if let Some(r) = out.resp {
+        d.set_item("resp", r.into_pyarray(py))?;
+    }
+    if let Some(r) = out.resp_idx {
+        d.set_item("resp_idx", r.into_pyarray(py))?;
+    }
+    if let Some(r) = out.resp_val {
+        d.set_item("resp_val", r.into_pyarray(py))?;
+    }
+    if let Some(c) = moves.col {
+        d.set_item("col", c.into_pyarray(py))?;
+    }
+    if let Some(c) = moves.cooccur {
+        d.set_item("cooccur", c.into_pyarray(py))?;
+    }
+    if let Some(c) = out.n_candidates {
+        d.set_item("n_candidates", c)?;
+    }
+    Ok(d)
+}

@@ -1,0 +1,316 @@
+//! Restricted-step proposals of the birth and delete moves (Hughes thesis §4.2–§4.3; sparse
+//! rows: the "at most `L` entries" family of the L-sparse local step, thesis §7.1).
+//!
+//! A proposal takes the responsibility mass `a_n = Σ_{k∈src} r_nk` of its source clusters and
+//! spreads it over destination clusters (existing columns, or fresh clusters with their own
+//! log-likelihood table and log weights): `r'_nj = a_n softmax_j(W'_nj)`; the destinations'
+//! summaries `N'`, `S'`, `H'` are accumulated as for the main responsibilities.
+
+use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut2, Axis};
+
+use super::top_l::{select_top_among, NONE};
+use super::{axpy_rows, cand32, ent_term, log_resp, softmax_row, Dest, LocalOptions, Partial, PropPartial, Proposal, Tile};
+use crate::linalg::gemm;
+use crate::obs::LogLikTable;
+
+/// Rows whose source mass `a_n` of a dense restricted step is at most this value give all of it
+/// to the first destination cluster instead of spreading it by the destinations' softmax: the
+/// destinations' log weights are then computed only for the rows where the mass matters (the
+/// rows a birth or delete is about), and `r'` is still a valid responsibility matrix, so the
+/// candidate's ELBO stays exact. The objective given up is at most `a_n` times a log-weight
+/// range per row (≈ 1e-8 nats).
+pub const PROPOSAL_MIN_MASS: f64 = 1e-10;
+
+/// Scratch buffers of [`dense_proposal`].
+#[derive(Default)]
+pub(super) struct PropScratch {
+    dw: Vec<f64>,
+    r: Vec<f64>,
+    lists: Vec<Vec<(u32, f64)>>,
+    // many destinations: tile-sized destination weights for two GEMMs
+    dwm: Vec<f64>,
+    rp: Vec<f64>,
+}
+
+/// Destination counts up to this use the row-by-row restricted step; more use two GEMMs over
+/// the tile (row by row wins for a birth's 2–4 fresh clusters, GEMMs for a delete's absorbing
+/// set of up to 10).
+const ROWWISE_MAX_DEST: usize = 4;
+
+/// A fresh-cluster table transposed for row-by-row evaluation: `wt` is `J × F`.
+pub(super) struct FreshRows {
+    wt: Array2<f64>,
+    cst: Array1<f64>,
+    e_log_pi: Array1<f64>,
+}
+
+impl FreshRows {
+    pub(super) fn new(table: &LogLikTable, e_log_pi: &Array1<f64>) -> FreshRows {
+        match table {
+            LogLikTable::Lin { w, cst, .. } => {
+                FreshRows { wt: w.t().as_standard_layout().into_owned(), cst: cst.clone(), e_log_pi: e_log_pi.clone() }
+            }
+        }
+    }
+}
+
+/// Restricted step of one proposal on the dense rows of a tile (spec 01 §6.2.4, §6.3.2):
+/// `a_n = Σ_{c∈src} r_nc`, `r'_nj = a_n softmax_j(W̃_nj)` for `a_n >` [`PROPOSAL_MIN_MASS`],
+/// `r'_n0 = a_n` otherwise; accumulates `N'`, `S'`, `H'` of the destination columns. The few
+/// destination columns are evaluated and accumulated row by row (dot products and `axpy`s on
+/// the rows of `φ`): skinny GEMMs would spend more on packing than on arithmetic.
+pub(super) fn dense_proposal(
+    p: &Proposal,
+    fresh: Option<&FreshRows>,
+    tile: &Tile,
+    w: &ArrayView2<f64>,
+    resp: &ArrayViewMut2<f64>,
+    ps: &mut PropScratch,
+    st: &mut PropPartial,
+) {
+    let j = st.n.len();
+    if j > ROWWISE_MAX_DEST {
+        return dense_proposal_gemm(p, tile, w, resp, ps, st);
+    }
+    let Tile { rows, wt, .. } = *tile;
+    let (tphi, phi) = (&tile.tphi, &tile.phi);
+    ps.lists.resize_with(j, Vec::new);
+    ps.lists.iter_mut().for_each(Vec::clear);
+    ps.dw.resize(j, 0.0);
+    ps.r.resize(j, 0.0);
+    for n in 0..rows {
+        let an: f64 = p.src.iter().map(|&c| resp[[n, c]]).sum();
+        if an.is_nan() || an <= 0.0 {
+            continue;
+        }
+        let wn = wt(n);
+        if an <= PROPOSAL_MIN_MASS {
+            st.n[0] += an * wn;
+            st.h[0] += wn * ent_term(an, an.ln());
+            ps.lists[0].push((n as u32, an * wn));
+            continue;
+        }
+        match (&p.dest, fresh) {
+            (Dest::Fresh { .. }, Some(fr)) => {
+                let x = tphi.row(n);
+                let x = x.as_slice().expect("contiguous");
+                for jj in 0..j {
+                    let wr = fr.wt.row(jj);
+                    ps.dw[jj] = cand32::dot(x, wr.as_slice().expect("contiguous")) + fr.cst[jj] + fr.e_log_pi[jj];
+                }
+            }
+            (Dest::Columns(cols), _) => {
+                for (jj, &c) in cols.iter().enumerate() {
+                    ps.dw[jj] = w[[n, c]];
+                }
+            }
+            (Dest::Fresh { .. }, None) => {
+                unreachable!("fresh rows prepared for every fresh proposal")
+            }
+        }
+        spread_mass(an, wn, &ps.dw, &mut ps.r, &mut st.h);
+        for jj in 0..j {
+            let r = ps.r[jj];
+            if r > 0.0 {
+                st.n[jj] += r * wn;
+                ps.lists[jj].push((n as u32, r * wn));
+            }
+        }
+    }
+    for (jj, list) in ps.lists.iter().enumerate() {
+        if !list.is_empty() {
+            let mut acc = st.acc.row_mut(jj);
+            axpy_rows(acc.as_slice_mut().expect("contiguous"), phi, list);
+        }
+    }
+}
+
+/// One row of a restricted step: `out_j = a_n softmax_j(dw_j)` (`a_n > 0`) and, with row weight
+/// `wn`, `h_j += wn·(−out_j ln out_j)`, the logarithm taken from the log weights.
+#[inline]
+fn spread_mass(an: f64, wn: f64, dw: &[f64], out: &mut [f64], h: &mut Array1<f64>) {
+    let j = dw.len();
+    let lse = softmax_row(dw, out);
+    let la = an.ln();
+    for jj in 0..j {
+        let r = an * out[jj];
+        h[jj] += wn * ent_term(r, la + log_resp(dw[jj], lse, j));
+        out[jj] = r;
+    }
+}
+
+/// [`dense_proposal`] for many destinations: the destination weights of the tile come from one
+/// GEMM (fresh clusters) and `S'` from another, over all rows (rows at or below the mass
+/// threshold get their one-hot row `r'_n0 = a_n` without a softmax).
+fn dense_proposal_gemm(
+    p: &Proposal,
+    tile: &Tile,
+    w: &ArrayView2<f64>,
+    resp: &ArrayViewMut2<f64>,
+    ps: &mut PropScratch,
+    st: &mut PropPartial,
+) {
+    let Tile { rows, wt, .. } = *tile;
+    let (tphi, phi) = (&tile.tphi, &tile.phi);
+    let j = st.n.len();
+    ps.dwm.clear();
+    ps.dwm.resize(rows * j, 0.0);
+    let mut dw = ArrayViewMut2::from_shape((rows, j), &mut ps.dwm[..]).expect("destination weights");
+    match &p.dest {
+        Dest::Fresh { table, e_log_pi } => {
+            table.eval_features(*tphi, dw.view_mut());
+            dw += e_log_pi;
+        }
+        Dest::Columns(cols) => {
+            for n in 0..rows {
+                for (jj, &c) in cols.iter().enumerate() {
+                    dw[[n, jj]] = w[[n, c]];
+                }
+            }
+        }
+    }
+    ps.rp.clear();
+    ps.rp.resize(rows * j, 0.0);
+    let mut rp = ArrayViewMut2::from_shape((rows, j), &mut ps.rp[..]).expect("proposal rows");
+    for n in 0..rows {
+        let an: f64 = p.src.iter().map(|&c| resp[[n, c]]).sum();
+        if an.is_nan() || an <= 0.0 {
+            continue;
+        }
+        let wn = wt(n);
+        let mut row = rp.row_mut(n);
+        let row = row.as_slice_mut().expect("contiguous");
+        if an <= PROPOSAL_MIN_MASS {
+            st.h[0] += wn * ent_term(an, an.ln());
+            row[0] = an * wn;
+            continue;
+        }
+        let dwr = dw.row(n);
+        spread_mass(an, wn, dwr.as_slice().expect("contiguous"), row, &mut st.h);
+        row.iter_mut().for_each(|r| *r *= wn);
+    }
+    st.n += &rp.sum_axis(Axis(0));
+    gemm(1.0, rp.t(), *phi, 1.0, st.acc.view_mut());
+}
+
+/// Scratch buffers of [`budget_proposals_row`].
+pub(super) struct PropBufs<'a> {
+    pub(super) cand: &'a mut Vec<u32>,
+    pub(super) dwr: &'a mut Vec<f64>,
+    pub(super) support: &'a mut Vec<u32>,
+    pub(super) gsub: &'a mut Vec<f64>,
+    pub(super) psub: &'a mut Vec<f64>,
+}
+
+/// One row of the L-sparse (or budgeted dense) layout as the restricted steps see it.
+pub(super) struct RowSlots<'a> {
+    /// row index within the tile
+    pub(super) n: usize,
+    /// row weight `w_n`
+    pub(super) wn: f64,
+    /// the row's log weights over all `K` clusters
+    pub(super) wr: &'a [f64],
+    /// the row's kept responsibilities, one per slot
+    pub(super) gv: &'a [f64],
+    /// slot of each cluster, [`NONE`] if the row does not hold it
+    pub(super) slot_of: &'a [u32],
+}
+
+/// Restricted steps (births, deletes) of one row held as `m = gv.len()` entries (`slot_of[k]` is
+/// the slot of cluster `k`, [`NONE`] if absent) under the "at most `l` entries" family (spec 04
+/// §3.3-§3.4): the source mass `a_n` goes to the destinations the row already holds outside the
+/// source (no slot needed) plus the best `|src ∩ T_n| + l − m` others, softmax-weighted.
+pub(super) fn budget_proposals_row(
+    opts: &LocalOptions,
+    l: usize,
+    row: &RowSlots,
+    dest_w: &[Array2<f64>],
+    b: &mut PropBufs,
+    part: &mut Partial,
+    phi: &ArrayView2<f64>,
+) {
+    let RowSlots { n, wn, wr, gv, slot_of } = *row;
+    let m = gv.len();
+    let slot = |c: usize| -> Option<usize> {
+        let v = slot_of[c];
+        if v == NONE {
+            None
+        } else {
+            Some(v as usize)
+        }
+    };
+    for (pi, p) in opts.proposals.iter().enumerate() {
+        let mut an = 0.0;
+        let mut n_src = 0;
+        for &c in &p.src {
+            if let Some(s_) = slot(c) {
+                an += gv[s_];
+                n_src += 1;
+            }
+        }
+        if !(an > 0.0) {
+            continue;
+        }
+        let jn = dest_w[pi].ncols();
+        // destination log weights of this row
+        b.dwr.clear();
+        match &p.dest {
+            Dest::Columns(cols) => b.dwr.extend(cols.iter().map(|&c| wr[c])),
+            Dest::Fresh { .. } => b.dwr.extend(dest_w[pi].row(n).iter()),
+        }
+        // destinations already held by the row (outside the source) cost no slot
+        b.support.clear();
+        b.cand.clear();
+        for jj in 0..jn {
+            let present = match &p.dest {
+                Dest::Columns(cols) => slot(cols[jj]).is_some() && !p.src.contains(&cols[jj]),
+                Dest::Fresh { .. } => false,
+            };
+            if present {
+                b.support.push(jj as u32);
+            } else {
+                b.cand.push(jj as u32);
+            }
+        }
+        let free = n_src + l.saturating_sub(m);
+        let pick = select_top_among(b.dwr, b.cand, free);
+        b.support.extend_from_slice(&b.cand[..pick]);
+        b.support.sort_unstable();
+        b.gsub.clear();
+        b.gsub.extend(b.support.iter().map(|&j| b.dwr[j as usize]));
+        b.psub.clear();
+        b.psub.resize(b.gsub.len(), 0.0);
+        let lse_p = softmax_row(b.gsub, b.psub);
+        let la = an.ln();
+        let st = &mut part.props[pi];
+        for (q, &jj) in b.support.iter().enumerate() {
+            let jj = jj as usize;
+            let r = an * b.psub[q];
+            st.h[jj] += wn * ent_term(r, la + log_resp(b.gsub[q], lse_p, b.gsub.len()));
+            st.n[jj] += wn * r;
+            let coef = wn * r;
+            if coef != 0.0 {
+                let mut accr = st.acc.row_mut(jj);
+                axpy_rows(accr.as_slice_mut().expect("contiguous"), phi, &[(n as u32, coef)]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_mass_splits_the_source_mass_by_softmax() {
+        let (an, wn) = (0.6, 2.0);
+        let dw = [0.0, 1.0_f64.ln()];
+        let mut out = [0.0; 2];
+        let mut h = Array1::zeros(2);
+        spread_mass(an, wn, &dw, &mut out, &mut h);
+        assert!((out[0] - 0.3).abs() < 1e-15 && (out[1] - 0.3).abs() < 1e-15);
+        for j in 0..2 {
+            assert!((h[j] - wn * (-0.3 * 0.3f64.ln())).abs() < 1e-14);
+        }
+    }
+}
