@@ -168,7 +168,7 @@ class _BaseMixture(VBEstimator):
         return ArrayBatches(X, 1, validated=True)
 
     def _set_fitted(self, model: Model, G) -> None:
-        self.weights_ = model.alloc.weights(G.N)
+        self.weights_ = model.alloc.weights(G)
         pe = self.obs_model_.core.point_estimates(G.N, G.S)
         for name in ("means", "covariances"):
             if name in pe:
