@@ -1,5 +1,5 @@
 """The dependency direction of STYLE §1: estimators → algorithms → moves → model → (obs, alloc,
-stats) → _core. No module of the lower layers imports an estimator (not even lazily, inside a
+stats) → _core; data/ and io/ below them all. No module of the lower layers imports an estimator (not even lazily, inside a
 function), and each of them imports on its own in a fresh interpreter (no import cycles)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 PKG = pathlib.Path(bnpcore.__file__).parent
 LOWER = sorted(
-    [p for d in ("algorithms", "moves") for p in (PKG / d).glob("*.py")]
+    [p for d in ("algorithms", "moves", "io", "data") for p in (PKG / d).glob("*.py")]
     + [PKG / f for f in ("model.py", "alloc.py", "obs.py", "stats.py")]
 )
 
