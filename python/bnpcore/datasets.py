@@ -31,6 +31,7 @@ __all__ = [
     "load_image_patches",
     "load_mnist_subset",
     "make_1d_normal",
+    "make_bars",
     "make_gaussian_mixture",
     "make_toy_bars",
     "make_toy_patches",
@@ -621,3 +622,78 @@ def train_test_split_rows(X, test_fraction=0.1, random_state=0):
     is_test = np.zeros(n_samples, dtype=bool)
     is_test[rng.permutation(n_samples)[:n_test]] = True
     return X[~is_test], X[is_test]
+
+
+def make_bars(n_docs=1000, n_tokens=200, frac_on_topic=0.95, random_state=0, return_doc_topics=False):
+    """Toy bars for topic models: documents drawn from an admixture of 10 bar topics.
+
+    The vocabulary is a 30 × 30 grid of words (``n_vocab = 900``). There are 10 topics, 5
+    horizontal bars of 6 rows and 5 vertical bars of 6 columns (``B = 180`` words each). A
+    topic gives every word the value ``1[word on the bar] + Uniform(0, 2 s)`` with
+    ``s = (1 - f) B / (f V - B)`` and ``f = frac_on_topic``, then is normalised, so a fraction
+    ``f`` of its mass lies on its bar on average (a noisier variant of the Griffiths-Steyvers
+    bars used in Hughes' thesis, §5.6.1). Each document draws its number of topics uniformly
+    from {1, 2, 3}, that many distinct bars, mixing weights from ``Dir(1)``, and ``n_tokens``
+    words from the mixture.
+
+    Parameters
+    ----------
+    n_docs : int, default=1000
+        Number of documents.
+    n_tokens : int, default=200
+        Tokens per document.
+    frac_on_topic : float, default=0.95
+        Expected mass of a topic on its bar, in ``(B / V, 1]``.
+    random_state : None, int or numpy.random.Generator, default=0
+        Seed or generator.
+    return_doc_topics : bool, default=False
+        If True, also return the documents' true mixing weights.
+
+    Returns
+    -------
+    counts : scipy.sparse.csr_array of shape (n_docs, 900)
+        Word counts (float64); each row sums to ``n_tokens``.
+    topics : ndarray of shape (10, 900)
+        True topic-word distributions (rows sum to 1; 0-4 horizontal, 5-9 vertical bars).
+    doc_topics : ndarray of shape (n_docs, 10)
+        Only if ``return_doc_topics``: each document's mixing weights.
+
+    Examples
+    --------
+    >>> from bnpcore.datasets import make_bars
+    >>> X, topics = make_bars(n_docs=20)
+    >>> X.shape, topics.shape, float(X.sum(axis=1).min())
+    ((20, 900), (10, 900), 200.0)
+    """
+    import scipy.sparse
+
+    n_docs, n_tokens = int(n_docs), int(n_tokens)
+    grid, n_bands = 30, 5
+    n_vocab, width = grid * grid, grid // n_bands
+    n_on = width * grid
+    if n_docs < 1 or n_tokens < 0:
+        raise ValueError(f"n_docs must be positive and n_tokens non-negative, got {n_docs} and {n_tokens}")
+    if not n_on / n_vocab < frac_on_topic <= 1.0:
+        raise ValueError(f"frac_on_topic must be in ({n_on / n_vocab}, 1], got {frac_on_topic}")
+    rng = _check_random_state(random_state)
+    scale = (1.0 - frac_on_topic) * n_on / (frac_on_topic * n_vocab - n_on)
+    topics = np.empty((2 * n_bands, n_vocab))
+    for b in range(n_bands):
+        for t, horizontal in ((b, True), (n_bands + b, False)):
+            mask = np.zeros((grid, grid))
+            if horizontal:
+                mask[b * width : (b + 1) * width, :] = 1.0
+            else:
+                mask[:, b * width : (b + 1) * width] = 1.0
+            topics[t] = mask.ravel() + rng.uniform(0.0, 2.0 * scale, n_vocab)
+    topics /= topics.sum(axis=1, keepdims=True)
+    doc_topics = np.zeros((n_docs, 2 * n_bands))
+    for d in range(n_docs):
+        chosen = rng.choice(2 * n_bands, size=int(rng.integers(1, 4)), replace=False)
+        doc_topics[d, chosen] = rng.dirichlet(np.ones(chosen.size))
+    probs = doc_topics @ topics
+    probs /= probs.sum(axis=1, keepdims=True)
+    counts = scipy.sparse.csr_array(rng.multinomial(n_tokens, probs).astype(np.float64))
+    if return_doc_topics:
+        return counts, topics, doc_topics
+    return counts, topics

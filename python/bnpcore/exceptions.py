@@ -4,6 +4,8 @@ The Rust extension raises these classes too (it imports them from this module), 
 a user sees derives from :class:`BnpcoreError` and from the matching built-in exception.
 """
 
+from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
+
 __all__ = [
     "BnpcoreError",
     "ConvergenceWarning",
@@ -11,6 +13,7 @@ __all__ = [
     "ELBODecreaseWarning",
     "ModelFileError",
     "NonFiniteError",
+    "NotFittedError",
     "NumericalError",
     "ParameterError",
     "ShapeError",
@@ -39,6 +42,16 @@ class NonFiniteError(DataError):
 
 class NumericalError(BnpcoreError, ArithmeticError):
     """A numerical failure, e.g. a posterior covariance that is not positive definite."""
+
+
+class NotFittedError(BnpcoreError, _SklearnNotFittedError):
+    """An estimator was used (``predict``, ``score``, ``save``...) before ``fit``.
+
+    A ``ValueError`` like every other user mistake, and an ``AttributeError`` so that
+    ``hasattr``-style checks keep working: both through
+    :class:`sklearn.exceptions.NotFittedError`, which it derives from so that scikit-learn's
+    tools (``check_is_fitted``, its estimator checks) recognise it.
+    """
 
 
 class ModelFileError(BnpcoreError, ValueError):

@@ -155,6 +155,13 @@ def default_prior(
             return {"nu": nu, "B": np.ascontiguousarray(B)}
         return {"nu": nu, "kappa": float(prior_mean_precision), "m": m, "B": np.ascontiguousarray(B)}
     if kind == "mult":
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = float(X.sum())
+        if not np.isfinite(total):
+            raise DataError(
+                f"`X` holds counts too large to add up (max count = {np.abs(X).max():.3g}): their sums "
+                "overflow float64, so no multinomial summary can be formed; rescale the counts"
+            )
         lam = 0.1 if prior_count is None else prior_count
         try:
             lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), (d,)).copy() if np.ndim(lam) <= 1 else None

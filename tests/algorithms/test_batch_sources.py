@@ -1,37 +1,28 @@
 """Bad input to the batched algorithms: clear ValueErrors naming the argument or batch, and the
 model left as it was before the offending batch."""
 
-import warnings
 
 import numpy as np
 import pytest
-from _memo_data import make_data
+from _helpers import fit_quietly, memo, seeded_data, tree_total
 from bnpcore import DPMixture
 from bnpcore.exceptions import (
-    ConvergenceWarning,
     DataError,
     NonFiniteError,
     ParameterError,
     ShapeError,
 )
-from conftest import tree_total
-
-
-def _fit(est, X):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return est.fit(X)
 
 
 def _memo(**kw):
-    kw.setdefault("moves", ())
+    """The shared memoized estimator with this module's small defaults."""
     kw.setdefault("n_components", 4)
     kw.setdefault("random_state", 0)
-    return DPMixture(algorithm="memoized", **kw)
+    return memo(**kw)
 
 
 def test_more_batches_than_rows(tmp_path):
-    X = make_data("gauss", n=5)
+    X = seeded_data("gauss", n=5)
     with pytest.raises(ParameterError, match="n_batches"):
         _memo(n_batches=6, n_components=2).fit(X)
     np.save(tmp_path / "x.npy", X)
@@ -43,11 +34,11 @@ def test_more_batches_than_rows(tmp_path):
 
 def test_unknown_algorithm():
     with pytest.raises(ParameterError, match="algorithm"):
-        DPMixture(algorithm="sgd").fit(make_data("gauss", n=20))
+        DPMixture(algorithm="sgd").fit(seeded_data("gauss", n=20))
 
 
 def test_batches_with_different_numbers_of_columns(tmp_path):
-    X = make_data("gauss", n=90)
+    X = seeded_data("gauss", n=90)
     parts = [X[:30], X[30:60], np.hstack([X[60:], X[60:, :1]])]
     with pytest.raises(ShapeError, match="batch 2 of `X` has 4 columns but batch 0 has 3"):
         _memo().fit(parts)
@@ -56,7 +47,7 @@ def test_batches_with_different_numbers_of_columns(tmp_path):
         _memo().fit([parts[0], parts[1], str(tmp_path / "b2.npy")])
     with pytest.raises(ShapeError, match=r"X \(batch 2\)"):
         DPMixture(n_components=3).fit(p for p in parts)
-    est = _fit(_memo(n_batches=3, max_laps=2), X)
+    est = fit_quietly(_memo(n_batches=3, max_laps=2), X)
     with pytest.raises(ShapeError, match="fitted with 3"):
         est.partial_fit(parts[2])
     with pytest.raises(ValueError):
@@ -66,10 +57,10 @@ def test_batches_with_different_numbers_of_columns(tmp_path):
 def test_non_finite_value_in_a_later_batch_of_a_memmap(tmp_path):
     """Fit 2 clean laps, then a NaN appears in batch 3 of the file: the warm-started fit raises
     naming batch 3, and the model is exactly as it was before that batch was visited."""
-    X = make_data("gauss", n=400)
+    X = seeded_data("gauss", n=400)
     path = tmp_path / "x.npy"
     np.save(path, X)
-    est = _fit(_memo(n_batches=4, max_laps=2, tol=0), str(path))
+    est = fit_quietly(_memo(n_batches=4, max_laps=2, tol=0), str(path))
     before = [m.copy() for m in est.state_.memos]
     mm = np.load(path, mmap_mode="r+")
     mm[350, 1] = np.nan  # rows 300-400 are batch 3
@@ -89,16 +80,16 @@ def test_non_finite_value_in_a_later_batch_of_a_memmap(tmp_path):
 
 
 def test_non_finite_value_in_first_lap_of_fresh_fit(tmp_path):
-    X = make_data("gauss", n=400)
+    X = seeded_data("gauss", n=400)
     X[390, 0] = np.inf
     path = tmp_path / "x.npy"
     np.save(path, X)
     with pytest.raises(NonFiniteError, match="batch 3"):
-        _fit(_memo(n_batches=4, max_laps=2, init_subsample=100), str(path))
+        fit_quietly(_memo(n_batches=4, max_laps=2, init_subsample=100), str(path))
 
 
 def test_non_finite_in_a_stream_and_in_partial_fit():
-    X = make_data("gauss", n=300)
+    X = seeded_data("gauss", n=300)
     parts = np.array_split(X, 3)
     bad = parts[2].copy()
     bad[5, 0] = np.nan
@@ -115,11 +106,11 @@ def test_non_finite_in_a_stream_and_in_partial_fit():
 
 
 def test_out_of_support_value_in_a_later_batch_names_it(tmp_path):
-    X = make_data("mult", n=200)
+    X = seeded_data("mult", n=200)
     X[180, 0] = -1.0
     np.save(tmp_path / "x.npy", X)
     with pytest.raises(DataError, match="batch 3"):
-        _fit(_memo(obs="mult", n_batches=4, max_laps=2, init_subsample=50), str(tmp_path / "x.npy"))
+        fit_quietly(_memo(obs="mult", n_batches=4, max_laps=2, init_subsample=50), str(tmp_path / "x.npy"))
 
 
 def test_bad_paths_and_iterables(tmp_path):
@@ -131,13 +122,13 @@ def test_bad_paths_and_iterables(tmp_path):
     with pytest.raises(ShapeError, match="empty"):
         DPMixture().fit(iter([]))
     with pytest.raises(ParameterError, match="full"):
-        DPMixture(algorithm="full").fit([make_data("gauss", n=20), make_data("gauss", n=20)])
+        DPMixture(algorithm="full").fit([seeded_data("gauss", n=20), seeded_data("gauss", n=20)])
     with pytest.raises(ParameterError, match="partial_fit"):
-        DPMixture(algorithm="stochastic").partial_fit(make_data("gauss", n=20))
+        DPMixture(algorithm="stochastic").partial_fit(seeded_data("gauss", n=20))
 
 
 def test_truncated_npy_file(tmp_path):
-    X = make_data("gauss", n=100)
+    X = seeded_data("gauss", n=100)
     np.save(tmp_path / "x.npy", X)
     raw = (tmp_path / "x.npy").read_bytes()
     (tmp_path / "x.npy").write_bytes(raw[:-100])

@@ -1,39 +1,27 @@
 """Memoized variational inference (spec 01 §5.3): exactness, monotonicity, batches, streaming."""
 
-import warnings
 from typing import ClassVar
 
+import bnpcore._reference as ref
 import numpy as np
 import pytest
-from _memo_data import OBS, make_data
+from _helpers import KINDS, fit_quietly, memo, seeded_data, tree_total
 from bnpcore import DPMixture, FiniteMixture
 from bnpcore.alloc import make_alloc
 from bnpcore.data.sources import ArrayBatches, NpyFile
-from bnpcore.exceptions import ConvergenceWarning, ParameterError
+from bnpcore.exceptions import ParameterError
 from bnpcore.model import Model
-from conftest import tree_total
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-
-def _fit(est, X):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return est.fit(X)
-
-
-def _memo(**kw):
-    kw.setdefault("moves", ())
-    return DPMixture(algorithm="memoized", **kw)
 
 
 @pytest.mark.parametrize("obs", ["gauss", "mult"])
 @pytest.mark.parametrize("cls", [DPMixture, FiniteMixture])
 def test_one_batch_equals_full_trace_for_trace(obs, cls):
-    X = make_data(obs, n=500)
+    X = seeded_data(obs, n=500)
     common = dict(obs=obs, n_components=6, random_state=3, max_laps=6, tol=0)
-    full = _fit(cls(algorithm="full", **common), X)
-    memo = _fit(cls(algorithm="memoized", n_batches=1, moves=() if cls is DPMixture else None, **common), X)
+    full = fit_quietly(cls(algorithm="full", **common), X)
+    memo = fit_quietly(cls(algorithm="memoized", n_batches=1, moves=() if cls is DPMixture else None, **common), X)
     for key in ("lap", "elbo", "n_components"):
         assert np.array_equal(full.history_[key], memo.history_[key]), key
     for attr in ("N", "S", "H", "uids"):
@@ -63,12 +51,12 @@ class _Recorder(Model):
 def test_after_one_lap_whole_dataset_summaries_equal_full_summaries(n, d, n_batches, seed, obs):
     """G after lap 1 == the full-dataset summaries of the responsibilities the lap computed."""
     n_batches = min(n_batches, n)
-    X = make_data(obs, n=n, d=d, seed=seed)
+    X = seeded_data(obs, n=n, d=d, seed=seed)
     est = FiniteMixture(obs=obs, n_components=min(3, n), algorithm="memoized", n_batches=n_batches, random_state=seed, max_laps=1)
     _Recorder.log = []
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(FiniteMixture, "_make_model", lambda self, o: _Recorder(make_alloc("finite", self.gamma), o))
-        _fit(est, X)
+        fit_quietly(est, X)
     assert len(_Recorder.log) == n_batches
     Xs = np.concatenate([r[0] for r in _Recorder.log])
     R = np.concatenate([r[1] for r in _Recorder.log])
@@ -87,12 +75,12 @@ def test_after_one_lap_whole_dataset_summaries_equal_full_summaries(n, d, n_batc
     np.testing.assert_allclose(total, G.N, rtol=1e-13, atol=1e-10)
 
 
-@pytest.mark.parametrize("obs", OBS)
+@pytest.mark.parametrize("obs", KINDS)
 def test_memoized_elbo_never_decreases_after_first_lap(obs):
     """ELBODecreaseWarning is an error under pytest, so the per-batch checks inside the lap are
     enforced too; here the per-lap trace is checked explicitly."""
-    X = make_data(obs, n=800, d=3, k=5, seed=1)
-    est = _fit(_memo(obs=obs, n_components=8, n_batches=5, random_state=0, max_laps=8, tol=0), X)
+    X = seeded_data(obs, n=800, d=3, k=5, seed=1)
+    est = fit_quietly(memo(obs=obs, n_components=8, n_batches=5, random_state=0, max_laps=8, tol=0), X)
     e = est.history_["elbo"]
     assert np.all(np.isfinite(e)) and len(e) == 8
     assert np.all(np.diff(e) >= -1e-9 * np.abs(e[1:])), np.diff(e)
@@ -102,13 +90,13 @@ def test_memoized_elbo_never_decreases_after_first_lap(obs):
 
 
 def test_finite_mixture_memoized_monotone():
-    X = make_data("gauss", n=600, seed=4)
-    est = _fit(FiniteMixture(n_components=6, algorithm="memoized", n_batches=4, random_state=1, max_laps=6, tol=0), X)
+    X = seeded_data("gauss", n=600, seed=4)
+    est = fit_quietly(FiniteMixture(n_components=6, algorithm="memoized", n_batches=4, random_state=1, max_laps=6, tol=0), X)
     assert np.all(np.diff(est.history_["elbo"]) >= -1e-9 * np.abs(est.history_["elbo"][1:]))
 
 
 def test_visiting_order_is_seeded_and_fresh_each_lap(monkeypatch):
-    X = make_data("gauss", n=400)
+    X = seeded_data("gauss", n=400)
     seen = []
     orig = ArrayBatches.get
 
@@ -117,13 +105,13 @@ def test_visiting_order_is_seeded_and_fresh_each_lap(monkeypatch):
         return orig(self, b)
 
     monkeypatch.setattr(ArrayBatches, "get", get)
-    _fit(_memo(n_components=4, n_batches=6, random_state=5, max_laps=4, tol=0), X)
+    fit_quietly(memo(n_components=4, n_batches=6, random_state=5, max_laps=4, tol=0), X)
     first = list(seen)
     laps = [first[i * 6 : (i + 1) * 6] for i in range(4)]
     assert all(sorted(lap) == list(range(6)) for lap in laps)
     assert len({tuple(lap) for lap in laps}) > 1  # new permutation each lap
     seen.clear()
-    _fit(_memo(n_components=4, n_batches=6, random_state=5, max_laps=4, tol=0), X)
+    fit_quietly(memo(n_components=4, n_batches=6, random_state=5, max_laps=4, tol=0), X)
     assert seen == first
 
 
@@ -143,11 +131,11 @@ def test_in_memory_batches_are_a_seeded_random_partition():
 def test_memmap_npy_path_and_list_of_batches_give_the_same_fit(tmp_path):
     """A memmap is split into contiguous ranges and never copied whole; the same ranges given as
     a list of arrays or of .npy paths give the identical fit."""
-    X = make_data("gauss", n=700, seed=2)
+    X = seeded_data("gauss", n=700, seed=2)
     path = tmp_path / "x.npy"
     np.save(path, X)
     mm = np.load(path, mmap_mode="r")
-    est = _memo(n_components=5, n_batches=4, random_state=1, max_laps=4, tol=0)
+    est = memo(n_components=5, n_batches=4, random_state=1, max_laps=4, tol=0)
     src = est._make_source(mm, seed=123)
     assert src.X is mm and src.rows is None
     assert all(isinstance(src.X[src.bounds[b] : src.bounds[b + 1]], np.memmap) for b in range(4))
@@ -156,29 +144,29 @@ def test_memmap_npy_path_and_list_of_batches_give_the_same_fit(tmp_path):
     assert all(np.array_equal(fsrc.get(b), X[bounds[b] : bounds[b + 1]]) for b in range(4) for bounds in [src.bounds])
     rows = np.array([0, 5, 6, 300, 699])
     assert np.array_equal(fsrc.X.take_rows(rows, chunk_rows=7), X[rows])
-    fits = [_fit(_memo(n_components=5, n_batches=4, random_state=1, max_laps=4, tol=0), data) for data in (mm, str(path))]
+    fits = [fit_quietly(memo(n_components=5, n_batches=4, random_state=1, max_laps=4, tol=0), data) for data in (mm, str(path))]
     bounds = src.bounds
     parts = [X[bounds[b] : bounds[b + 1]] for b in range(4)]
     paths = []
     for b, p in enumerate(parts):
         paths.append(tmp_path / f"b{b}.npy")
         np.save(paths[-1], p)
-    fits.append(_fit(_memo(n_components=5, random_state=1, max_laps=4, tol=0), parts))
-    fits.append(_fit(_memo(n_components=5, random_state=1, max_laps=4, tol=0), paths))
+    fits.append(fit_quietly(memo(n_components=5, random_state=1, max_laps=4, tol=0), parts))
+    fits.append(fit_quietly(memo(n_components=5, random_state=1, max_laps=4, tol=0), paths))
     for f in fits[1:]:
         assert np.array_equal(f.history_["elbo"], fits[0].history_["elbo"])
         assert np.array_equal(f.summaries_.S, fits[0].summaries_.S)
 
 
 def test_float32_memmap_is_converted_per_batch(tmp_path):
-    X = make_data("gauss", n=300, seed=3).astype(np.float32)
+    X = seeded_data("gauss", n=300, seed=3).astype(np.float32)
     np.save(tmp_path / "x.npy", X)
-    est = _fit(_memo(n_components=4, n_batches=3, random_state=0, max_laps=3), str(tmp_path / "x.npy"))
+    est = fit_quietly(memo(n_components=4, n_batches=3, random_state=0, max_laps=3), str(tmp_path / "x.npy"))
     assert np.isfinite(est.elbo_)
 
 
 def test_partial_fit_gives_finite_improving_heldout_scores():
-    X = make_data("gauss", n=4000, d=3, k=5, seed=8)
+    X = seeded_data("gauss", n=4000, d=3, k=5, seed=8)
     test = X[3000:]
     est = DPMixture(n_components=10, random_state=0)
     scores = []
@@ -193,13 +181,14 @@ def test_partial_fit_gives_finite_improving_heldout_scores():
     assert len(st_.frozen) == 10 and st_.memos == []
     np.testing.assert_allclose(sum(m.N for m in st_.frozen), st_.stats.N, rtol=1e-13)
     assert st_.stats.N.sum() == pytest.approx(3000)
-    model = est._make_model(est.obs_model_)
-    assert est.elbo_ == model.elbo(st_.stats)
+    G = st_.stats
+    want = ref.elbo("gauss", est.obs_model_.prior, "dp", est.gamma, G.N, G.S, G.H, G.h)
+    assert est.elbo_ == pytest.approx(want, rel=1e-10)  # the numpy reference formula
     assert est.history_["lap"].tolist() == list(range(1, 11))
 
 
 def test_one_shot_iterator_equals_partial_fit_sequence():
-    X = make_data("gauss", n=900, seed=9)
+    X = seeded_data("gauss", n=900, seed=9)
     chunks = np.array_split(X, 4)
     a = DPMixture(n_components=5, random_state=2).fit(c for c in chunks)
     b = DPMixture(n_components=5, random_state=2)
@@ -211,11 +200,11 @@ def test_one_shot_iterator_equals_partial_fit_sequence():
 
 
 def test_warm_start_fit_after_partial_fit_keeps_frozen_memos():
-    X = make_data("gauss", n=900, seed=10)
-    est = DPMixture(n_components=5, random_state=2, algorithm="memoized", n_batches=3, moves=())
+    X = seeded_data("gauss", n=900, seed=10)
+    est = memo(n_components=5, random_state=2, n_batches=3)  # the default moves
     est.partial_fit(X[:300])
     est.set_params(warm_start=True, max_laps=3, tol=0)
-    _fit(est, X[300:])  # the new batches join the frozen memo
+    fit_quietly(est, X[300:])  # the new batches join the frozen memo
     st_ = est.state_
     assert len(st_.frozen) == 1 and len(st_.memos) == 3
     assert st_.stats.N.sum() == pytest.approx(900) and est._n_rows == 900
@@ -223,19 +212,19 @@ def test_warm_start_fit_after_partial_fit_keeps_frozen_memos():
     assert np.all(np.diff(e) >= -1e-9 * np.abs(e[1:]))
     with pytest.raises(ParameterError, match="same number of batches"):
         est.set_params(n_batches=4).fit(X[300:])
-    est2 = _fit(_memo(n_components=5, random_state=2, n_batches=3, max_laps=2, tol=0), X[300:])
+    est2 = fit_quietly(memo(n_components=5, random_state=2, n_batches=3, max_laps=2, tol=0), X[300:])
     est2.set_params(warm_start=True)
     est2.partial_fit(X[:300])
-    _fit(est2, X[300:])
+    fit_quietly(est2, X[300:])
     assert est2.state_.stats.N.sum() == pytest.approx(900)
     e = est2.history_["elbo"][3:]
     assert np.all(np.diff(e) >= -1e-9 * np.abs(e[1:]))
 
 
 def test_callback_called_after_every_lap_with_info():
-    X = make_data("gauss", n=300)
+    X = seeded_data("gauss", n=300)
     calls = []
-    est = _fit(_memo(n_components=4, n_batches=3, random_state=0, max_laps=4, tol=0, callback=lambda m, info: calls.append((m, dict(info)))), X)
+    est = fit_quietly(memo(n_components=4, n_batches=3, random_state=0, max_laps=4, tol=0, callback=lambda m, info: calls.append((m, dict(info)))), X)
     assert [c[1]["lap"] for c in calls] == [1, 2, 3, 4]
     assert all(c[0] is est for c in calls)
     assert [c[1]["elbo"] for c in calls] == est.history_["elbo"].tolist()
@@ -243,8 +232,8 @@ def test_callback_called_after_every_lap_with_info():
 
 
 def test_verbose_progress_bar(capsys):
-    X = make_data("gauss", n=300)
-    _fit(_memo(n_components=4, n_batches=3, random_state=0, max_laps=2, tol=0, verbose=True), X)
+    X = seeded_data("gauss", n=300)
+    fit_quietly(memo(n_components=4, n_batches=3, random_state=0, max_laps=2, tol=0, verbose=True), X)
     err = capsys.readouterr().err
     assert "elbo" in err and "K=" in err
 
@@ -252,8 +241,8 @@ def test_verbose_progress_bar(capsys):
 def test_keyboard_interrupt_leaves_last_completed_batch(monkeypatch, tmp_path):
     import bnpcore
 
-    X = make_data("gauss", n=600)
-    est = _fit(_memo(n_components=5, n_batches=5, random_state=0, max_laps=2, tol=0), X)
+    X = seeded_data("gauss", n=600)
+    est = fit_quietly(memo(n_components=5, n_batches=5, random_state=0, max_laps=2, tol=0), X)
     memos_before = [m.copy() for m in est.state_.memos]
     calls = {"n": 0}
     orig = ArrayBatches.get
@@ -280,5 +269,5 @@ def test_keyboard_interrupt_leaves_last_completed_batch(monkeypatch, tmp_path):
     again = bnpcore.load(path)
     assert np.array_equal(again.predict_proba(X), est.predict_proba(X))
     monkeypatch.setattr(ArrayBatches, "get", orig)
-    _fit(est, X)  # continues normally
+    fit_quietly(est, X)  # continues normally
     assert est.history_["lap"][-1] == 5

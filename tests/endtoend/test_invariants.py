@@ -7,25 +7,17 @@ trace, normalised responsibilities, additivity of summaries, and bit-for-bit rep
 across seeds and thread counts.
 """
 
-import warnings
 
 import bnpcore._reference as ref
 import numpy as np
 import pytest
+from _helpers import KINDS, fit_quietly, record_memos, synthetic_data
 from bnpcore import DPMixture, FiniteMixture, _core
-from bnpcore.exceptions import ConvergenceWarning
+from bnpcore._reference.local import top_l_local_step
 from scipy.special import betaln
 
-OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 ESTIMATORS = {"dp": DPMixture, "finite": FiniteMixture}
 MONOTONE_RTOL = 1e-9  # STYLE §6: the bound may not drop by more than 1e-9 |L|
-
-
-def fit_quietly(est, X):
-    """Fit, tolerating only a ConvergenceWarning (every other warning stays an error)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return est.fit(X)
 
 
 def model_of(est):
@@ -38,13 +30,15 @@ def model_of(est):
 
 
 @pytest.mark.parametrize("alloc", ["dp", "finite"])
-@pytest.mark.parametrize("kind", OBS_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_summary_elbo_equals_raw_elbo(kind, alloc, make_data):
     X, _ = make_data(kind, n=90, seed=1)
     est = fit_quietly(ESTIMATORS[alloc](obs=kind, n_components=4, gamma=1.5, max_laps=15, random_state=0), X)
     model = model_of(est)
-    # the fitted ELBO is the one of the fitted summaries
-    assert est.elbo_ == pytest.approx(model.elbo(est.summaries_), rel=1e-12)
+    # the fitted ELBO is the one of the fitted summaries, by the numpy reference formula
+    G = est.summaries_
+    want = ref.elbo(kind, est.obs_model_.prior, alloc, est.gamma, G.N, G.S, G.H, G.h)
+    assert est.elbo_ == pytest.approx(want, rel=1e-10, abs=1e-10)
     # one more local step with the fitted globals: its responsibilities, summarised
     out = model.local_step(X, est.summaries_, return_resp=True)
     R = out["resp"]
@@ -61,7 +55,7 @@ def test_summary_elbo_equals_raw_elbo(kind, alloc, make_data):
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", OBS_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_single_cluster_elbo_is_log_marginal_likelihood(kind, make_data):
     X, _ = make_data(kind, n=60, seed=2)
     gamma = 0.7
@@ -85,7 +79,7 @@ def test_single_cluster_elbo_is_log_marginal_likelihood(kind, make_data):
 
 @pytest.mark.parametrize("init", ["kmeans++", "random_from_data"])
 @pytest.mark.parametrize("alloc", ["dp", "finite"])
-@pytest.mark.parametrize("kind", OBS_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_elbo_never_decreases(kind, alloc, init, make_data):
     # overlapping clusters and many initial components make the trajectory long and non-trivial
     X, _ = make_data(kind, n=300, n_clusters=5, seed=3)
@@ -106,7 +100,7 @@ def test_elbo_never_decreases(kind, alloc, init, make_data):
 
 
 @pytest.mark.parametrize("alloc", ["dp", "finite"])
-@pytest.mark.parametrize("kind", OBS_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_responsibilities_sum_to_one(kind, alloc, make_data):
     X, _ = make_data(kind, n=200, seed=5)
     est = fit_quietly(ESTIMATORS[alloc](obs=kind, n_components=6, max_laps=10, random_state=0), X)
@@ -126,7 +120,7 @@ def test_responsibilities_sum_to_one(kind, alloc, make_data):
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", OBS_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_summaries_additive_over_splits(kind, make_data):
     X, _ = make_data(kind, n=1500, seed=6)  # several 512-row chunks; cuts not chunk-aligned
     est = fit_quietly(DPMixture(obs=kind, n_components=5, max_laps=5, random_state=0), X)
@@ -201,7 +195,7 @@ def assert_bit_identical(a, b):
 
 @pytest.mark.parametrize(
     "kind,alloc,init",
-    [(k, "dp", "kmeans++") for k in OBS_KINDS] + [("gauss", "finite", "random_from_data"), ("mult", "finite", "kmeans++")],
+    [(k, "dp", "kmeans++") for k in KINDS] + [("gauss", "finite", "random_from_data"), ("mult", "finite", "kmeans++")],
 )
 def test_same_seed_same_result_and_thread_count_invariance(kind, alloc, init, make_data):
     X, _ = make_data(kind, n=2000, n_clusters=4, seed=8)  # 4 chunks: the parallel reduction is exercised
@@ -243,3 +237,55 @@ def test_local_step_bit_identical_for_1_and_2_threads(make_data):
     for p, q in zip(a["proposals"], b["proposals"]):
         for x, y in zip(p, q):
             assert x.tobytes() == y.tobytes()
+
+
+# ----------------------------------------------------------------------------------------------
+# P8 for what users get: multi-batch memoized fits with the default moves, dense and top-L
+# ----------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def memo_recorder(monkeypatch):
+    return record_memos(monkeypatch)
+
+
+@pytest.mark.parametrize("top_l", [None, 2])
+@pytest.mark.parametrize("kind", KINDS)
+def test_memoized_fit_with_moves_elbo_equals_raw_elbo(kind, top_l, memo_recorder):
+    """A memoized DPMixture with its default moves (birth, merge, delete accepted along the
+    way), 3 batches, dense or top_l=2: after a last lap, the fitted ELBO (Rust, from the
+    tree-summed memos and their uids after the moves, empty-cluster removal and sorting) equals
+    the ELBO recomputed by the numpy reference from the raw data and the responsibilities that
+    produced each memo; those responsibilities are themselves the numpy reference local step at
+    the global parameters of their visit."""
+    X, _ = synthetic_data(kind, n=600, n_clusters=4, seed=11)
+    est = fit_quietly(DPMixture(obs=kind, n_components=2, algorithm="memoized", n_batches=3, max_laps=12, top_l=top_l,
+                                random_state=5), X)
+    assert est._moves_tuple() == ("birth", "merge", "delete")
+    assert any(r["accepted"] for r in est.moves_log_), "no move accepted: the test would not cover moves"
+    memo_recorder["on"] = True
+    n_log = len(est.moves_log_)
+    est.set_params(warm_start=True, max_laps=1)
+    fit_quietly(est, X)
+    assert not any(r["accepted"] for r in est.moves_log_[n_log:]), "a move in the last lap rewrote the memos"
+    assert sorted(memo_recorder["memos"]) == [0, 1, 2]
+    prior, G = est.obs_model_.prior, est.summaries_
+    Xs, Rs = [], []
+    for Xb, Nb, Sb, uids, Rb, L in memo_recorder["memos"].values():
+        if L is None:
+            want = ref.local_step(kind, prior, "dp", est.gamma, Nb, Sb, Xb)
+        else:
+            want = top_l_local_step(kind, prior, "dp", est.gamma, Nb, Sb, Xb, L)
+        np.testing.assert_allclose(Rb, want, rtol=1e-9, atol=1e-10)
+        # columns in the order of the final uids; clusters removed at the end of the lap held no mass
+        pos = {u: j for j, u in enumerate(uids)}
+        gone = [j for u, j in pos.items() if u not in set(G.uids.tolist())]
+        assert Rb[:, gone].sum() <= 1e-9
+        Xs.append(Xb)
+        Rs.append(Rb[:, [pos[u] for u in G.uids]])
+    Xall, Rall = np.vstack(Xs), np.vstack(Rs)
+    assert sorted(map(tuple, Xall)) == sorted(map(tuple, X))  # the batches partition the data
+    N_raw, S_raw = ref.summarize(kind, Xall, Rall)
+    np.testing.assert_allclose(G.N, N_raw, rtol=1e-10, atol=1e-8)
+    np.testing.assert_allclose(G.S, S_raw, rtol=1e-10, atol=1e-8 * max(1.0, np.abs(S_raw).max()))
+    raw = ref.raw_elbo(kind, prior, "dp", est.gamma, Xall, Rall)
+    assert est.elbo_ == pytest.approx(raw, rel=1e-10, abs=1e-8)

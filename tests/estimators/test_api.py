@@ -2,25 +2,18 @@
 
 import doctest
 import pickle
-import warnings
 
 import bnpcore
 import bnpcore._reference as ref
 import numpy as np
 import pytest
+from _helpers import KINDS, fit_quietly
 from bnpcore import DPMixture, FiniteMixture
 from bnpcore.estimators import mixture
 from bnpcore.exceptions import ConvergenceWarning, ParameterError
 from sklearn.metrics import adjusted_rand_score
 
-OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 ESTIMATORS = (DPMixture, FiniteMixture)
-
-
-def fit_quietly(est, X):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return est.fit(X)
 
 
 def test_public_names():
@@ -30,7 +23,7 @@ def test_public_names():
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-@pytest.mark.parametrize("kind", OBS_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_fit_returns_self_and_fitted_attributes(cls, kind, make_data):
     X, _ = make_data(kind, n=150)
     est = cls(obs=kind, n_components=5, max_laps=30, random_state=0)
@@ -97,7 +90,7 @@ def test_sklearn_clone_works():
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-@pytest.mark.parametrize("kind", OBS_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_pickle_round_trip(cls, kind, make_data):
     X, _ = make_data(kind, n=150)
     est = fit_quietly(cls(obs=kind, n_components=4, max_laps=20, random_state=0), X)
@@ -112,7 +105,7 @@ def test_pickle_round_trip(cls, kind, make_data):
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-@pytest.mark.parametrize("kind", OBS_KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_prediction_shapes_and_score_samples_vs_reference(cls, kind, make_data):
     X, _ = make_data(kind, n=150, seed=1)
     X_new, _ = make_data(kind, n=37, seed=2)

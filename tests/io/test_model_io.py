@@ -6,14 +6,14 @@ import pickle
 import subprocess
 import sys
 import textwrap
-import warnings
 import zipfile
 
 import bnpcore
 import numpy as np
 import pytest
+from _helpers import RESUME_WITH_MOVES, fit_quietly
 from bnpcore import DPMixture, FiniteMixture
-from bnpcore.exceptions import ConvergenceWarning, ModelFileError
+from bnpcore.exceptions import ModelFileError
 from bnpcore.io import FORMAT_VERSION
 
 
@@ -21,12 +21,6 @@ def _data(n=600, d=3, k=4, seed=0):
     rng = np.random.default_rng(seed)
     z = rng.integers(0, k, size=n)
     return rng.normal(0, 4, size=(k, d))[z] + rng.normal(size=(n, d))
-
-
-def _fit(est, X):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        return est.fit(X)
 
 
 def _same_state(a, b):
@@ -53,13 +47,14 @@ def _same_state(a, b):
     [
         (DPMixture, dict(obs="gauss")),
         (DPMixture, dict(obs="diag_gauss", algorithm="memoized", n_batches=3, moves=())),
+        (DPMixture, dict(obs="gauss", algorithm="memoized", n_batches=3)),  # the default moves
         (FiniteMixture, dict(obs="zero_mean_gauss", prior_mean=np.zeros(3))),
         (DPMixture, dict(obs="gauss", algorithm="stochastic", n_batches=2)),
     ],
 )
 def test_save_load_round_trip_identical_predictions(tmp_path, cls, kw):
     X = _data()
-    est = _fit(cls(n_components=5, random_state=0, max_laps=5, **kw), X)
+    est = fit_quietly(cls(n_components=5, random_state=0, max_laps=5, **kw), X)
     path = tmp_path / "model.npz"
     est.save(path)
     again = bnpcore.load(path)
@@ -94,30 +89,108 @@ def test_unfitted_round_trip_and_module_level_functions(tmp_path):
 def test_warm_start_3_plus_save_load_plus_3_equals_6_laps(tmp_path, algorithm, n_batches):
     X = _data(seed=1)
     kw = dict(n_components=6, algorithm=algorithm, n_batches=n_batches, random_state=2, tol=0, moves=())
-    six = _fit(DPMixture(max_laps=6, **kw), X)
-    three = _fit(DPMixture(max_laps=3, **kw), X)
+    six = fit_quietly(DPMixture(max_laps=6, **kw), X)
+    three = fit_quietly(DPMixture(max_laps=3, **kw), X)
     three.save(tmp_path / "m.npz")
     resumed = bnpcore.load(tmp_path / "m.npz")
     resumed.set_params(warm_start=True)
-    _fit(resumed, X)
+    fit_quietly(resumed, X)
     _same_state(resumed, six)
     assert resumed.n_iter_ == 3
     # and without the file in between
     three.set_params(warm_start=True)
-    _fit(three, X)
+    fit_quietly(three, X)
     _same_state(three, six)
+
+
+def _moves_data():
+    """Five separated clusters started from two components: births, merges and deletes are
+    proposed and some are accepted within the first laps."""
+    from bnpcore.datasets import make_gaussian_mixture
+
+    X, _ = make_gaussian_mixture(n_samples=1200, n_features=2, n_components=5, separation=5.0, random_state=4)
+    return X
+
+
+_DEFAULT_MOVES_KW = dict(n_components=2, algorithm="memoized", n_batches=3, random_state=2, tol=0)  # moves: the default
+
+
+def test_default_moves_are_on_and_accepted_in_the_persistence_fits():
+    """The persistence tests below use what users get: a memoized DPMixture with its default
+    moves (birth, merge, delete), with moves accepted in laps 1-3 and in laps 4-6."""
+    six = fit_quietly(DPMixture(max_laps=6, **_DEFAULT_MOVES_KW), _moves_data())
+    assert DPMixture(**_DEFAULT_MOVES_KW)._moves_tuple() == ("birth", "merge", "delete")
+    laps = {r["lap"] for r in six.moves_log_ if r["accepted"]}
+    assert laps & {1, 2, 3} and laps & {4, 5, 6}, six.moves_log_
+
+
+def test_moves_log_survives_save_load_and_pickle(tmp_path):
+    est = fit_quietly(DPMixture(max_laps=4, **_DEFAULT_MOVES_KW), _moves_data())
+    assert any(r["accepted"] for r in est.moves_log_)
+    est.save(tmp_path / "m.npz")
+    for again in (bnpcore.load(tmp_path / "m.npz"), pickle.loads(pickle.dumps(est))):
+        assert again.moves_log_ == est.moves_log_
+        assert again.state_.moves_log == est.state_.moves_log
+        _same_state(again, est)
+
+
+@RESUME_WITH_MOVES
+def test_default_moves_3_plus_save_load_plus_3_equals_6_laps(tmp_path):
+    X = _moves_data()
+    six = fit_quietly(DPMixture(max_laps=6, **_DEFAULT_MOVES_KW), X)
+    three = fit_quietly(DPMixture(max_laps=3, **_DEFAULT_MOVES_KW), X)
+    three.save(tmp_path / "m.npz")
+    resumed = bnpcore.load(tmp_path / "m.npz")
+    resumed.set_params(warm_start=True)
+    fit_quietly(resumed, X)
+    _same_state(resumed, six)
+
+
+@RESUME_WITH_MOVES
+def test_default_moves_3_plus_in_memory_warm_start_3_equals_6_laps():
+    X = _moves_data()
+    six = fit_quietly(DPMixture(max_laps=6, **_DEFAULT_MOVES_KW), X)
+    three = fit_quietly(DPMixture(max_laps=3, **_DEFAULT_MOVES_KW), X)
+    three.set_params(warm_start=True)
+    fit_quietly(three, X)
+    _same_state(three, six)
+
+
+@RESUME_WITH_MOVES
+def test_default_moves_checkpoint_after_3_laps_resumes_to_6(tmp_path):
+    X = _moves_data()
+    six = fit_quietly(DPMixture(max_laps=6, **_DEFAULT_MOVES_KW), X)
+    ckpt = tmp_path / "ckpt.npz"
+    fit_quietly(DPMixture(max_laps=3, checkpoint_path=str(ckpt), **_DEFAULT_MOVES_KW), X)
+    resumed = bnpcore.load(ckpt)
+    assert resumed.state_.lap == 3
+    resumed.set_params(warm_start=True, checkpoint_path=None)
+    fit_quietly(resumed, X)
+    _same_state(resumed, six)
+
+
+def test_default_moves_pickle_round_trip_then_continue_identically():
+    X = _moves_data()
+    est = fit_quietly(DPMixture(max_laps=3, **_DEFAULT_MOVES_KW), X)
+    again = pickle.loads(pickle.dumps(est))
+    _same_state(again, est)
+    again.set_params(warm_start=True, max_laps=2)
+    est.set_params(warm_start=True, max_laps=2)
+    fit_quietly(again, X)
+    fit_quietly(est, X)
+    _same_state(again, est)
 
 
 def test_pickle_round_trip(tmp_path):
     X = _data()
-    est = _fit(DPMixture(n_components=5, random_state=0, max_laps=4, algorithm="memoized", n_batches=3, moves=()), X)
+    est = fit_quietly(DPMixture(n_components=5, random_state=0, max_laps=4, algorithm="memoized", n_batches=3, moves=()), X)
     again = pickle.loads(pickle.dumps(est))
     assert np.array_equal(again.predict_proba(X), est.predict_proba(X))
     _same_state(again, est)
     again.set_params(warm_start=True, max_laps=2)
     est.set_params(warm_start=True, max_laps=2)
-    _fit(again, X)
-    _fit(est, X)
+    fit_quietly(again, X)
+    fit_quietly(est, X)
     _same_state(again, est)
 
 
@@ -130,7 +203,7 @@ def test_checkpoint_written_every_lap(tmp_path):
         if os.path.exists(path):
             laps.append(bnpcore.load(path).state_.lap)
 
-    est = _fit(DPMixture(n_components=4, random_state=0, max_laps=4, tol=0, checkpoint_path=str(path), callback=cb), X)
+    est = fit_quietly(DPMixture(n_components=4, random_state=0, max_laps=4, tol=0, checkpoint_path=str(path), callback=cb), X)
     assert laps == [1, 2, 3]  # the callback runs before that lap's checkpoint is written
     assert bnpcore.load(path).state_.lap == 4
     assert not [f for f in os.listdir(tmp_path) if ".tmp-" in f]
@@ -147,6 +220,7 @@ _KILL_SCRIPT = textwrap.dedent(
 
     X = np.load(sys.argv[1])
     ckpt, kill_at, mode = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    moves = None if sys.argv[5] == "default" else ()
     calls = {"get": 0, "save": 0}
     if mode == "batch":  # SIGKILL in the middle of a lap, at the kill_at-th batch read
         orig = ArrayBatches.get
@@ -166,28 +240,31 @@ _KILL_SCRIPT = textwrap.dedent(
                 fh.flush()
                 os.kill(os.getpid(), signal.SIGKILL)
         fmt.np = type("np_proxy", (), {"__getattr__": lambda self, k: getattr(np, k), "savez": staticmethod(savez)})()
-    warnings.simplefilter("ignore")
+    warnings.simplefilter("error")  # as under pytest: an ELBO decrease must fail the run
+    warnings.simplefilter("ignore", bnpcore.exceptions.ConvergenceWarning)
     DPMixture(n_components=6, algorithm="memoized", n_batches=4, random_state=3, tol=0, max_laps=6,
-              moves=(), checkpoint_path=ckpt).fit(X)
+              moves=moves, checkpoint_path=ckpt).fit(X)
     """
 )
 
 
+@pytest.mark.parametrize("moves", [pytest.param("default", marks=RESUME_WITH_MOVES), "none"])
 @pytest.mark.parametrize("mode,kill_at,expect_lap", [("batch", 4 * 3 + 2, 3), ("save", 4, 3)])
-def test_sigkill_mid_lap_resumes_from_last_complete_lap(tmp_path, mode, kill_at, expect_lap):
+def test_sigkill_mid_lap_resumes_from_last_complete_lap(tmp_path, mode, kill_at, expect_lap, moves):
     X = _data(n=800, seed=5)
     np.save(tmp_path / "x.npy", X)
     ckpt = tmp_path / "ckpt.npz"
     script = tmp_path / "run.py"
     script.write_text(_KILL_SCRIPT)
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "x.npy"), str(ckpt), str(kill_at), mode],
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "x.npy"), str(ckpt), str(kill_at), mode, moves],
                           capture_output=True, timeout=120, check=False)
     assert proc.returncode == -9, proc.stderr.decode()
     resumed = bnpcore.load(ckpt)
     assert resumed.state_.lap == expect_lap
     resumed.set_params(warm_start=True, max_laps=6 - expect_lap)
-    _fit(resumed, X)
-    reference = _fit(DPMixture(n_components=6, algorithm="memoized", n_batches=4, random_state=3, tol=0, max_laps=6, moves=()), X)
+    fit_quietly(resumed, X)
+    reference = fit_quietly(DPMixture(n_components=6, algorithm="memoized", n_batches=4, random_state=3, tol=0, max_laps=6,
+                                      moves=None if moves == "default" else ()), X)
     _same_state(resumed, reference)
 
 
@@ -195,7 +272,7 @@ def test_sigkill_mid_lap_resumes_from_last_complete_lap(tmp_path, mode, kill_at,
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     X = _data()
-    est = _fit(DPMixture(n_components=4, random_state=0, max_laps=3, algorithm="memoized", n_batches=2, moves=()), X)
+    est = fit_quietly(DPMixture(n_components=4, random_state=0, max_laps=3, algorithm="memoized", n_batches=2, moves=()), X)
     path = tmp_path_factory.mktemp("files") / "m.npz"
     est.save(path)
     return path
@@ -217,6 +294,7 @@ def test_truncated_files_raise(tmp_path, saved):
 
 def test_flipped_bytes_raise(tmp_path, saved):
     raw = bytearray(saved.read_bytes())
+    original, X, intact = bnpcore.load(saved), _data(), 0
     rng = np.random.default_rng(0)
     for pos in rng.choice(len(raw), size=40, replace=False):
         bad = bytearray(raw)
@@ -228,8 +306,18 @@ def test_flipped_bytes_raise(tmp_path, saved):
         except ModelFileError as exc:
             assert isinstance(exc, ValueError)
             continue
-        # a flip in zip padding/unused header bytes may be harmless: then the model must be intact
-        assert np.array_equal(est.summaries_.N, bnpcore.load(saved).summaries_.N)
+        # a flip in zip padding/unused header bytes may be harmless: then the model must be intact,
+        # every array and every parameter, not just N
+        _same_state(est, original)
+        assert repr(est) == repr(original) and est.get_params().keys() == original.get_params().keys()
+        for k, v in original.get_params().items():
+            assert np.array_equal(est.get_params()[k], v) if isinstance(v, np.ndarray) else est.get_params()[k] == v, k
+        assert np.array_equal(est.predict_proba(X), original.predict_proba(X))
+        assert est.elbo_ == original.elbo_ and np.array_equal(est.history_["seconds"], original.history_["seconds"])
+        for k, v in original.obs_model_.prior.items():
+            assert np.array_equal(est.obs_model_.prior[k], v), k
+        intact += 1
+    assert intact < 40  # most flips are detected
 
 
 def test_garbage_and_foreign_files(tmp_path):

@@ -1,6 +1,7 @@
 """The birth's fresh-cluster fit (``bnpcore.moves.birth.fit_fresh_clusters``, one Rust call)
-against its Python oracle (``bnpcore._reference.birth``: the same algorithm as a loop of
-separate, reference-checked kernel calls), thread independence, random-stream use and bad input.
+against its oracle (``bnpcore._reference.birth``: the same algorithm on the numpy reference
+only, no core kernel and no production model code), thread independence, random-stream use and
+bad input.
 
 Tolerance: N and S to 1e-8 relative (S: relative to its largest entry), the gain to 1e-8 times
 the size of the weighted-subsample ELBO (the sum of the absolute values of its terms for one
@@ -13,6 +14,7 @@ single-component subsample (a flat split direction) amplifies that over the iter
 
 import numpy as np
 import pytest
+from _helpers import KINDS, synthetic_data
 from bnpcore import _core
 from bnpcore._reference.birth import fit_fresh_clusters as ref_fit
 from bnpcore.alloc import DPAlloc, FiniteAlloc
@@ -20,11 +22,8 @@ from bnpcore.exceptions import NonFiniteError, ParameterError, ShapeError
 from bnpcore.model import Model
 from bnpcore.moves.birth import fit_fresh_clusters
 from bnpcore.obs import ObsModel
-from conftest import synthetic_data
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
-KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 
 
 def _problem(kind, alloc, gamma, n, n_clusters, d, scale, seed):
@@ -35,6 +34,29 @@ def _problem(kind, alloc, gamma, n, n_clusters, d, scale, seed):
     w = rng.uniform(0.0, 2.0, n) * (rng.random(n) > 0.1)  # some rows carry no weight
     model = Model(DPAlloc(gamma) if alloc == "dp" else FiniteAlloc(gamma), ObsModel.from_data(kind, X))
     return model, np.ascontiguousarray(X), w
+
+
+def oracle(model, X, w, n_fresh, rng, **kw):
+    """The numpy oracle with the model's kind, prior and allocation (plain values only)."""
+    alloc = "dp" if isinstance(model.alloc, DPAlloc) else "finite"
+    return ref_fit(model.obs.kind, model.obs.prior, alloc, model.alloc.gamma, X, w, n_fresh, rng, **kw)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_oracle_building_blocks_equal_the_reference_and_the_core(kind):
+    """The oracle's vectorised E log-likelihood equals the row-by-row reference, and its
+    k-means++ seeding picks the core's rows for the same uniforms."""
+    import bnpcore._reference as ref
+    from bnpcore._reference.birth import e_log_lik_rows, kmeanspp
+
+    model, X, _w = _problem(kind, "dp", 1.0, 40, 3, 3 if "gauss" in kind else 6, 1.0, 4)
+    prior = model.obs.prior
+    rng = np.random.default_rng(0)
+    N, S = ref.summarize(kind, X, rng.dirichlet(np.ones(3), size=X.shape[0]))
+    want = ref.e_log_lik(kind, prior, N, S, X)
+    np.testing.assert_allclose(e_log_lik_rows(kind, prior, N, S, X), want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    u = rng.random(5)
+    assert kmeanspp(kind, prior, X, u) == list(model.obs.core.kmeanspp(X, u))
 
 
 def _elbo_size(model, X, w):
@@ -66,7 +88,7 @@ def test_matches_oracle_on_clustered_subsamples(kind, alloc, seed):
     model, X, w = _problem(kind, alloc, 1.5, 400, 4, 3 if "gauss" in kind else None, 1.0, seed)
     kw = {"n_seeds": 5, "iters": 20, "kmeans_iters": 10}
     got = fit_fresh_clusters(model, X, w, 3, np.random.default_rng(seed), **kw)
-    want = ref_fit(model, X, w, 3, np.random.default_rng(seed), **kw)
+    want = oracle(model, X, w, 3, np.random.default_rng(seed), **kw)
     assert want[0] is not None and len(want[0]) >= 2  # four separated groups: a split is found
     _assert_same_fit(got, want, w, _elbo_size(model, X, w))
 
@@ -99,7 +121,7 @@ def test_matches_oracle(case, opts):
     kw = {"n_seeds": n_seeds, "iters": iters, "kmeans_iters": kmeans_iters}
     rng_a, rng_b = np.random.default_rng(seed), np.random.default_rng(seed)
     got = fit_fresh_clusters(model, X, w, n_fresh, rng_a, **kw)
-    want = ref_fit(model, X, w, n_fresh, rng_b, **kw)
+    want = oracle(model, X, w, n_fresh, rng_b, **kw)
     _assert_same_fit(got, want, w, _elbo_size(model, X, w))
     # both drew the same uniforms from the stream
     assert rng_a.bit_generator.state == rng_b.bit_generator.state
@@ -167,4 +189,13 @@ def test_bad_input_raises_naming_the_argument():
         _core.fit_fresh_clusters(core, X, w, _core.Alloc("finite", -1.0), *args[4:])
     with pytest.raises(ParameterError, match="n_threads"):
         _core.fit_fresh_clusters(*args, n_threads=0)
-    assert _core.fit_fresh_clusters(*args) is not None
+    # valid arguments: the binding returns the oracle's fit for the same uniforms
+    got = _core.fit_fresh_clusters(*args)
+
+    class FixedUniforms:
+        def random(self, n):
+            return np.full(n, 0.5)
+
+    want = oracle(model, X, w, 3, FixedUniforms(), n_seeds=3, iters=20, kmeans_iters=10)
+    assert len(got) == 3
+    _assert_same_fit(tuple(got), want, w, _elbo_size(model, X, w))

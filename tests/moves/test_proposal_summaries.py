@@ -4,13 +4,13 @@ reference (``bnpcore._reference``) as the oracle."""
 import bnpcore._reference as ref
 import numpy as np
 import pytest
+from _helpers import KINDS
 from bnpcore.alloc import DPAlloc
 from bnpcore.model import Model
 from bnpcore.moves.merge import candidate_pairs, merge_scores
 from bnpcore.obs import ObsModel
 from bnpcore.stats import SuffStats
 
-KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 GAMMA = 2.5
 
 

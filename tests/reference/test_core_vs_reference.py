@@ -31,6 +31,7 @@ import itertools
 import bnpcore._reference as ref
 import numpy as np
 import pytest
+from _helpers import KINDS
 from bnpcore import _core
 from bnpcore._reference.local import _softmax_rows
 from bnpcore.exceptions import ShapeError
@@ -39,7 +40,6 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.special import digamma, gammaln
 
-KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 GAUSSIANS = ("gauss", "diag_gauss", "zero_mean_gauss")
 SCALES = (1e-6, 1.0, 1e4)
 RTOL = 1e-10
@@ -441,7 +441,14 @@ def test_local_step(case):
         _, S_mag = ref.summarize(kind, np.abs(X), mag_w[:, None] * np.ones((n, J)))
         assert_close(pS, S_new, S_mag, what="proposal S")
         assert_close(pH, (w[:, None] * neg_xlogx(R_new)).sum(axis=0), np.full(J, mag_w.sum()), what="proposal H")
-        # proposals without weights that send the mass to its own columns reproduce the plain step
+    # a proposal that sends every column's mass back to all K columns reproduces the plain step
+    whole = {"src": list(range(K)), "dest_cols": list(range(K))}
+    plain = _core.local_step(obs, _core.Alloc.fixed(case["e_log_pi"]), X, N_post, S_post, weights=case["weights"], proposals=[whole])
+    (wN, wS, wH), = plain["proposals"]
+    assert_close(wN, plain["N"], np.full(K, wmag.sum()), what="whole-proposal N")
+    _, S_mag_k = ref.summarize(kind, np.abs(X), (wmag[:, None] * np.ones((n, K))))
+    assert_close(wS, plain["S"], S_mag_k, what="whole-proposal S")
+    assert_close(wH, plain["H"], np.full(K, wmag.sum()), what="whole-proposal H")
     # without return_resp nothing else changes, and 1 thread gives the same bits
     kw["return_resp"] = False
     out1 = _core.local_step(obs, _core.Alloc.fixed(case["e_log_pi"]), X, N_post, S_post, n_threads=1, **kw)

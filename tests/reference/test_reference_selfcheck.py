@@ -16,12 +16,12 @@ consistency checks of the allocation and scoring helpers.
 import bnpcore._reference as ref
 import numpy as np
 import pytest
+from _helpers import KINDS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 from scipy.special import betaln
 
-KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 ALLOCS = ("dp", "finite")
 
 SETTINGS = settings(max_examples=25, deadline=None)

@@ -12,13 +12,14 @@ the same values up to float64 rounding, and all the sparse-step identities. The 
 import bnpcore._reference as ref
 import numpy as np
 import pytest
-from _close import close
+from _helpers import close, dense_resp
 from bnpcore import _core
 from bnpcore._reference.local import top_l_local_step, top_l_resp
-from bnpcore.model import Model
+from bnpcore.exceptions import ConvergenceWarning
 from bnpcore.obs import default_prior
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.special import digamma, softmax
 
 KIND = "zero_mean_gauss"
 D, K = 16, 256  # F·K = 136·256 >= 32768
@@ -51,7 +52,10 @@ def problem(seed, scale=1.0, n=N_ROWS, near_dup=0.0):
     lab = rng.integers(K, size=n)
     R = np.zeros((n, K))
     R[np.arange(n), lab] = 1.0
-    N, S = obs.summarize(X, R)  # (the Rust summaries, checked against the reference elsewhere)
+    # one-hot responsibilities: N_k counts the rows of group k, S_k sums their x x^T (numpy)
+    N = np.bincount(lab, minlength=K).astype(float)
+    S = np.zeros((K, D * D))
+    np.add.at(S, lab, np.einsum("ni,nj->nij", X, X).reshape(n, D * D))
     N = N + 1.0
     S = S + np.eye(D).ravel()[None, :] * np.trace(S.reshape(K, D, D), axis1=1, axis2=2).mean() / D * 1e-3
     if near_dup:
@@ -65,8 +69,26 @@ def problem(seed, scale=1.0, n=N_ROWS, near_dup=0.0):
     return X, prior, obs, N, S, elp
 
 
-def weights(obs, X, N, S, elp):
-    return obs.e_log_lik(X, N, S) + elp[None, :]
+def weights(prior, X, N, S, elp):
+    """W_nk = E log F(x_n | phi_k) + E ln pi_k from the numpy reference's posteriors and its
+    zero-mean Gaussian formula, -D/2 ln 2pi + 1/2 E ln|Lambda_k| - 1/2 nu_k x^T B_k^{-1} x with
+    E ln|Lambda| = sum_d psi((nu + 1 - d)/2) + D ln 2 - ln|B| (vectorised over rows: the
+    reference's row-by-row loop takes minutes at 1024 x 256; checked against it on a few rows
+    in test_vectorised_weights_equal_the_reference)."""
+    d = X.shape[1]
+    W = np.empty((X.shape[0], len(N)))
+    for k, post in enumerate(ref.posterior(KIND, prior, N, S)):
+        nu, B = float(post["nu"]), np.asarray(post["B"])
+        e_logdet = digamma((nu + 1.0 - np.arange(1, d + 1)) / 2.0).sum() + d * np.log(2.0) - np.linalg.slogdet(B)[1]
+        maha = np.einsum("nd,nd->n", X, np.linalg.solve(B, X.T).T)
+        W[:, k] = -0.5 * d * np.log(2.0 * np.pi) + 0.5 * e_logdet - 0.5 * nu * maha
+    return W + elp[None, :]
+
+
+def test_vectorised_weights_equal_the_reference():
+    X, prior, _obs, N, S, elp = problem(3)
+    rows = X[:6]
+    assert close(weights(prior, rows, N, S, elp), ref.e_log_lik(KIND, prior, N, S, rows) + elp[None, :], 1e-11)
 
 
 def check_top_l(out, W, L):
@@ -90,14 +112,14 @@ def test_float32_candidates_give_the_float64_top_l(seed, log_scale, L):
     """Widely scaled data (10^-8 … 10^8, and rows over two decades within a batch): the path
     runs, keeps about L candidates per row, and returns the reference's top-L rows (the
     reference's selection on the float64 log weights)."""
-    X, _, obs, N, S, elp = problem(seed, scale=10.0**log_scale)
+    X, prior, obs, N, S, elp = problem(seed, scale=10.0**log_scale)
     out = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L)
     n = X.shape[0]
     assert "n_candidates" in out
     assert n * L <= out["n_candidates"] <= n * (L + 4)  # the bound is rigorous but tight
-    W = weights(obs, X, N, S, elp)
+    W = weights(prior, X, N, S, elp)
     check_top_l(out, W, L)
-    R = Model.resp_from_output(out, K)
+    R = dense_resp(out, K)
     assert close(R, top_l_resp(W, L), 1e-9)
     # the same rows as the float64 path (fewer rows than the float32 path needs) on a prefix
     small = _core.local_step(obs, _core.Alloc.fixed(elp), X[: N_ROWS - 1], N, S, return_resp=True, top_l=L)
@@ -110,7 +132,7 @@ def test_float32_path_matches_the_numpy_reference():
     X, prior, obs, N, S, elp = problem(2024, scale=3e-3)
     out = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=4)
     assert "n_candidates" in out
-    R = Model.resp_from_output(out, K)
+    R = dense_resp(out, K)
     assert close(R, top_l_local_step(KIND, prior, "dp", 1.0, N, S, X, 4), 1e-9)
 
 
@@ -119,14 +141,14 @@ def test_float32_path_matches_the_numpy_reference():
 def test_float32_path_summaries_and_objective_gap(seed, L, weighted):
     """Sparse summaries equal the summaries of the densified rows, and at fixed globals the
     sparse objective is below the dense one by exactly −Σ_n log m_n (m_n: dense mass kept)."""
-    X, _, obs, N, S, elp = problem(seed)
+    X, prior, obs, N, S, elp = problem(seed)
     w = np.random.default_rng(seed).uniform(0.0, 2.0, X.shape[0]) if weighted else None
     pairs = [(0, 1), (2, K - 1), (5, 7)]
     out = _core.local_step(
         obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L, weights=w, merge_pairs=pairs, cooccur_col=0, collect_col=3
     )
     assert "n_candidates" in out
-    R = Model.resp_from_output(out, K)
+    R = dense_resp(out, K)
     Rw = R if w is None else R * w[:, None]
     Nd, Sd = ref.summarize(KIND, X, Rw)
     assert close(out["N"], Nd) and close(out["S"], Sd)
@@ -135,11 +157,11 @@ def test_float32_path_summaries_and_objective_gap(seed, L, weighted):
         assert close(out["pair_H"], ref.pair_entropy(R, pairs))
         assert close(out["cooccur"], R[:, 0] @ R)
         dense = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True)
-        mass = (dense["resp"] * (R > 0)).sum(axis=1)
+        mass = (softmax(weights(prior, X, N, S, elp), axis=1) * (R > 0)).sum(axis=1)  # reference dense rows
         gap = -np.log(mass).sum()
         scale = max(1.0, abs(dense["lse_sum"]))
         assert abs((dense["lse_sum"] - out["lse_sum"]) - gap) <= 1e-9 * scale
-        e_ll = obs.e_log_lik_sum_from_stats(N, S, out["N"], out["S"])
+        e_ll = ref.e_log_lik_sum_from_stats(KIND, prior, N, S, out["N"], out["S"])
         f_sparse = float(e_ll.sum() + out["N"] @ elp + out["H"].sum())
         assert abs(f_sparse - out["lse_sum"]) <= 1e-9 * scale
     assert np.array_equal(out["col"], R[:, 3])
@@ -150,8 +172,8 @@ def test_near_tied_clusters_below_float32_resolution(near_dup):
     """Adversarial for the margin: pairs of clusters whose log weights differ by ~1e-9 relative
     (which one is larger changes from row to row) are indistinguishable in float32; the
     candidates keep both and the exact comparison decides, as in the float64 path."""
-    X, _, obs, N, S, elp = problem(11, near_dup=near_dup)
-    W = weights(obs, X, N, S, elp)
+    X, prior, obs, N, S, elp = problem(11, near_dup=near_dup)
+    W = weights(prior, X, N, S, elp)
     # pairs (a, a+1) that are each row's two best clusters, with the winner varying by row
     best = np.argsort(-W, axis=1)[:, :2]
     tied = (best[:, 0] // 2 == best[:, 1] // 2)
@@ -216,7 +238,7 @@ def test_float32_path_only_where_it_pays():
     assert "n_candidates" not in _core.local_step(obs, _core.Alloc.fixed(elp[:k]), X, N[:k], S[:k], top_l=1)
     Xg = X + 1.0
     g = _core.ObsModel("gauss", default_prior("gauss", Xg))
-    Rg = Model.resp_from_output(_core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=1), K)
+    Rg = dense_resp(_core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=1), K)
     Ng, Sg = g.summarize(Xg, Rg)
     assert "n_candidates" not in _core.local_step(g, _core.Alloc.fixed(elp), Xg, Ng + 1.0, Sg, top_l=1)
 
@@ -228,13 +250,11 @@ def test_memoized_fit_on_the_float32_path_never_decreases_the_elbo(moves):
     import warnings
 
     from bnpcore import DPMixture
-    from bnpcore.exceptions import ELBODecreaseWarning
 
     d = 32  # F = 528: the path runs for K >= 64 with L = 2 on batches of >= 2048 rows
     X = mixture_data(np.random.default_rng(0), 4096, 1.0, d=d)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        warnings.simplefilter("error", ELBODecreaseWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
         m = DPMixture(
             obs=KIND, n_components=160, top_l=2, algorithm="memoized", n_batches=2, max_laps=5, moves=moves,
             random_state=0,

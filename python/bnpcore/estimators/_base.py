@@ -1,46 +1,113 @@
-"""scikit-learn style parameter handling without a scikit-learn dependency."""
+"""The scikit-learn side of every bnpcore estimator.
+
+bnpcore's estimators are scikit-learn estimators: :class:`BaseEstimator` derives from
+:class:`sklearn.base.BaseEstimator` (``get_params``/``set_params``/``clone``, the text and HTML
+``repr``) and from :class:`sklearn.base.DensityMixin` (estimator type ``"density_estimator"``; the
+subclass's ``score(X)`` is the mean log density per row, higher is better, so ``GridSearchCV`` and
+``cross_val_score`` use it directly as their default scorer). It also declares the estimator
+tags for every supported scikit-learn version: ``__sklearn_tags__`` (1.6 and later, instance
+level) and ``_more_tags`` (before 1.6). ``docs/sklearn_mapping.md`` maps the arguments of
+scikit-learn's ``BayesianGaussianMixture`` to bnpcore's.
+"""
 
 from __future__ import annotations
 
-import inspect
+import re
 
-__all__ = ["BaseEstimator"]
+import sklearn
+from bnpcore._validation import DENSIFIED_SPARSE_OBS
+from sklearn.base import BaseEstimator as _SklearnBaseEstimator
+from sklearn.base import DensityMixin
+
+__all__ = ["SKLEARN_VERSION", "BaseEstimator"]
 
 
-class BaseEstimator:
-    """``get_params``/``set_params``/``__repr__`` from the constructor signature, as in scikit-learn."""
+def _version_tuple(version: str) -> tuple:
+    """``"1.9.1"`` → ``(1, 9)``; ``"1.10.dev0"`` → ``(1, 10)``."""
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+
+
+SKLEARN_VERSION = _version_tuple(sklearn.__version__)
+
+# Observation models whose data are constrained; scikit-learn's tags can only say "non-negative".
+_NON_NEGATIVE_OBS = ("mult",)
+
+
+class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
+    """Base class of the bnpcore estimators (scikit-learn estimator API).
+
+    Subclasses store every constructor argument unchanged under its own name (validation
+    happens in ``fit``), which is what ``get_params``, ``set_params`` and
+    :func:`sklearn.base.clone` rely on. Fitted attributes end with ``_``;
+    :func:`sklearn.utils.validation.check_is_fitted` looks for them.
+
+    Tags: unsupervised (``y`` is ignored), deterministic given ``random_state``, 2-D numeric
+    input without missing values; scipy.sparse input for the count models (``obs="mult"``,
+    ``"bern"``), non-negative input for ``obs="mult"``.
+    """
 
     @classmethod
-    def _param_names(cls):
-        sig = inspect.signature(cls.__init__)
-        return sorted(p.name for p in sig.parameters.values() if p.name != "self" and p.kind != p.VAR_KEYWORD)
-
-    def get_params(self, deep: bool = True) -> dict:
-        """Constructor arguments as a dict."""
-        return {name: getattr(self, name) for name in self._param_names()}
+    def _param_names(cls) -> list:
+        """Sorted constructor argument names (the model-file code in :mod:`bnpcore.io` uses it)."""
+        return cls._get_param_names()
 
     def set_params(self, **params):
-        """Set constructor arguments; returns self."""
-        valid = set(self._param_names())
-        for key, value in params.items():
-            if key not in valid:
+        """Set constructor arguments; returns ``self``.
+
+        Parameters
+        ----------
+        **params : dict
+            Argument names and their new values (``<component>__<name>`` addresses a nested
+            estimator, as in scikit-learn).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        bnpcore.ParameterError
+            For a name that is not a constructor argument (a ``ValueError``, with
+            scikit-learn's message).
+        """
+        valid = self._get_param_names()
+        for key in params:
+            name = key.partition("__")[0]
+            if name not in valid:
                 from bnpcore.exceptions import ParameterError
 
-                raise ParameterError(f"invalid parameter {key!r} for {type(self).__name__}; valid: {sorted(valid)}")
-            setattr(self, key, value)
-        return self
+                raise ParameterError(
+                    f"Invalid parameter {name!r} for estimator {self!r}. Valid parameters are: {valid!r}."
+                )
+        return super().set_params(**params)
 
-    def __repr__(self) -> str:
-        sig = inspect.signature(type(self).__init__)
-        parts = []
-        for name in self._param_names():
-            default = sig.parameters[name].default
-            value = getattr(self, name)
-            try:
-                same = value is default or value == default
-                same = bool(same)
-            except Exception:  # arrays
-                same = False
-            if not same:
-                parts.append(f"{name}={value!r}")
-        return f"{type(self).__name__}({', '.join(parts)})"
+    def __getstate__(self):
+        # The plain instance dict: scikit-learn's version adds `_sklearn_version` and warns when a
+        # pickle is loaded under another scikit-learn; a bnpcore model does not depend on it.
+        return dict(self.__dict__)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = False
+        tags.non_deterministic = False
+        tags.input_tags.two_d_array = True
+        tags.input_tags.allow_nan = False
+        # scipy.sparse X: the count models accept it, the Gaussian ones refuse it
+        # (bnpcore._validation.check_array with obs=...)
+        tags.input_tags.sparse = getattr(self, "obs", None) in DENSIFIED_SPARSE_OBS
+        tags.input_tags.positive_only = getattr(self, "obs", None) in _NON_NEGATIVE_OBS
+        return tags
+
+    if SKLEARN_VERSION < (1, 6):  # pragma: no cover - exercised only with an older scikit-learn
+
+        def _more_tags(self):
+            return {
+                "requires_y": False,
+                "non_deterministic": False,
+                "allow_nan": False,
+                "X_types": ["2darray", "sparse"] if getattr(self, "obs", None) in DENSIFIED_SPARSE_OBS else ["2darray"],
+                "requires_positive_X": getattr(self, "obs", None) in _NON_NEGATIVE_OBS,
+            }

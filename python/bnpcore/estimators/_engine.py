@@ -47,15 +47,11 @@ from bnpcore.algorithms.loop import ALGORITHMS, FitConfig, lap_top_l, run_laps, 
 from bnpcore.algorithms.memoized import stream_batch
 from bnpcore.algorithms.stochastic import StochasticConfig
 from bnpcore.estimators._base import BaseEstimator
-from bnpcore.exceptions import BnpcoreError, ParameterError, ShapeError
+from bnpcore.exceptions import NotFittedError, ParameterError, ShapeError
 from bnpcore.model import Model
 from bnpcore.moves.manager import MOVE_KINDS, MoveConfig, MoveManager
 
-__all__ = ["NotFittedError", "VBEstimator", "is_one_shot"]
-
-
-class NotFittedError(BnpcoreError, AttributeError):
-    """An estimator is used for inference before it is fitted."""
+__all__ = ["VBEstimator", "is_one_shot"]
 
 
 def _seed_int(seq: np.random.SeedSequence) -> int:
@@ -408,9 +404,3 @@ class VBEstimator(BaseEstimator):
         from bnpcore.io import save
 
         save(self, path)
-
-    def __getstate__(self):
-        return dict(self.__dict__)
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)

@@ -9,6 +9,7 @@ mod local;
 mod obs;
 mod parallel;
 mod special;
+mod topic;
 
 use pyo3::prelude::*;
 
@@ -21,6 +22,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(special::digamma, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::default_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::_after_fork_in_child, m)?)?;
+    topic::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -30,6 +30,8 @@ pub mod local;
 pub mod obs;
 pub mod parallel;
 pub mod special;
+#[cfg(test)]
+mod test_rng;
 
 pub use error::{Error, Result};
 pub use obs::{Obs, ObsModel};

@@ -40,6 +40,26 @@ pub fn digamma(mut x: f64) -> f64 {
     acc + x.ln() - 0.5 * inv - series
 }
 
+/// Trigamma `ψ'(x) = d²/dx² ln Γ(x)` for `x > 0`.
+///
+/// Upward recurrence `ψ'(x) = ψ'(x+1) + 1/x²` until `x ≥ 10`, then the asymptotic series
+/// `ψ'(x) ≈ 1/x + 1/(2x²) + Σ B_{2k}/x^{2k+1}`.
+pub fn trigamma(mut x: f64) -> f64 {
+    if !(x > 0.0) {
+        return f64::NAN;
+    }
+    let mut acc = 0.0;
+    while x < 10.0 {
+        acc += 1.0 / (x * x);
+        x += 1.0;
+    }
+    let inv = 1.0 / x;
+    let inv2 = inv * inv;
+    let series =
+        inv * (1.0 + inv * (0.5 + inv * (1.0 / 6.0 - inv2 * (1.0 / 30.0 - inv2 * (1.0 / 42.0 - inv2 * (1.0 / 30.0 - inv2 * 5.0 / 66.0))))));
+    acc + series
+}
+
 /// Multivariate log-gamma `ln Γ_D(a) = D(D−1)/4 ln π + Σ_{d=1}^{D} ln Γ(a + (1−d)/2)`.
 pub fn multigammaln(a: f64, d: usize) -> f64 {
     let df = d as f64;
@@ -94,6 +114,15 @@ mod tests {
         for (x, want) in cases {
             let got = digamma(x);
             assert!((got - want).abs() <= 1e-13 * want.abs().max(1.0), "psi({x}) = {got}, want {want}");
+        }
+    }
+
+    #[test]
+    fn trigamma_reference_values() {
+        // values from scipy.special.polygamma(1, x)
+        for (x, want) in [(1.0, 1.6449340668482264), (0.5, 4.93480220054468), (1e-6, 1000000000001.645), (25.3, 0.04031712034125651)] {
+            let got = trigamma(x);
+            assert!((got - want).abs() <= 1e-13 * want, "trigamma({x}) = {got}, want {want}");
         }
     }
 

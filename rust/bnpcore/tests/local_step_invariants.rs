@@ -7,6 +7,7 @@ mod common;
 use bnpcore::alloc::Alloc;
 use bnpcore::local::{Dest, LocalOptions, LocalOutput, Proposal};
 use bnpcore::obs::Obs;
+use bnpcore::Error;
 use common::{data, model, resp, Rng, KINDS};
 use ndarray::{s, Array1, Array2, ArrayView1};
 
@@ -225,28 +226,43 @@ fn bad_options_are_errors_not_panics() {
     let x = data("gauss", 30, 2, &mut rng);
     let (np_, sp) = posterior(&obs, &x, 3, &mut rng);
     let e = Array1::zeros(3);
-    let run = |o: LocalOptions| obs.local_step(x.view(), np_.view(), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &o);
-    assert!(run(LocalOptions { merge_pairs: vec![(0, 3)], ..Default::default() }).is_err());
-    assert!(run(LocalOptions { merge_pairs: vec![(1, 1)], ..Default::default() }).is_err());
-    assert!(run(LocalOptions { collect_col: Some(3), ..Default::default() }).is_err());
-    assert!(run(LocalOptions { cooccur_col: Some(9), ..Default::default() }).is_err());
-    assert!(run(LocalOptions { proposals: vec![Proposal { src: vec![], dest: Dest::Columns(vec![0]) }], ..Default::default() }).is_err());
-    assert!(run(LocalOptions { proposals: vec![Proposal { src: vec![0], dest: Dest::Columns(vec![3]) }], ..Default::default() }).is_err());
+    let fixed = |w: Array1<f64>| Alloc::Fixed { log_weights: w };
+    let run = |o: LocalOptions| obs.local_step(x.view(), np_.view(), sp.view(), &fixed(e.clone()), &o);
+    // each bad option is the right error variant and names the offending argument
+    let expect = |r: bnpcore::Result<_>, want: fn(&Error) -> bool, name: &str| match r {
+        Err(err) => {
+            assert!(want(&err), "unexpected error variant for `{name}`: {err:?}");
+            assert!(err.to_string().contains(name), "the message does not name `{name}`: {err}");
+        }
+        Ok(_) => panic!("no error for a bad `{name}`"),
+    };
+    let param = |e: &Error| matches!(e, Error::InvalidParam { .. });
+    let shape = |e: &Error| matches!(e, Error::Shape { .. });
+    expect(run(LocalOptions { merge_pairs: vec![(0, 3)], ..Default::default() }), param, "merge_pairs");
+    expect(run(LocalOptions { merge_pairs: vec![(1, 1)], ..Default::default() }), param, "merge_pairs");
+    expect(run(LocalOptions { collect_col: Some(3), ..Default::default() }), param, "collect_col");
+    expect(run(LocalOptions { cooccur_col: Some(9), ..Default::default() }), param, "cooccur_col");
+    expect(
+        run(LocalOptions { proposals: vec![Proposal { src: vec![], dest: Dest::Columns(vec![0]) }], ..Default::default() }),
+        param,
+        "proposals",
+    );
+    expect(
+        run(LocalOptions { proposals: vec![Proposal { src: vec![0], dest: Dest::Columns(vec![3]) }], ..Default::default() }),
+        param,
+        "proposals",
+    );
     let short = Array1::ones(29);
-    assert!(run(LocalOptions { weights: Some(short.view()), ..Default::default() }).is_err());
-    assert!(obs
-        .local_step(x.view(), np_.view(), sp.view(), &Alloc::Fixed { log_weights: Array1::zeros(2) }, &LocalOptions::default())
-        .is_err());
-    assert!(obs
-        .local_step(x.slice(s![.., 0..1]), np_.view(), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &LocalOptions::default())
-        .is_err());
-    assert!(obs
-        .local_step(x.view(), np_.slice(s![0..2]), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &LocalOptions::default())
-        .is_err());
+    expect(run(LocalOptions { weights: Some(short.view()), ..Default::default() }), shape, "weights");
+    expect(obs.local_step(x.view(), np_.view(), sp.view(), &fixed(Array1::zeros(2)), &LocalOptions::default()), shape, "e_log_pi");
+    expect(obs.local_step(x.slice(s![.., 0..1]), np_.view(), sp.view(), &fixed(e.clone()), &LocalOptions::default()), shape, "X");
+    expect(obs.local_step(x.view(), np_.slice(s![0..2]), sp.view(), &fixed(e.clone()), &LocalOptions::default()), shape, "S"); // N sets K, so the 3-row S is the mismatch
     let nan_x = Array2::from_elem((2, 2), f64::NAN);
-    assert!(obs
-        .local_step(nan_x.view(), np_.view(), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &LocalOptions::default())
-        .is_err());
+    expect(
+        obs.local_step(nan_x.view(), np_.view(), sp.view(), &fixed(e.clone()), &LocalOptions::default()),
+        |e| matches!(e, Error::NonFinite { .. }),
+        "X",
+    );
     // a Fortran-ordered statistic matrix works (no panic) and gives the same answer
     let sf = {
         let mut t = Array2::<f64>::zeros((sp.ncols(), sp.nrows()));

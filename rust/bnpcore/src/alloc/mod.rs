@@ -29,6 +29,7 @@
 
 pub mod dp_mix;
 pub mod finite_mix;
+pub mod hdp_topic;
 pub mod stick;
 
 use ndarray::{Array1, Array2, ArrayView1};

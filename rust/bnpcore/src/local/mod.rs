@@ -39,6 +39,7 @@
 
 mod cand32;
 mod dense;
+pub mod doc_topic;
 mod proposal;
 mod sparse;
 pub mod top_l;

@@ -1,39 +1,14 @@
-//! Helpers shared by the integration tests: a tiny deterministic random generator (no extra
-//! dependency) and model/data builders for the five observation models.
+//! Helpers shared by the integration tests: the crate's one test random generator
+//! (`src/test_rng.rs`) and model/data builders for the five observation models.
 
 #![allow(dead_code)]
 
 use bnpcore::obs::{Bern, DiagGauss, Gauss, Mult, Obs};
 use ndarray::{Array1, Array2};
 
-/// SplitMix64: deterministic, good enough for test data.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_add(0x9E37_79B9_7F4A_7C15))
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Standard normal (Box-Muller).
-    pub fn normal(&mut self) -> f64 {
-        let u1 = 1.0 - self.uniform();
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
+#[path = "../../src/test_rng.rs"]
+mod test_rng;
+pub use test_rng::Rng;
 
 pub const KINDS: [&str; 5] = ["gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern"];
 

@@ -1,0 +1,334 @@
+"""The ``bnpcore`` command line: fit a mixture, inspect a model file, predict labels.
+
+::
+
+    bnpcore fit DATA.npy [--model dp] [--obs gauss] [--out DATA.model.npz] ...
+    bnpcore info MODEL.npz
+    bnpcore predict MODEL.npz DATA.npy [--out DATA.labels.npy] [--proba]
+
+also available as ``python -m bnpcore ...``. ``DATA`` is a ``.npy`` file of shape
+(n_samples, n_features) (read batch by batch, never copied whole) or a numeric text file
+(``.csv`` comma-separated, any other extension whitespace-separated; one header line is
+skipped). Every option has a default, so ``bnpcore fit DATA.npy`` alone fits a Dirichlet-process
+mixture of full-covariance Gaussians by memoized inference with birth, merge and delete moves.
+
+Errors (bad arguments, unreadable or corrupted files, invalid data) are reported as one line on
+standard error, with exit status 2 for usage errors and 1 for the others; never a traceback.
+Only the public API is used (:class:`bnpcore.DPMixture`, :class:`bnpcore.FiniteMixture`,
+:func:`bnpcore.load`, ``model.save``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["main"]
+
+PROG = "bnpcore"
+OBS_CHOICES = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class _UsageError(Exception):
+    """A bad command line (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but an error is one line (no usage block) and raised rather than exiting."""
+
+    def error(self, message):
+        raise _UsageError(f"{self.prog}: error: {message} (see `{self.prog} --help`)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (value > 0 and np.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _seed(text: str):
+    if text.lower() == "none":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer or 'none', got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer or 'none', got {text!r}")
+    return value
+
+
+def _moves(text: str):
+    if text == "auto":
+        return None
+    if text == "none":
+        return ()
+    moves = tuple(m.strip() for m in text.split(",") if m.strip())
+    bad = [m for m in moves if m not in ("birth", "merge", "delete")]
+    if bad or not moves:
+        raise argparse.ArgumentTypeError(f"expected 'auto', 'none' or a comma-separated subset of birth,merge,delete, got {text!r}")
+    return moves
+
+
+def _build_parser() -> _Parser:
+    from bnpcore import __version__
+
+    parser = _Parser(
+        prog=PROG,
+        description="Fit Bayesian nonparametric mixtures by variational inference (bnpcore).",
+        epilog="Run `bnpcore COMMAND --help` for the options of a command.",
+    )
+    parser.add_argument("--version", action="version", version=f"bnpcore {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+
+    fit = sub.add_parser(
+        "fit",
+        help="fit a mixture to a data file and save the model",
+        description="Fit a mixture to DATA and save the model (load it in Python with bnpcore.load).",
+        formatter_class=fmt,
+    )
+    fit.add_argument("data", metavar="DATA", help="data file: .npy of shape (n_samples, n_features), or .csv / .txt")
+    fit.add_argument("--model", choices=("dp", "finite"), default="dp", help="Dirichlet-process mixture or finite mixture")
+    fit.add_argument("--obs", choices=OBS_CHOICES, default="gauss", help="observation model")
+    fit.add_argument("--n-components", type=_positive_int, default=10, help="initial number of clusters K")
+    fit.add_argument("--gamma", type=_positive_float, default=1.0, help="concentration of the allocation prior")
+    fit.add_argument(
+        "--algorithm", choices=("full", "memoized", "stochastic"), default="memoized", help="learning algorithm"
+    )
+    fit.add_argument("--max-laps", type=_positive_int, default=100, help="maximum passes through the data")
+    fit.add_argument("--tol", type=_positive_float, default=1e-6, help="relative ELBO change at convergence")
+    fit.add_argument(
+        "--n-batches", type=_positive_int, default=None, help="batches of memoized/stochastic learning (default: min(10, rows))"
+    )
+    fit.add_argument(
+        "--moves",
+        type=_moves,
+        default=None,
+        metavar="MOVES",
+        help="'auto' (birth,merge,delete for --model dp --algorithm memoized), 'none', or e.g. 'merge,delete'",
+    )
+    fit.add_argument("--top-l", type=_positive_int, default=None, help="keep at most L clusters per row (default: dense)")
+    fit.add_argument("--random-state", type=_seed, default=0, help="seed, or 'none' for a fresh one")
+    fit.add_argument("--threads", type=_positive_int, default=None, help="threads of the Rust kernels (default: all cores)")
+    fit.add_argument("--out", default=None, help="model file to write (default: DATA with extension .model.npz)")
+    fit.add_argument("--quiet", action="store_true", help="print only errors (no progress bar, summary or warnings)")
+
+    info = sub.add_parser("info", help="describe a saved model", description="Describe a model file written by `bnpcore fit`.")
+    info.add_argument("model", metavar="MODEL", help="model file (.npz)")
+
+    predict = sub.add_parser(
+        "predict",
+        help="cluster labels of new data",
+        description="Most responsible cluster of each row of DATA under a saved model.",
+        formatter_class=fmt,
+    )
+    predict.add_argument("model", metavar="MODEL", help="model file (.npz)")
+    predict.add_argument("data", metavar="DATA", help="data file: .npy, .csv or .txt")
+    predict.add_argument("--out", default=None, help="output .npy (default: DATA with extension .labels.npy, .proba.npy with --proba)")
+    predict.add_argument("--proba", action="store_true", help="save the responsibilities (n_samples, K) instead of labels")
+    predict.add_argument("--quiet", action="store_true", help="print nothing on success")
+    return parser
+
+
+# ------------------------------------------------------------------------------------- data files
+
+
+def _load_text(path: str) -> np.ndarray:
+    delimiter = "," if path.lower().endswith(".csv") else None
+    try:
+        return np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64)
+    except ValueError as first:
+        try:  # one header line
+            return np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64, skiprows=1)
+        except ValueError:
+            raise ValueError(f"{path!r} is not a numeric table: {first}") from None
+
+
+def _open_data(path: str):
+    """``(X, n_rows, n_features)`` for a data file; a ``.npy`` file stays on disk (its path is
+    returned, and the estimators read it batch by batch)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such data file: {path!r}")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path!r} is a directory, not a data file")
+    if path.lower().endswith(".npy"):
+        try:
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        except Exception as exc:
+            raise ValueError(f"{path!r} is not a readable .npy file: {exc}") from None
+        if arr.ndim != 2:
+            raise ValueError(f"{path!r} holds an array of shape {arr.shape}; expected (n_samples, n_features)")
+        return path, int(arr.shape[0]), int(arr.shape[1])
+    if path.lower().endswith(".npz"):
+        raise ValueError(f"{path!r}: .npz archives are not data files; save the array with numpy.save as .npy")
+    X = _load_text(path)
+    return X, X.shape[0], X.shape[1]
+
+
+def _read_array(path: str) -> np.ndarray:
+    X, _, _ = _open_data(path)
+    if isinstance(X, str):
+        return np.load(X, allow_pickle=False)
+    return X
+
+
+def _default_out(data: str, suffix: str) -> str:
+    p = Path(data)
+    return str(p.with_name(p.stem + suffix))
+
+
+# ------------------------------------------------------------------------------------- commands
+
+
+def _fit(args) -> int:
+    import bnpcore
+
+    X, n_rows, n_features = _open_data(args.data)
+    out = args.out or _default_out(args.data, ".model.npz")
+    n_batches = args.n_batches if args.n_batches is not None else max(1, min(10, n_rows))
+    cls = bnpcore.DPMixture if args.model == "dp" else bnpcore.FiniteMixture
+    if args.moves and args.model != "dp":
+        raise _UsageError(f"{PROG} fit: error: --moves need --model dp")
+    model = cls(
+        obs=args.obs,
+        n_components=args.n_components,
+        gamma=args.gamma,
+        algorithm=args.algorithm,
+        n_batches=n_batches,
+        max_laps=args.max_laps,
+        tol=args.tol,
+        moves=args.moves,
+        top_l=args.top_l,
+        random_state=args.random_state,
+        n_threads=args.threads,
+        verbose=not args.quiet,
+    )
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X)
+    seconds = time.perf_counter() - start
+    model.set_params(verbose=False)  # the saved model does not draw progress bars when refitted
+    model.save(out)
+    for w in caught:
+        if not args.quiet:
+            print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+    if not args.quiet:
+        status = "converged" if model.converged_ else "not converged (max laps reached)"
+        print(f"{type(model).__name__}(obs={args.obs!r}, algorithm={args.algorithm!r}) on {args.data}: {n_rows} rows x {n_features} features")
+        print(f"clusters:  {model.n_components_} with expected count >= 1 ({model.counts_.size} represented)")
+        print(f"ELBO:      {model.elbo_:.6g} ({model.elbo_ / n_rows:.6g} per row)")
+        print(f"laps:      {model.n_iter_}, {status}")
+        print(f"time:      {seconds:.2f} s")
+        print(_cluster_table(model))
+        print(f"saved:     {out}")
+    return EXIT_OK
+
+
+def _cluster_table(model, top: int = 10) -> str:
+    order = np.argsort(-model.counts_, kind="stable")[:top]
+    lines = ["largest clusters (index: weight, expected rows):"]
+    lines += [f"  {k:4d}: {model.weights_[k]:.4f}, {model.counts_[k]:.1f}" for k in order]
+    if model.counts_.size > top:
+        lines.append(f"  ... {model.counts_.size - top} more")
+    return "\n".join(lines)
+
+
+def _info(args) -> int:
+    import bnpcore
+
+    model = bnpcore.load(args.model)
+    params = model.get_params()
+    print(f"{args.model}: {type(model).__name__}, {os.path.getsize(args.model)} bytes")
+    print(f"obs={params['obs']!r}, algorithm={params['algorithm']!r}, gamma={params['gamma']!r}, n_components={params['n_components']!r}")
+    fitted = hasattr(model, "n_components_")
+    if not fitted:
+        print("not fitted")
+        return EXIT_OK
+    status = "converged" if getattr(model, "converged_", False) else "not converged"
+    laps = len(model.history_["lap"])
+    print(f"features:  {model.n_features_in_}")
+    print(f"clusters:  {model.n_components_} with expected count >= 1 ({model.counts_.size} represented)")
+    print(f"ELBO:      {model.elbo_:.6g}")
+    print(f"laps:      {laps} in total, {status}; {model.history_['seconds'][-1]:.2f} s" if laps else "laps:      0")
+    print(_cluster_table(model))
+    return EXIT_OK
+
+
+def _predict(args) -> int:
+    import bnpcore
+
+    model = bnpcore.load(args.model)
+    X = _read_array(args.data)
+    suffix = ".proba.npy" if args.proba else ".labels.npy"
+    out = args.out or _default_out(args.data, suffix)
+    result = model.predict_proba(X) if args.proba else model.predict(X)
+    np.save(out, result)
+    if not args.quiet:
+        labels = np.argmax(result, axis=1) if args.proba else result
+        used, counts = np.unique(labels, return_counts=True)
+        what = "responsibilities" if args.proba else "labels"
+        print(f"{X.shape[0]} rows -> {len(used)} clusters; {what} of shape {result.shape} saved to {out}")
+        top = np.argsort(-counts, kind="stable")[:10]
+        print("rows per cluster: " + ", ".join(f"{used[i]}: {counts[i]}" for i in top) + (" ..." if len(used) > 10 else ""))
+    return EXIT_OK
+
+
+_COMMANDS = {"fit": _fit, "info": _info, "predict": _predict}
+
+
+def main(argv=None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    try:
+        parser = _build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help and --version
+            return int(exc.code or 0)
+        return _COMMANDS[args.command](args)
+    except _UsageError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (OSError, ValueError, ArithmeticError, MemoryError) as exc:  # the bnpcore errors derive from these
+        message = str(exc) or type(exc).__name__
+        if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+            message = f"{exc.strerror}: {exc.filename!r}"
+        print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as exc:
+        from bnpcore.exceptions import BnpcoreError
+
+        if not isinstance(exc, BnpcoreError):
+            raise
+        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1394 @@
+//! Per-document local step of the HDP topic model and of LDA (Hughes thesis §5.3.3–§5.3.5,
+//! Alg. 5.1–5.2; L-sparse variant: thesis §7.3, Alg. 7.4; Hughes & Sudderth 2016, App. D).
+//!
+//! Given the topic-word expectations `C_vk = E[ln φ_kv]` and a document prior `a_k` (HDP:
+//! `a_k = α E[π^G_k] = α β_k`, plus `a_rem = α β_{>K}`; LDA: `a_k = α / K`, no rem entry), each
+//! document `d` with distinct word types `(v_du, c_du)` solves
+//!
+//! ```text
+//! max_{r_d, θ_d}  Σ_u c_du Σ_k r_duk (C_{v_du k} − ln r_duk) − c_Dir(θ_d)
+//!                 + Σ_k (N_dk + a_k − θ_dk) E[ln π_dk] + (a_rem − θ_d,rem) E[ln π_d,rem]
+//! ```
+//!
+//! by block coordinate ascent: `θ_dk = N_dk + a_k`, `θ_d,rem = a_rem`, and
+//! `r_duk ∝ exp(C_{v_du k} + ψ(θ_dk))` (the `−ψ(θ_d·)` term is a per-row constant). All tokens of
+//! one type share one responsibility vector, so an iteration costs `O(U_d K)`.
+//!
+//! **Fast inner loop.** The table arrives as `E_vk = exp(C_vk)` in **V × K row-major** layout:
+//! the `K` values of one word are contiguous, so a document copies the `U_d` rows of its word
+//! types once into a contiguous `U_d × K` buffer and every pass streams that buffer, with the
+//! loop over topics innermost (full cache lines and SIMD lanes; a K × V layout would touch `U_d`
+//! scattered cache lines per topic instead). With `e_k = exp(P_k − m)`,
+//! `P_k = ψ(N_dk + a_k)`, `m = max_k P_k`, one iteration is
+//!
+//! ```text
+//! s_u = Σ_k E_{v_u k} e_k                    (a dot product per type)
+//! N'_k = e_k Σ_u (c_u / s_u) E_{v_u k}        (an axpy per type)
+//! ```
+//!
+//! i.e. two multiply-adds per token-topic pair and `K` digammas + `K` exps per iteration and
+//! document (never per token). Responsibilities are never materialised during the iterations.
+//! A row whose sum underflows (`s_u` below [`S_MIN`], possible only when some `a_k` are tiny or
+//! the table has zero entries) is recomputed in the log domain, `r_uk = exp(ln E_uk + P_k −
+//! lse_u)`; the result is the same softmax, without underflow.
+//!
+//! **Cold start.** The first pass uses `P_k = ln a_k` (`W = C + ln β` for the HDP, `W = C` for
+//! LDA, thesis §7.3.1), then iterations `P_k = ψ(N_k + a_k)` run until `max_k |ΔN_dk| < tol` or
+//! `max_iter` iterations (`tol = 0` runs exactly `max_iter`).
+//!
+//! **Restart proposals** (thesis §5.3.4, Alg. 5.2): for the smallest used topics `j`
+//! (`N_dj > 0.1`, ascending, at most `restart_max_trials`, never the last used one), set
+//! `N_dj = 0`, run `restart_iters` forward iterations and keep the proposal iff it strictly
+//! increases the document objective, evaluated at a consistent state by
+//!
+//! ```text
+//! L_d = Σ_k ln Γ(θ_dk) + ln Γ(a_rem) − ln Γ(θ_d·) + Σ_u c_u ln s_u − Σ_k N_dk P_k
+//! ```
+//!
+//! (constant terms dropped; `s_u = Σ_k exp(C_uk + P_k)` are the row sums of the last pass).
+//!
+//! **L-sparse variant** (`top_l = Some(L)`, `L < K`; thesis Alg. 7.4): each word type keeps
+//! the `L` largest weights among the document's active topics `A_d = {k : N_dk > ε}`
+//! (selected in linear time, [`super::top_l::select_top_among`]); full reselection on
+//! iterations 1–5 and every 10th, otherwise the current `L` entries are reweighted; topics
+//! leave `A_d` once `N_dk ≤ ε` and never return. Restart proposals are restricted to `A_d`; in
+//! their first forward pass only the rows whose support contains the removed topic are
+//! reselected (the others are reweighted on their support), later passes reweight — so a
+//! proposal costs `O(U_d L)` per pass instead of `O(U_d |A_d|)`. Selection is a threshold scan
+//! for `L ≤ 32` (one comparison per active topic). `L ≥ K` runs the dense kernel.
+//!
+//! **Summaries** (thesis eq. 5.47–5.48, with the log-Gamma signs of eq. 5.27): per batch
+//! `D`, `N_k = Σ_d N_dk`, `S_kv`, `H_k = −Σ c r ln r`, `P_k = Σ_d E[ln π_dk]`,
+//! `P_rem = Σ_d E[ln π_d,rem]`, `Q0 = −Σ_d ln Γ(θ_d·)`,
+//! `Q_k = Σ_d [ln Γ(θ_dk) + (N_dk − θ_dk) E[ln π_dk]]`,
+//! `Q_rem = Σ_d [ln Γ(θ_d,rem) − θ_d,rem E[ln π_d,rem]]`, the document-usage counts
+//! `#{d : N_dk > 0.01}`, and for requested merge pairs `(a, b)` the merged entropy, `P` and `Q`
+//! of thesis §5.5.1 (`r̃ = r_a + r_b`, `θ̃ = θ_a + θ_b`). Everything is additive over documents.
+//!
+//! **Parallelism.** Documents are split into fixed leaves ([`leaf_docs`], a function of `D`
+//! only) reduced by the fixed binary tree of [`crate::parallel`]; each leaf keeps `S` as dense
+//! rows over its own sorted vocabulary, so results are bit-identical for any thread count and
+//! no leaf allocates `K × V`.
+
+use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
+use rayon::prelude::*;
+
+use super::top_l::select_top_among;
+use crate::error::{Error, Result};
+use crate::parallel::tree_reduce;
+use crate::special::{digamma, gammaln};
+
+/// Row sums below this value are recomputed in the log domain.
+pub const S_MIN: f64 = 1e-280;
+
+/// Topic weights `e_k = exp(P_k − max P)` below `exp(E_CUTOFF)` (≈ 1e-261) are set to 0: they
+/// cannot change any summary beyond round-off, and keeping them lets subnormal numbers into the
+/// inner loop, where each one costs a slow microcode assist on x86.
+const E_CUTOFF: f64 = -600.0;
+
+#[inline]
+fn scaled_exp(t: f64) -> f64 {
+    if t > E_CUTOFF {
+        t.exp()
+    } else {
+        0.0
+    }
+}
+
+/// Integer types accepted for CSR `indptr` / `indices` (scipy uses `int32` or `int64`).
+pub trait CsrIndex: Copy + Send + Sync {
+    /// The value as an index, `None` if negative or too large.
+    fn checked(self) -> Option<usize>;
+    /// The value as an index without checks (only after validation).
+    fn fast(self) -> usize;
+}
+
+macro_rules! csr_index {
+    ($($t:ty),*) => {$(
+        impl CsrIndex for $t {
+            #[inline]
+            fn checked(self) -> Option<usize> {
+                usize::try_from(self).ok()
+            }
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            #[inline]
+            fn fast(self) -> usize {
+                self as usize
+            }
+        }
+    )*};
+}
+csr_index!(i32, i64, u32, usize);
+
+/// Options of the document local step.
+#[derive(Debug, Clone)]
+pub struct DocTopicOptions {
+    /// Maximum number of coordinate-ascent iterations per document (after the cold start).
+    pub max_iter: usize,
+    /// Stop when `max_k |N_dk − N_dk^prev| < tol` (0 = always run `max_iter`).
+    pub tol: f64,
+    /// Try restart proposals after convergence.
+    pub restarts: bool,
+    /// At most this many restart proposals per document (thesis: 25).
+    pub restart_max_trials: usize,
+    /// Forward iterations of each restart proposal (≥ 1; thesis ch. 7: 2).
+    pub restart_iters: usize,
+    /// Topics with `N_dk > restart_min_mass` are restart candidates (thesis Alg. 5.2: 0.1).
+    pub restart_min_mass: f64,
+    /// `Some(L)` with `L < K`: L-sparse responsibilities.
+    pub top_l: Option<usize>,
+    /// Active-set threshold ε of the L-sparse step.
+    pub sparse_eps: f64,
+    /// Candidate merge pairs `(a, b)`, `a ≠ b`, whose merged `H`, `P`, `Q` are returned.
+    pub merge_pairs: Vec<(usize, usize)>,
+    /// A document uses topic `k` if `N_dk > usage_threshold` (doc-usage counts).
+    pub usage_threshold: f64,
+    /// Return the `D × K` document-topic counts `N_dk`.
+    pub return_doc_topic: bool,
+}
+
+impl Default for DocTopicOptions {
+    fn default() -> Self {
+        DocTopicOptions {
+            max_iter: 100,
+            tol: 0.05,
+            restarts: true,
+            restart_max_trials: 25,
+            restart_iters: 2,
+            restart_min_mass: 0.1,
+            top_l: None,
+            sparse_eps: 1e-3,
+            merge_pairs: Vec::new(),
+            usage_threshold: 0.01,
+            return_doc_topic: false,
+        }
+    }
+}
+
+/// Batch summaries of the document local step (all additive over documents).
+#[derive(Debug, Clone)]
+pub struct DocTopicOutput {
+    /// Number of documents `D_b`.
+    pub n_docs: usize,
+    /// `N_k` (K).
+    pub n: Array1<f64>,
+    /// `S_kv` (K × V).
+    pub s: Array2<f64>,
+    /// Entropies `H_k` (K).
+    pub h: Array1<f64>,
+    /// `P_k = Σ_d E[ln π_dk]` (K).
+    pub p: Array1<f64>,
+    /// `P_rem = Σ_d E[ln π_d,rem]` (0 without a rem entry).
+    pub p_rem: f64,
+    /// `Q0 = −Σ_d ln Γ(θ_d·)`.
+    pub q0: f64,
+    /// `Q_k` (K).
+    pub q: Array1<f64>,
+    /// `Q_rem` (0 without a rem entry).
+    pub q_rem: f64,
+    /// Document-usage counts `#{d : N_dk > usage_threshold}` (K).
+    pub doc_usage: Array1<f64>,
+    /// Merged entropies of the requested pairs (M).
+    pub merge_h: Array1<f64>,
+    /// Merged `P` of the requested pairs (M).
+    pub merge_p: Array1<f64>,
+    /// Merged `Q` of the requested pairs (M).
+    pub merge_q: Array1<f64>,
+    /// `N_dk` (D × K) if requested.
+    pub doc_topic: Option<Array2<f64>>,
+    /// Coordinate-ascent iterations summed over documents (cold start and restarts excluded).
+    pub n_iter: u64,
+    /// Word-type passes `Σ_d U_d × (passes of d)`, cold start and restarts included; times `K`
+    /// this is the number of (dense-equivalent) token-topic updates.
+    pub n_type_passes: u64,
+    /// Restart proposals tried.
+    pub restarts_tried: u64,
+    /// Restart proposals accepted.
+    pub restarts_accepted: u64,
+}
+
+/// Documents per leaf of the reduction tree for a batch of `d` documents: about 32 leaves,
+/// between 16 and 256 documents. Depends on `d` only.
+pub fn leaf_docs(d: usize) -> usize {
+    d.div_ceil(32).clamp(16, 256)
+}
+
+/// `exp(E[ln φ_kv])` in the V × K layout of [`doc_topic_step`] from the Dirichlet parameters
+/// `λ̂` (K × V): `exp(ψ(λ̂_kv) − ψ(Σ_v λ̂_kv))`.
+///
+/// # Errors
+/// `lam` has a non-positive or non-finite entry.
+pub fn topic_word_table(lam: ArrayView2<f64>) -> Result<Array2<f64>> {
+    let (k, v) = lam.dim();
+    if lam.iter().any(|&x| !(x > 0.0) || !x.is_finite()) {
+        return Err(Error::data("lam", "every Dirichlet parameter must be finite and > 0"));
+    }
+    let tot: Vec<f64> = lam.rows().into_iter().map(|r| digamma(r.sum())).collect();
+    let mut out = Array2::<f64>::zeros((v, k));
+    out.axis_iter_mut(ndarray::Axis(0)).into_par_iter().enumerate().for_each(|(w, mut row)| {
+        for j in 0..k {
+            row[j] = (digamma(lam[[j, w]]) - tot[j]).exp();
+        }
+    });
+    Ok(out)
+}
+
+/// Validated, contiguous inputs of one batch.
+struct Batch<'a, I> {
+    indptr: Vec<usize>,
+    indices: &'a [I],
+    data: &'a [f64],
+    tab: &'a [f64],
+    a: &'a [f64],
+    a_rem: Option<f64>,
+    k: usize,
+    v: usize,
+}
+
+fn slice<'a, T>(x: &'a ArrayView1<'a, T>, name: &str) -> Result<&'a [T]> {
+    x.as_slice().ok_or_else(|| Error::param(name, "must be a contiguous 1-D array"))
+}
+
+fn validate<'a, I: CsrIndex>(
+    indptr: &'a ArrayView1<'a, I>,
+    indices: &'a ArrayView1<'a, I>,
+    data: &'a ArrayView1<'a, f64>,
+    table: &'a ArrayView2<'a, f64>,
+    a: &'a ArrayView1<'a, f64>,
+    a_rem: Option<f64>,
+    opts: &DocTopicOptions,
+) -> Result<Batch<'a, I>> {
+    let (v, k) = table.dim();
+    if k == 0 {
+        return Err(Error::shape("exp_elog_phi", "(n_vocab, n_components) with n_components >= 1", format!("({v}, 0)")));
+    }
+    let tab = table.as_slice().ok_or_else(|| Error::param("exp_elog_phi", "must be a C-contiguous float64 array"))?;
+    if tab.iter().any(|&x| !(x >= 0.0) || !x.is_finite()) {
+        return Err(Error::data("exp_elog_phi", "entries exp(E[ln phi]) must be finite and >= 0"));
+    }
+    let a_s = slice(a, "alpha_beta")?;
+    if a_s.len() != k {
+        return Err(Error::shape("alpha_beta", format!("({k},)"), format!("({},)", a_s.len())));
+    }
+    if a_s.iter().any(|&x| !(x > 0.0) || !x.is_finite()) {
+        return Err(Error::param("alpha_beta", "document prior pseudocounts must be finite and > 0"));
+    }
+    if let Some(r) = a_rem {
+        if !(r > 0.0) || !r.is_finite() {
+            return Err(Error::param("alpha_beta_rem", format!("must be finite and > 0 (clamp beta_rem >= 1e-300), got {r}")));
+        }
+    }
+    let ip = slice(indptr, "indptr")?;
+    let ind = slice(indices, "indices")?;
+    let dat = slice(data, "data")?;
+    if ip.is_empty() {
+        return Err(Error::shape("indptr", "(n_docs + 1,)", "(0,)"));
+    }
+    let mut offs = Vec::with_capacity(ip.len());
+    for &x in ip {
+        let o = x.checked().ok_or_else(|| Error::data("indptr", "offsets must be >= 0"))?;
+        if offs.last().is_some_and(|&prev| o < prev) {
+            return Err(Error::data("indptr", "offsets must be non-decreasing"));
+        }
+        offs.push(o);
+    }
+    if offs[0] != 0 {
+        return Err(Error::data("indptr", format!("must start at 0, got {}", offs[0])));
+    }
+    let nnz = offs[offs.len() - 1];
+    if ind.len() != nnz || dat.len() != nnz {
+        return Err(Error::shape("indices/data", format!("length indptr[-1] = {nnz}"), format!("{} / {}", ind.len(), dat.len())));
+    }
+    if let Some(bad) = ind.iter().find(|&&w| w.checked().is_none_or(|w| w >= v)) {
+        let shown = bad.checked().map_or_else(|| "a negative id".to_string(), |w| w.to_string());
+        return Err(Error::data("indices", format!("word ids must be in [0, n_vocab = {v}), got {shown}")));
+    }
+    if dat.iter().any(|&c| !(c >= 0.0) || !c.is_finite()) {
+        return Err(Error::data("data", "word counts must be finite and >= 0"));
+    }
+    if !(opts.tol >= 0.0) || !opts.tol.is_finite() {
+        return Err(Error::param("tol", format!("must be finite and >= 0, got {}", opts.tol)));
+    }
+    if opts.top_l == Some(0) {
+        return Err(Error::param("top_l", "must be >= 1 or None"));
+    }
+    if !(opts.sparse_eps >= 0.0) || !opts.sparse_eps.is_finite() {
+        return Err(Error::param("sparse_eps", "must be finite and >= 0"));
+    }
+    if opts.restarts && opts.restart_iters == 0 {
+        return Err(Error::param("restart_iters", "must be >= 1"));
+    }
+    if !opts.restart_min_mass.is_finite() || !opts.usage_threshold.is_finite() {
+        return Err(Error::param("restart_min_mass", "thresholds must be finite"));
+    }
+    for &(p, q) in &opts.merge_pairs {
+        if p >= k || q >= k || p == q {
+            return Err(Error::param("merge_pairs", format!("pair ({p}, {q}) needs two distinct topics < {k}")));
+        }
+    }
+    Ok(Batch { indptr: offs, indices: ind, data: dat, tab, a: a_s, a_rem, k, v })
+}
+
+#[inline(always)]
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f64; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
+}
+
+#[inline(always)]
+fn axpy(acc: &mut [f64], w: f64, x: &[f64]) {
+    for (a, &b) in acc.iter_mut().zip(x) {
+        *a += w * b;
+    }
+}
+
+/// The dense inner loop: `s_u = Σ_k E_{v_u k} e_k` and `acc += (c_u / s_u) E_{v_u ·}` for every
+/// row whose sum is usable (`s_u > S_MIN`); returns whether some row was not.
+#[inline(always)]
+fn dense_sweep_impl(tab: &[f64], k: usize, words: &[usize], counts: &[f64], e: &[f64], s: &mut [f64], acc: &mut [f64]) -> bool {
+    let mut any_fb = false;
+    for (u, &v) in words.iter().enumerate() {
+        let row = &tab[v * k..(v + 1) * k];
+        let su = dot(row, e);
+        s[u] = su;
+        if su > S_MIN && su.is_finite() {
+            axpy(acc, counts[u] / su, row);
+        } else {
+            any_fb = true;
+        }
+    }
+    any_fb
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn dense_sweep_avx(tab: &[f64], k: usize, words: &[usize], counts: &[f64], e: &[f64], s: &mut [f64], acc: &mut [f64]) -> bool {
+    dense_sweep_impl(tab, k, words, counts, e, s, acc)
+}
+
+/// [`dense_sweep_impl`] with 256-bit vectors where available (no FMA, so the rounding — and
+/// every result bit — is the same as without AVX).
+fn dense_sweep(tab: &[f64], k: usize, words: &[usize], counts: &[f64], e: &[f64], s: &mut [f64], acc: &mut [f64]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx") {
+            // SAFETY: the CPU supports AVX (checked just above).
+            return unsafe { dense_sweep_avx(tab, k, words, counts, e, s, acc) };
+        }
+    }
+    dense_sweep_impl(tab, k, words, counts, e, s, acc)
+}
+
+/// Softmax of log weights in place; returns the log-sum-exp (`−∞` rows become uniform).
+fn softmax_log(w: &mut [f64]) -> f64 {
+    let m = w.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if m == f64::NEG_INFINITY {
+        let u = 1.0 / w.len().max(1) as f64;
+        w.iter_mut().for_each(|x| *x = u);
+        return f64::NEG_INFINITY;
+    }
+    let mut tot = 0.0;
+    for x in w.iter_mut() {
+        *x = (*x - m).exp();
+        tot += *x;
+    }
+    let inv = 1.0 / tot;
+    w.iter_mut().for_each(|x| *x *= inv);
+    m + tot.ln()
+}
+
+#[inline]
+fn ln_or_neg_inf(x: f64) -> f64 {
+    if x > 0.0 {
+        x.ln()
+    } else {
+        f64::NEG_INFINITY
+    }
+}
+
+/// One document: word rows, counts and the shared model inputs.
+struct DocCtx<'a> {
+    tab: &'a [f64],
+    k: usize,
+    words: &'a [usize],
+    counts: &'a [f64],
+    a: &'a [f64],
+    a_rem: Option<f64>,
+}
+
+impl DocCtx<'_> {
+    #[inline]
+    fn row(&self, u: usize) -> &[f64] {
+        let v = self.words[u];
+        &self.tab[v * self.k..(v + 1) * self.k]
+    }
+
+    /// Document objective at a consistent state (constant terms dropped), module docs.
+    fn objective(&self, n: &[f64], p: &[f64], lse_sum: f64) -> f64 {
+        let mut tot = self.a_rem.unwrap_or(0.0);
+        let mut val = 0.0;
+        for k in 0..self.k {
+            let th = n[k] + self.a[k];
+            tot += th;
+            val += gammaln(th);
+            if n[k] > 0.0 {
+                val -= n[k] * p[k];
+            }
+        }
+        if let Some(r) = self.a_rem {
+            val += gammaln(r);
+        }
+        val -= gammaln(tot);
+        val + lse_sum
+    }
+}
+
+/// `Σ_u c_u lse_u` where `lse_u = ln s_u + m` for ordinary rows and the stored log-domain value
+/// for fallback rows (logs are taken only when an objective is needed, not in every pass).
+fn lse_sum(counts: &[f64], s: &[f64], lse: &[f64], fb: &[bool], m: f64) -> f64 {
+    let mut tot = 0.0;
+    for u in 0..counts.len() {
+        if counts[u] > 0.0 {
+            tot += counts[u] * if fb[u] { lse[u] } else { s[u].ln() + m };
+        }
+    }
+    tot
+}
+
+/// State of the dense step: counts, log weights of the last pass and its row sums.
+#[derive(Clone, Default)]
+struct Dense {
+    n: Vec<f64>,
+    p: Vec<f64>,
+    e: Vec<f64>,
+    m: f64,
+    s: Vec<f64>,
+    lse: Vec<f64>,
+    fb: Vec<bool>,
+}
+
+impl Dense {
+    fn reset(&mut self, k: usize, u: usize) {
+        self.n.clear();
+        self.n.resize(k, 0.0);
+        self.p.resize(k, 0.0);
+        self.e.resize(k, 0.0);
+        self.s.clear();
+        self.s.resize(u, 0.0);
+        self.lse.clear();
+        self.lse.resize(u, 0.0);
+        self.fb.clear();
+        self.fb.resize(u, false);
+    }
+
+    /// One pass with the log weights in `self.p`: row sums and new counts `self.n`.
+    fn pass(&mut self, ctx: &DocCtx, acc: &mut [f64], tmp: &mut [f64]) {
+        let k = ctx.k;
+        self.m = self.p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        for j in 0..k {
+            self.e[j] = scaled_exp(self.p[j] - self.m);
+        }
+        acc.fill(0.0);
+        let any_fb = dense_sweep(ctx.tab, k, ctx.words, ctx.counts, &self.e, &mut self.s, acc);
+        for u in 0..ctx.words.len() {
+            let su = self.s[u];
+            self.fb[u] = !(su > S_MIN && su.is_finite());
+        }
+        for j in 0..k {
+            self.n[j] = self.e[j] * acc[j];
+        }
+        if any_fb {
+            for u in 0..ctx.words.len() {
+                if self.fb[u] {
+                    self.lse[u] = self.log_row(ctx, u, tmp);
+                    let c = ctx.counts[u];
+                    for j in 0..k {
+                        self.n[j] += c * tmp[j];
+                    }
+                }
+            }
+        }
+    }
+
+    fn lse_sum(&self, ctx: &DocCtx) -> f64 {
+        lse_sum(ctx.counts, &self.s, &self.lse, &self.fb, self.m)
+    }
+
+    /// Responsibilities of a fallback row, in the log domain, into `out`; returns the lse.
+    fn log_row(&self, ctx: &DocCtx, u: usize, out: &mut [f64]) -> f64 {
+        let row = ctx.row(u);
+        for j in 0..ctx.k {
+            out[j] = ln_or_neg_inf(row[j]) + self.p[j];
+        }
+        softmax_log(out)
+    }
+
+    /// Responsibilities of row `u` of the last pass into `out`.
+    fn resp(&self, ctx: &DocCtx, u: usize, out: &mut [f64]) {
+        if self.fb[u] {
+            self.log_row(ctx, u, out);
+        } else {
+            let row = ctx.row(u);
+            let inv = 1.0 / self.s[u];
+            for j in 0..ctx.k {
+                out[j] = row[j] * self.e[j] * inv;
+            }
+        }
+    }
+}
+
+/// Which rows of an L-sparse pass get a full top-L reselection (the others are reweighted on
+/// their current support; a row whose support lost all its mass is reselected anyway).
+#[derive(Clone, Copy)]
+enum Reselect {
+    All,
+    None,
+    /// Rows whose support contains this topic (the first pass of a restart proposal).
+    Containing(u32),
+}
+
+/// Largest `L` for which the top-L selection uses the threshold scan.
+const SCAN_MAX_L: usize = 32;
+
+/// Top-`l` of the weights `w[t]` of topics `ids[t]` (ascending ids), by "larger weight first,
+/// then smaller index" (the order of [`super::top_l::rank_cmp`] for finite weights): a threshold
+/// scan keeping the best so far sorted by rank (one comparison per entry in the common case).
+/// Writes the selection in ascending index order into `ix`/`vl`; returns its size.
+fn scan_top(ids: &[u32], w: &[f64], l: usize, ix: &mut [u32], vl: &mut [f64]) -> usize {
+    let (ix, vl) = (&mut ix[..l], &mut vl[..l]);
+    let mut m = 0;
+    let mut thr = f64::NEG_INFINITY;
+    for (&j, &x) in ids.iter().zip(w) {
+        if m == l {
+            if !(x > thr) {
+                continue;
+            }
+            m -= 1;
+        }
+        let mut pos = m;
+        while pos > 0 && vl[pos - 1] < x {
+            ix[pos] = ix[pos - 1];
+            vl[pos] = vl[pos - 1];
+            pos -= 1;
+        }
+        ix[pos] = j;
+        vl[pos] = x;
+        m += 1;
+        if m == l {
+            thr = vl[l - 1];
+        }
+    }
+    // ascending index order (insertion sort, m <= 32)
+    for t in 1..m {
+        let (j, x) = (ix[t], vl[t]);
+        let mut pos = t;
+        while pos > 0 && ix[pos - 1] > j {
+            ix[pos] = ix[pos - 1];
+            vl[pos] = vl[pos - 1];
+            pos -= 1;
+        }
+        ix[pos] = j;
+        vl[pos] = x;
+    }
+    m
+}
+
+/// State of the L-sparse step.
+#[derive(Clone, Default)]
+struct Sparse {
+    n: Vec<f64>,
+    p: Vec<f64>,
+    e: Vec<f64>,
+    m: f64,
+    active: Vec<u32>,
+    cnt: Vec<usize>,
+    idx: Vec<u32>,
+    val: Vec<f64>,
+    s: Vec<f64>,
+    lse: Vec<f64>,
+    fb: Vec<bool>,
+}
+
+impl Sparse {
+    fn reset(&mut self, k: usize, u: usize, l: usize) {
+        self.n.clear();
+        self.n.resize(k, 0.0);
+        self.p.resize(k, 0.0);
+        self.e.resize(k, 0.0);
+        self.active.clear();
+        self.active.extend(0..k as u32);
+        self.cnt.clear();
+        self.cnt.resize(u, 0);
+        self.idx.clear();
+        self.idx.resize(u * l, 0);
+        self.val.clear();
+        self.val.resize(u * l, 0.0);
+        self.s.clear();
+        self.s.resize(u, 0.0);
+        self.lse.clear();
+        self.lse.resize(u, 0.0);
+        self.fb.clear();
+        self.fb.resize(u, false);
+    }
+
+    /// Full top-L reselection of row `u` over the active topics.
+    fn select_row(&mut self, ctx: &DocCtx, u: usize, l: usize, w: &mut [f64], cand: &mut Vec<u32>) {
+        let row = ctx.row(u);
+        let (ix, vl) = (&mut self.idx[u * l..(u + 1) * l], &mut self.val[u * l..(u + 1) * l]);
+        let m = if l <= SCAN_MAX_L {
+            let buf = &mut w[..self.active.len()];
+            for (b, &j) in buf.iter_mut().zip(&self.active) {
+                *b = row[j as usize] * self.e[j as usize];
+            }
+            scan_top(&self.active, buf, l, ix, vl)
+        } else {
+            for &j in &self.active {
+                w[j as usize] = row[j as usize] * self.e[j as usize];
+            }
+            cand.clear();
+            cand.extend_from_slice(&self.active);
+            let m = select_top_among(w, cand, l);
+            for t in 0..m {
+                ix[t] = cand[t];
+                vl[t] = w[cand[t] as usize];
+            }
+            m
+        };
+        let s: f64 = vl[..m].iter().sum();
+        if s > S_MIN && s.is_finite() {
+            let inv = 1.0 / s;
+            vl[..m].iter_mut().for_each(|x| *x *= inv);
+            self.s[u] = s;
+            self.fb[u] = false;
+        } else {
+            for &j in &self.active {
+                w[j as usize] = ln_or_neg_inf(row[j as usize]) + self.p[j as usize];
+            }
+            cand.clear();
+            cand.extend_from_slice(&self.active);
+            let m2 = select_top_among(w, cand, l);
+            debug_assert_eq!(m, m2);
+            for t in 0..m {
+                ix[t] = cand[t];
+                vl[t] = w[cand[t] as usize];
+            }
+            self.lse[u] = softmax_log(&mut vl[..m]);
+            self.fb[u] = true;
+        }
+        self.cnt[u] = m;
+    }
+
+    /// One pass with the log weights in `self.p` (valid on the active set).
+    fn pass(&mut self, ctx: &DocCtx, l: usize, mode: Reselect, w: &mut [f64], cand: &mut Vec<u32>) {
+        self.m = self.active.iter().map(|&j| self.p[j as usize]).fold(f64::NEG_INFINITY, f64::max);
+        self.e.fill(0.0);
+        for &j in &self.active {
+            self.e[j as usize] = scaled_exp(self.p[j as usize] - self.m);
+        }
+        self.n.fill(0.0);
+        for u in 0..ctx.words.len() {
+            let mut fresh = match mode {
+                Reselect::All => true,
+                Reselect::None => false,
+                Reselect::Containing(j) => self.idx[u * l..u * l + self.cnt[u]].contains(&j),
+            };
+            if !fresh {
+                let row = ctx.row(u);
+                let m = self.cnt[u];
+                let (ix, vl) = (&self.idx[u * l..u * l + m], &mut self.val[u * l..u * l + m]);
+                let mut s = 0.0;
+                for t in 0..m {
+                    let j = ix[t] as usize;
+                    vl[t] = row[j] * self.e[j];
+                    s += vl[t];
+                }
+                if s > S_MIN && s.is_finite() {
+                    let inv = 1.0 / s;
+                    vl.iter_mut().for_each(|x| *x *= inv);
+                    self.s[u] = s;
+                    self.fb[u] = false;
+                } else {
+                    fresh = true;
+                }
+            }
+            if fresh {
+                self.select_row(ctx, u, l, w, cand);
+            }
+            let c = ctx.counts[u];
+            for t in 0..self.cnt[u] {
+                self.n[self.idx[u * l + t] as usize] += c * self.val[u * l + t];
+            }
+        }
+    }
+
+    /// Drop topics with `N_dk ≤ eps` from the active set (keeping at least the largest).
+    fn prune(&mut self, eps: f64) {
+        let best = self.active.iter().copied().max_by(|&x, &y| self.n[x as usize].total_cmp(&self.n[y as usize]).then(y.cmp(&x)));
+        let n = &self.n;
+        self.active.retain(|&j| n[j as usize] > eps);
+        if self.active.is_empty() {
+            if let Some(b) = best {
+                self.active.push(b);
+            }
+        }
+    }
+
+    fn objective(&self, ctx: &DocCtx) -> f64 {
+        ctx.objective(&self.n, &self.p, lse_sum(ctx.counts, &self.s, &self.lse, &self.fb, self.m))
+    }
+}
+
+fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+}
+
+/// Counters of one leaf.
+#[derive(Default, Clone, Copy)]
+struct Counters {
+    iters: u64,
+    passes: u64,
+    tried: u64,
+    accepted: u64,
+}
+
+/// Restart candidates: topics with `N > min_mass` by ascending `N` (ties by index), all but the
+/// largest, at most `max_trials`.
+fn restart_candidates(n: &[f64], opts: &DocTopicOptions) -> Vec<usize> {
+    let mut cand: Vec<usize> = (0..n.len()).filter(|&j| n[j] > opts.restart_min_mass).collect();
+    if cand.len() < 2 {
+        return Vec::new();
+    }
+    cand.sort_by(|&x, &y| n[x].total_cmp(&n[y]).then(x.cmp(&y)));
+    let keep = opts.restart_max_trials.min(cand.len() - 1);
+    cand.truncate(keep);
+    cand
+}
+
+fn n_used(n: &[f64], min_mass: f64) -> usize {
+    n.iter().filter(|&&x| x > min_mass).count()
+}
+
+/// Dense local step of one document; leaves the final state in `cur`.
+fn dense_doc(
+    ctx: &DocCtx,
+    opts: &DocTopicOptions,
+    cur: &mut Dense,
+    prop: &mut Dense,
+    acc: &mut [f64],
+    tmp: &mut [f64],
+    ctr: &mut Counters,
+) {
+    let (k, nu) = (ctx.k, ctx.words.len());
+    cur.reset(k, nu);
+    for j in 0..k {
+        cur.p[j] = ctx.a[j].ln();
+    }
+    if nu == 0 {
+        return;
+    }
+    cur.pass(ctx, acc, tmp);
+    ctr.passes += nu as u64;
+    let mut old = vec![0.0; k];
+    for _ in 0..opts.max_iter {
+        old.copy_from_slice(&cur.n);
+        for j in 0..k {
+            cur.p[j] = digamma(cur.n[j] + ctx.a[j]);
+        }
+        cur.pass(ctx, acc, tmp);
+        ctr.iters += 1;
+        ctr.passes += nu as u64;
+        if max_abs_diff(&cur.n, &old) < opts.tol {
+            break;
+        }
+    }
+    if !opts.restarts {
+        return;
+    }
+    let mut l_cur = ctx.objective(&cur.n, &cur.p, cur.lse_sum(ctx));
+    for j in restart_candidates(&cur.n, opts) {
+        if cur.n[j] <= opts.restart_min_mass {
+            continue;
+        }
+        prop.clone_from(cur);
+        prop.n[j] = 0.0;
+        for _ in 0..opts.restart_iters {
+            for t in 0..k {
+                prop.p[t] = digamma(prop.n[t] + ctx.a[t]);
+            }
+            prop.pass(ctx, acc, tmp);
+            ctr.passes += nu as u64;
+        }
+        ctr.tried += 1;
+        let l_prop = ctx.objective(&prop.n, &prop.p, prop.lse_sum(ctx));
+        if l_prop > l_cur {
+            std::mem::swap(cur, prop);
+            l_cur = l_prop;
+            ctr.accepted += 1;
+        }
+        if n_used(&cur.n, opts.restart_min_mass) < 2 {
+            break;
+        }
+    }
+}
+
+/// L-sparse local step of one document (thesis Alg. 7.4); leaves the final state in `cur`.
+fn sparse_doc(
+    ctx: &DocCtx,
+    opts: &DocTopicOptions,
+    l: usize,
+    cur: &mut Sparse,
+    prop: &mut Sparse,
+    w: &mut [f64],
+    cand: &mut Vec<u32>,
+    ctr: &mut Counters,
+) {
+    let (k, nu) = (ctx.k, ctx.words.len());
+    cur.reset(k, nu, l);
+    for j in 0..k {
+        cur.p[j] = ctx.a[j].ln();
+    }
+    if nu == 0 {
+        return;
+    }
+    cur.pass(ctx, l, Reselect::All, w, cand);
+    ctr.passes += nu as u64;
+    cur.prune(opts.sparse_eps);
+    let mut old = vec![0.0; k];
+    for it in 1..=opts.max_iter {
+        old.copy_from_slice(&cur.n);
+        for &j in &cur.active {
+            cur.p[j as usize] = digamma(cur.n[j as usize] + ctx.a[j as usize]);
+        }
+        cur.pass(ctx, l, if it <= 5 || it % 10 == 0 { Reselect::All } else { Reselect::None }, w, cand);
+        ctr.iters += 1;
+        ctr.passes += nu as u64;
+        let done = max_abs_diff(&cur.n, &old) < opts.tol;
+        cur.prune(opts.sparse_eps);
+        if done {
+            break;
+        }
+    }
+    if !opts.restarts {
+        return;
+    }
+    let mut l_cur = cur.objective(ctx);
+    for j in restart_candidates(&cur.n, opts) {
+        if cur.n[j] <= opts.restart_min_mass {
+            continue;
+        }
+        prop.clone_from(cur);
+        prop.n[j] = 0.0;
+        prop.active.retain(|&t| t as usize != j);
+        if prop.active.is_empty() {
+            continue;
+        }
+        for it in 0..opts.restart_iters {
+            for &t in &prop.active {
+                prop.p[t as usize] = digamma(prop.n[t as usize] + ctx.a[t as usize]);
+            }
+            prop.pass(ctx, l, if it == 0 { Reselect::Containing(j as u32) } else { Reselect::None }, w, cand);
+            ctr.passes += nu as u64;
+            prop.prune(opts.sparse_eps);
+        }
+        ctr.tried += 1;
+        let l_prop = prop.objective(ctx);
+        if l_prop > l_cur {
+            std::mem::swap(cur, prop);
+            l_cur = l_prop;
+            ctr.accepted += 1;
+        }
+        if n_used(&cur.n, opts.restart_min_mass) < 2 {
+            break;
+        }
+    }
+}
+
+/// Partial summaries of a run of documents; `S` as dense rows over the sorted `words`.
+struct Partial {
+    n_docs: usize,
+    words: Vec<u32>,
+    s_rows: Vec<f64>,
+    n: Vec<f64>,
+    h: Vec<f64>,
+    p: Vec<f64>,
+    q: Vec<f64>,
+    usage: Vec<f64>,
+    p_rem: f64,
+    q0: f64,
+    q_rem: f64,
+    mh: Vec<f64>,
+    mp: Vec<f64>,
+    mq: Vec<f64>,
+    doc_topic: Vec<f64>,
+    ctr: Counters,
+}
+
+fn add_into(a: &mut [f64], b: &[f64]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+fn combine(mut a: Partial, b: Partial, k: usize) -> Partial {
+    let mut words = Vec::with_capacity(a.words.len() + b.words.len());
+    let mut rows = Vec::with_capacity((a.words.len() + b.words.len()) * k);
+    let (mut i, mut j) = (0, 0);
+    while i < a.words.len() || j < b.words.len() {
+        let take_a = j >= b.words.len() || (i < a.words.len() && a.words[i] <= b.words[j]);
+        let take_b = i >= a.words.len() || (j < b.words.len() && b.words[j] <= a.words[i]);
+        if take_a && take_b {
+            words.push(a.words[i]);
+            let start = rows.len();
+            rows.extend_from_slice(&a.s_rows[i * k..(i + 1) * k]);
+            add_into(&mut rows[start..], &b.s_rows[j * k..(j + 1) * k]);
+            i += 1;
+            j += 1;
+        } else if take_a {
+            words.push(a.words[i]);
+            rows.extend_from_slice(&a.s_rows[i * k..(i + 1) * k]);
+            i += 1;
+        } else {
+            words.push(b.words[j]);
+            rows.extend_from_slice(&b.s_rows[j * k..(j + 1) * k]);
+            j += 1;
+        }
+    }
+    a.words = words;
+    a.s_rows = rows;
+    a.n_docs += b.n_docs;
+    for (x, y) in [(&mut a.n, &b.n), (&mut a.h, &b.h), (&mut a.p, &b.p), (&mut a.q, &b.q), (&mut a.usage, &b.usage)] {
+        add_into(x, y);
+    }
+    for (x, y) in [(&mut a.mh, &b.mh), (&mut a.mp, &b.mp), (&mut a.mq, &b.mq)] {
+        add_into(x, y);
+    }
+    a.p_rem += b.p_rem;
+    a.q0 += b.q0;
+    a.q_rem += b.q_rem;
+    a.doc_topic.extend_from_slice(&b.doc_topic);
+    a.ctr.iters += b.ctr.iters;
+    a.ctr.passes += b.ctr.passes;
+    a.ctr.tried += b.ctr.tried;
+    a.ctr.accepted += b.ctr.accepted;
+    a
+}
+
+/// Document-level summaries (`P`, `Q`, usage, merge `P`/`Q`) from the final counts `n`.
+fn doc_summaries(ctx: &DocCtx, n: &[f64], opts: &DocTopicOptions, part: &mut Partial) {
+    let k = ctx.k;
+    let tot: f64 = (0..k).map(|j| n[j] + ctx.a[j]).sum::<f64>() + ctx.a_rem.unwrap_or(0.0);
+    let psi_tot = digamma(tot);
+    part.q0 -= gammaln(tot);
+    for j in 0..k {
+        let th = n[j] + ctx.a[j];
+        let ell = digamma(th) - psi_tot;
+        part.n[j] += n[j];
+        part.p[j] += ell;
+        part.q[j] += gammaln(th) + (n[j] - th) * ell;
+        if n[j] > opts.usage_threshold {
+            part.usage[j] += 1.0;
+        }
+    }
+    if let Some(r) = ctx.a_rem {
+        let ell = digamma(r) - psi_tot;
+        part.p_rem += ell;
+        part.q_rem += gammaln(r) - r * ell;
+    }
+    for (m, &(x, y)) in opts.merge_pairs.iter().enumerate() {
+        let th = n[x] + ctx.a[x] + n[y] + ctx.a[y];
+        let ell = digamma(th) - psi_tot;
+        part.mp[m] += ell;
+        part.mq[m] += gammaln(th) + (n[x] + n[y] - th) * ell;
+    }
+    if opts.return_doc_topic {
+        part.doc_topic.extend_from_slice(n);
+    }
+}
+
+/// Scratch of one leaf.
+struct Scratch {
+    dense: (Dense, Dense),
+    sparse: (Sparse, Sparse),
+    acc: Vec<f64>,
+    tmp: Vec<f64>,
+    cand: Vec<u32>,
+    words: Vec<usize>,
+}
+
+fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: usize) -> Partial {
+    let k = b.k;
+    let (lo, hi) = (b.indptr[d0], b.indptr[d1]);
+    let mut words: Vec<u32> = b.indices[lo..hi].iter().map(|w| w.fast() as u32).collect();
+    words.sort_unstable();
+    words.dedup();
+    let mut pos = vec![u32::MAX; b.v];
+    for (i, &w) in words.iter().enumerate() {
+        pos[w as usize] = i as u32;
+    }
+    let nm = opts.merge_pairs.len();
+    let mut part = Partial {
+        n_docs: d1 - d0,
+        s_rows: vec![0.0; words.len() * k],
+        words,
+        n: vec![0.0; k],
+        h: vec![0.0; k],
+        p: vec![0.0; k],
+        q: vec![0.0; k],
+        usage: vec![0.0; k],
+        p_rem: 0.0,
+        q0: 0.0,
+        q_rem: 0.0,
+        mh: vec![0.0; nm],
+        mp: vec![0.0; nm],
+        mq: vec![0.0; nm],
+        doc_topic: Vec::with_capacity(if opts.return_doc_topic { (d1 - d0) * k } else { 0 }),
+        ctr: Counters::default(),
+    };
+    let sparse_l = opts.top_l.filter(|&l| l < k);
+    let mut sc = Scratch {
+        dense: (Dense::default(), Dense::default()),
+        sparse: (Sparse::default(), Sparse::default()),
+        acc: vec![0.0; k],
+        tmp: vec![0.0; k],
+        cand: Vec::with_capacity(k),
+        words: Vec::new(),
+    };
+    let (mut rows, mut iota) = (Vec::<f64>::new(), Vec::<usize>::new());
+    for d in d0..d1 {
+        let (s0, s1) = (b.indptr[d], b.indptr[d + 1]);
+        sc.words.clear();
+        sc.words.extend(b.indices[s0..s1].iter().map(|w| w.fast()));
+        // gather the document's table rows once: every pass then streams contiguous memory
+        rows.clear();
+        for &w in &sc.words {
+            rows.extend_from_slice(&b.tab[w * k..(w + 1) * k]);
+        }
+        if iota.len() < sc.words.len() {
+            iota.extend(iota.len()..sc.words.len());
+        }
+        let ctx = DocCtx { tab: &rows, k, words: &iota[..sc.words.len()], counts: &b.data[s0..s1], a: b.a, a_rem: b.a_rem };
+        match sparse_l {
+            None => {
+                let (cur, prop) = (&mut sc.dense.0, &mut sc.dense.1);
+                dense_doc(&ctx, opts, cur, prop, &mut sc.acc, &mut sc.tmp, &mut part.ctr);
+                for u in 0..sc.words.len() {
+                    cur.resp(&ctx, u, &mut sc.tmp);
+                    let c = ctx.counts[u];
+                    let base = pos[sc.words[u]] as usize * k;
+                    let srow = &mut part.s_rows[base..base + k];
+                    for j in 0..k {
+                        let r = sc.tmp[j];
+                        srow[j] += c * r;
+                        if r > 0.0 {
+                            part.h[j] -= c * r * r.ln();
+                        }
+                    }
+                    for (m, &(x, y)) in opts.merge_pairs.iter().enumerate() {
+                        let rt = sc.tmp[x] + sc.tmp[y];
+                        if rt > 0.0 {
+                            part.mh[m] -= c * rt * rt.ln();
+                        }
+                    }
+                }
+                let n = std::mem::take(&mut cur.n);
+                doc_summaries(&ctx, &n, opts, &mut part);
+                cur.n = n;
+            }
+            Some(l) => {
+                let (cur, prop) = (&mut sc.sparse.0, &mut sc.sparse.1);
+                sparse_doc(&ctx, opts, l, cur, prop, &mut sc.tmp, &mut sc.cand, &mut part.ctr);
+                for u in 0..sc.words.len() {
+                    let c = ctx.counts[u];
+                    let base = pos[sc.words[u]] as usize * k;
+                    let m = cur.cnt[u];
+                    let (ix, vl) = (&cur.idx[u * l..u * l + m], &cur.val[u * l..u * l + m]);
+                    for t in 0..m {
+                        let (j, r) = (ix[t] as usize, vl[t]);
+                        part.s_rows[base + j] += c * r;
+                        if r > 0.0 {
+                            part.h[j] -= c * r * r.ln();
+                        }
+                    }
+                    for (mi, &(x, y)) in opts.merge_pairs.iter().enumerate() {
+                        let mut rt = 0.0;
+                        for t in 0..m {
+                            if ix[t] as usize == x || ix[t] as usize == y {
+                                rt += vl[t];
+                            }
+                        }
+                        if rt > 0.0 {
+                            part.mh[mi] -= c * rt * rt.ln();
+                        }
+                    }
+                }
+                let n = std::mem::take(&mut cur.n);
+                doc_summaries(&ctx, &n, opts, &mut part);
+                cur.n = n;
+            }
+        }
+    }
+    part
+}
+
+/// The document local step of a batch of documents in CSR form, reduced to the additive batch
+/// summaries of the HDP topic model (or LDA when `a_rem` is `None`).
+///
+/// * `indptr` (D + 1), `indices` (nnz, word ids `< V`), `data` (nnz, counts ≥ 0): the batch's
+///   document × vocabulary counts; duplicate ids within a document are allowed (their counts
+///   add up).
+/// * `exp_elog_phi` (V × K, C-contiguous): `exp(E[ln φ_kv])`, e.g. from [`topic_word_table`].
+/// * `a` (K, > 0): document prior pseudocounts `α β_k` (LDA: `α / K`); `a_rem`: `α β_{>K}`
+///   (> 0) or `None` (LDA: no rem entry).
+///
+/// # Errors
+/// Shapes, non-contiguous arrays, `indptr` not starting at 0 or decreasing, word ids outside
+/// `[0, V)`, negative or non-finite counts or table entries, non-positive priors, bad options.
+pub fn doc_topic_step<I: CsrIndex>(
+    indptr: ArrayView1<I>,
+    indices: ArrayView1<I>,
+    data: ArrayView1<f64>,
+    exp_elog_phi: ArrayView2<f64>,
+    a: ArrayView1<f64>,
+    a_rem: Option<f64>,
+    opts: &DocTopicOptions,
+) -> Result<DocTopicOutput> {
+    let b = validate(&indptr, &indices, &data, &exp_elog_phi, &a, a_rem, opts)?;
+    let (k, v) = (b.k, b.v);
+    let n_docs = b.indptr.len() - 1;
+    let nm = opts.merge_pairs.len();
+    let part = tree_reduce(n_docs, leaf_docs(n_docs), &|d0, d1| run_leaf(&b, opts, d0, d1), &|x, y| combine(x, y, k));
+    let Some(part) = part else {
+        return Ok(DocTopicOutput {
+            n_docs: 0,
+            n: Array1::zeros(k),
+            s: Array2::zeros((k, v)),
+            h: Array1::zeros(k),
+            p: Array1::zeros(k),
+            p_rem: 0.0,
+            q0: 0.0,
+            q: Array1::zeros(k),
+            q_rem: 0.0,
+            doc_usage: Array1::zeros(k),
+            merge_h: Array1::zeros(nm),
+            merge_p: Array1::zeros(nm),
+            merge_q: Array1::zeros(nm),
+            doc_topic: opts.return_doc_topic.then(|| Array2::zeros((0, k))),
+            n_iter: 0,
+            n_type_passes: 0,
+            restarts_tried: 0,
+            restarts_accepted: 0,
+        });
+    };
+    let mut s = Array2::<f64>::zeros((k, v));
+    for (i, &w) in part.words.iter().enumerate() {
+        let row = &part.s_rows[i * k..(i + 1) * k];
+        for j in 0..k {
+            s[[j, w as usize]] = row[j];
+        }
+    }
+    let doc_topic = if opts.return_doc_topic {
+        Some(Array2::from_shape_vec((n_docs, k), part.doc_topic).map_err(|e| Error::Numerical { what: e.to_string() })?)
+    } else {
+        None
+    };
+    let out = DocTopicOutput {
+        n_docs: part.n_docs,
+        n: Array1::from(part.n),
+        s,
+        h: Array1::from(part.h),
+        p: Array1::from(part.p),
+        p_rem: part.p_rem,
+        q0: part.q0,
+        q: Array1::from(part.q),
+        q_rem: part.q_rem,
+        doc_usage: Array1::from(part.usage),
+        merge_h: Array1::from(part.mh),
+        merge_p: Array1::from(part.mp),
+        merge_q: Array1::from(part.mq),
+        doc_topic,
+        n_iter: part.ctr.iters,
+        n_type_passes: part.ctr.passes,
+        restarts_tried: part.ctr.tried,
+        restarts_accepted: part.ctr.accepted,
+    };
+    if !out.q0.is_finite() || out.p.iter().chain(out.q.iter()).any(|x| !x.is_finite()) {
+        return Err(Error::NonFinite { what: "document summaries P/Q (prior pseudocounts too small?)".into() });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::Array;
+
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> f64 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((self.0 >> 11) as f64) / ((1u64 << 53) as f64)
+        }
+    }
+
+    /// Random corpus: (indptr, indices, data, table V×K, a).
+    fn corpus(d: usize, v: usize, k: usize, seed: u64) -> (Vec<i64>, Vec<i64>, Vec<f64>, Array2<f64>, Array1<f64>) {
+        let mut g = Lcg(seed);
+        let mut indptr = vec![0i64];
+        let (mut ind, mut dat) = (Vec::new(), Vec::new());
+        for _ in 0..d {
+            let u = (g.next() * 8.0) as usize;
+            for _ in 0..u {
+                ind.push((g.next() * v as f64) as i64);
+                dat.push(1.0 + (g.next() * 4.0).floor());
+            }
+            indptr.push(ind.len() as i64);
+        }
+        let mut lam = Array2::<f64>::zeros((k, v));
+        lam.mapv_inplace(|_| 0.05 + 3.0 * g.next() * g.next());
+        let tab = topic_word_table(lam.view()).unwrap();
+        let a = Array::from_iter((0..k).map(|_| 0.02 + g.next()));
+        (indptr, ind, dat, tab, a)
+    }
+
+    fn run(c: &(Vec<i64>, Vec<i64>, Vec<f64>, Array2<f64>, Array1<f64>), opts: &DocTopicOptions) -> DocTopicOutput {
+        let (ip, ind, dat, tab, a) = c;
+        doc_topic_step(
+            ArrayView1::from(ip.as_slice()),
+            ArrayView1::from(ind.as_slice()),
+            ArrayView1::from(dat.as_slice()),
+            tab.view(),
+            a.view(),
+            Some(0.3),
+            opts,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn count_identities() {
+        let c = corpus(40, 30, 5, 1);
+        let opts = DocTopicOptions { return_doc_topic: true, ..Default::default() };
+        let out = run(&c, &opts);
+        let total: f64 = c.2.iter().sum();
+        assert!((out.n.sum() - total).abs() < 1e-9);
+        for k in 0..5 {
+            assert!((out.s.row(k).sum() - out.n[k]).abs() < 1e-9);
+        }
+        let dt = out.doc_topic.unwrap();
+        for d in 0..40 {
+            let td: f64 = c.2[c.0[d] as usize..c.0[d + 1] as usize].iter().sum();
+            assert!((dt.row(d).sum() - td).abs() < 1e-9);
+        }
+        assert!(out.h.iter().all(|&h| h >= 0.0));
+    }
+
+    #[test]
+    fn thread_count_does_not_change_bits() {
+        let c = corpus(150, 40, 7, 2);
+        let opts = DocTopicOptions { merge_pairs: vec![(0, 3), (5, 1)], top_l: Some(3), ..Default::default() };
+        let pool = |t: usize| rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap();
+        let one = pool(1).install(|| run(&c, &opts));
+        let three = pool(3).install(|| run(&c, &opts));
+        assert_eq!(one.s, three.s);
+        assert_eq!(one.q0.to_bits(), three.q0.to_bits());
+        assert_eq!(one.h, three.h);
+        assert_eq!(one.merge_q, three.merge_q);
+    }
+
+    #[test]
+    fn sparse_with_all_topics_equals_dense() {
+        let c = corpus(20, 25, 6, 3);
+        let (ip, ind, dat, tab, a) = &c;
+        let opts = DocTopicOptions { sparse_eps: 0.0, max_iter: 12, tol: 0.0, restarts: false, ..Default::default() };
+        let words: Vec<usize> = ind.iter().map(|&w| w as usize).collect();
+        for d in 0..20 {
+            let (s0, s1) = (ip[d] as usize, ip[d + 1] as usize);
+            let ctx = DocCtx {
+                tab: tab.as_slice().unwrap(),
+                k: 6,
+                words: &words[s0..s1],
+                counts: &dat[s0..s1],
+                a: a.as_slice().unwrap(),
+                a_rem: None,
+            };
+            let (mut c1, mut p1, mut c2, mut p2) = (Dense::default(), Dense::default(), Sparse::default(), Sparse::default());
+            let mut ctr = Counters::default();
+            let (mut acc, mut tmp, mut cand) = (vec![0.0; 6], vec![0.0; 6], Vec::new());
+            dense_doc(&ctx, &opts, &mut c1, &mut p1, &mut acc, &mut tmp, &mut ctr);
+            sparse_doc(&ctx, &opts, 6, &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
+            for j in 0..6 {
+                assert!((c1.n[j] - c2.n[j]).abs() < 1e-12 * (1.0 + c1.n[j]), "doc {d} topic {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn restarts_never_decrease_the_document_objective() {
+        let c = corpus(60, 20, 8, 4);
+        let (ip, ind, dat, tab, a) = &c;
+        let words: Vec<usize> = ind.iter().map(|&w| w as usize).collect();
+        let mut accepted = 0;
+        for d in 0..60 {
+            let (s0, s1) = (ip[d] as usize, ip[d + 1] as usize);
+            let ctx = DocCtx {
+                tab: tab.as_slice().unwrap(),
+                k: 8,
+                words: &words[s0..s1],
+                counts: &dat[s0..s1],
+                a: a.as_slice().unwrap(),
+                a_rem: Some(0.2),
+            };
+            let mut vals = Vec::new();
+            for restarts in [false, true] {
+                let opts = DocTopicOptions { restarts, ..Default::default() };
+                let (mut cur, mut prop) = (Dense::default(), Dense::default());
+                let mut ctr = Counters::default();
+                let (mut acc, mut tmp) = (vec![0.0; 8], vec![0.0; 8]);
+                dense_doc(&ctx, &opts, &mut cur, &mut prop, &mut acc, &mut tmp, &mut ctr);
+                accepted += ctr.accepted;
+                vals.push(ctx.objective(&cur.n, &cur.p, cur.lse_sum(&ctx)));
+            }
+            assert!(vals[1] >= vals[0], "doc {d}: {} < {}", vals[1], vals[0]);
+        }
+        let _ = accepted;
+    }
+
+    #[test]
+    fn bad_inputs_name_the_argument() {
+        let c = corpus(3, 10, 2, 5);
+        let (ip, ind, dat, tab, a) = &c;
+        let opts = DocTopicOptions::default();
+        let mut bad = ind.clone();
+        if let Some(x) = bad.first_mut() {
+            *x = 10;
+        }
+        let call = |ip: &[i64], ind: &[i64], dat: &[f64]| {
+            doc_topic_step(ArrayView1::from(ip), ArrayView1::from(ind), ArrayView1::from(dat), tab.view(), a.view(), None, &opts)
+        };
+        if !ind.is_empty() {
+            let e = call(ip, &bad, dat).unwrap_err();
+            assert!(e.to_string().contains("indices"), "{e}");
+        }
+        let e = call(&[0, 2, 1, ip[3]], ind, dat).unwrap_err();
+        assert!(e.to_string().contains("indptr"), "{e}");
+        let mut neg = dat.clone();
+        neg.push(-1.0);
+        let mut ind2 = ind.clone();
+        ind2.push(0);
+        let e = call(&[0, ip[1], ip[2], ip[3] + 1], &ind2, &neg).unwrap_err();
+        assert!(e.to_string().contains("data"), "{e}");
+    }
+}

@@ -1,0 +1,500 @@
+"""Topic-model kernels (HDP topic model and LDA): the Rust document local step and the HDP
+allocation math against the numpy reference ``bnpcore._reference.topic``.
+
+Kernel-level properties of the HDP property list covered here: P1 (valid, finite outputs with
+tiny priors and zero table entries), P2 (count identities), P3 (surrogate bound, incl. a Monte
+Carlo check of the exact top term), P4 (objective from summaries == direct term-by-term
+objective, incl. batch-summed summaries), P5 (restart proposals never decrease the document
+objective; the rho step never decreases f), P6 (L-sparse with L >= K is the dense step; the
+L-sparse step with L < K matches its reference), P8 (merge-pair statistics == statistics of the
+explicitly merged r', theta'), P11 (rho gradient vs finite differences), P12 (prior recovery at
+D = 0), P13 (LDA objective), P14 (document permutation and duplicate word entries), P15
+(bit-identical results for 1 and 2 threads), plus additivity over splits of the documents.
+P5 (whole coordinate ascent), P7, P9, P10 and P16 need the estimator and the moves.
+"""
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.sparse as sp
+from _helpers import close
+from bnpcore import _core
+from bnpcore._reference import topic as ref
+from bnpcore.exceptions import DataError, ParameterError, ShapeError
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import gammaln
+
+SETTINGS = settings(max_examples=25, deadline=None)
+KEYS = ("N", "S", "H", "P", "P_rem", "Q0", "Q", "Q_rem", "doc_usage", "merge_H", "merge_P", "merge_Q")
+
+
+def make_corpus(rng, n_docs, n_vocab, max_types=12, fractional=False):
+    """CSR counts (int64 indices) with some empty documents."""
+    indptr, indices, data = [0], [], []
+    for _ in range(n_docs):
+        u = int(rng.integers(0, max_types + 1)) if rng.random() > 0.15 else 0
+        w = rng.choice(n_vocab, size=min(u, n_vocab), replace=False)
+        c = rng.gamma(1.0, 2.0, w.size) if fractional else rng.integers(1, 6, w.size).astype(float)
+        indices.extend(w.tolist())
+        data.extend(c.tolist())
+        indptr.append(len(indices))
+    return np.array(indptr, dtype=np.int64), np.array(indices, dtype=np.int64), np.array(data, dtype=float)
+
+
+def make_globals(rng, n_vocab, K, alpha=0.7):
+    lam = rng.gamma(0.5, 2.0, (K, n_vocab)) + 0.02
+    rho = rng.uniform(0.05, 0.7, K)
+    beta, beta_rem = ref.beta_from_rho(rho)
+    return lam, rho, alpha * beta, alpha * beta_rem
+
+
+def compare(out, want, keys=KEYS, rtol=1e-10):
+    for key in keys:
+        assert close(out[key], want[key], rtol), (key, out[key], want[key])
+
+
+problem = st.fixed_dictionaries(
+    dict(
+        seed=st.integers(0, 2**32 - 1),
+        D=st.integers(0, 10),
+        V=st.integers(1, 50),
+        K=st.integers(1, 8),
+        max_iter=st.integers(0, 9),
+        restarts=st.booleans(),
+        hdp=st.booleans(),
+        sparse=st.booleans(),
+        fractional=st.booleans(),
+    )
+)
+
+
+@SETTINGS
+@given(problem)
+def test_doc_topic_step_matches_reference(pb):
+    rng = np.random.default_rng(pb["seed"])
+    V, K = pb["V"], pb["K"]
+    indptr, indices, data = make_corpus(rng, pb["D"], V, fractional=pb["fractional"])
+    lam, _, a, a_rem = make_globals(rng, V, K)
+    if not pb["hdp"]:
+        a, a_rem = np.full(K, 0.7 / K), None
+    table = _core.topic_word_table(lam)
+    pairs = [tuple(int(x) for x in rng.choice(K, 2, replace=False)) for _ in range(3)] if K > 1 else []
+    kw = dict(
+        alpha_beta_rem=a_rem,
+        max_iter=pb["max_iter"],
+        tol=0.0,
+        restarts=pb["restarts"],
+        restart_max_trials=3,
+        top_l=int(rng.integers(1, K + 1)) if pb["sparse"] else None,
+        merge_pairs=pairs,
+        return_doc_topic=True,
+    )
+    out = _core.doc_topic_step(indptr, indices, data, table, a, **kw)
+    want = ref.doc_topic_step(indptr, indices, data, ref.topic_word_table(lam), a, **kw)
+    compare(out, want, KEYS + ("doc_topic",))
+    assert out["n_docs"] == pb["D"]
+    for key in ("n_iter", "restarts_tried", "restarts_accepted"):
+        assert out[key] == want[key], key
+
+
+def test_default_tolerance_and_scipy_int32_csr():
+    rng = np.random.default_rng(3)
+    X = sp.random_array((40, 30), density=0.2, rng=rng, format="csr", dtype=float)
+    X.data = np.ceil(5 * X.data)
+    X = sp.csr_array(X)
+    assert X.indices.dtype == np.int32
+    lam, _, a, a_rem = make_globals(rng, 30, 6)
+    table = _core.topic_word_table(lam)
+    out32 = _core.doc_topic_step(X.indptr, X.indices, X.data, table, a, alpha_beta_rem=a_rem)
+    out64 = _core.doc_topic_step(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, table, a, alpha_beta_rem=a_rem)
+    for key in KEYS:
+        np.testing.assert_array_equal(out32[key], out64[key])
+    want = ref.doc_topic_step(X.indptr, X.indices, X.data, table, a, alpha_beta_rem=a_rem)
+    compare(out32, want, ("N", "S", "P", "Q"), rtol=1e-8)
+
+
+@SETTINGS
+@given(problem)
+def test_objective_from_summaries_equals_direct(pb):
+    """P4: summaries (Rust) -> objective == term-by-term objective from r, theta (reference)."""
+    rng = np.random.default_rng(pb["seed"])
+    V, K, alpha, gamma, lam_bar = pb["V"], pb["K"], 0.7, 3.0, 0.1
+    indptr, indices, data = make_corpus(rng, pb["D"], V, fractional=pb["fractional"])
+    lam, rho, a, a_rem = make_globals(rng, V, K, alpha)
+    omega = ref.hdp_omega(pb["D"], K, gamma) * rng.uniform(0.5, 2.0, K)
+    table = ref.topic_word_table(lam)
+    kw = dict(max_iter=pb["max_iter"], tol=0.0, restarts=pb["restarts"], top_l=2 if pb["sparse"] else None)
+    if pb["hdp"]:
+        loc = ref.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, return_local=True, **kw)["local"]
+        summ = _core.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, **kw)
+        direct = ref.elbo_raw(indptr, indices, data, loc, lam, lam_bar, rho, omega, alpha, gamma)
+        from_summ = ref.elbo_from_summaries(summ, lam, lam_bar, rho, omega, alpha, gamma)
+        beta, beta_rem = _core.hdp_beta_from_rho(rho)
+        doc_core = _core.hdp_elbo_doc(summ["Q0"], summ["Q"], summ["Q_rem"], summ["P"], summ["P_rem"], alpha, beta, beta_rem)
+        top_core = _core.hdp_elbo_top(rho, omega, float(pb["D"]), alpha, gamma)
+        assert close(doc_core, direct["doc"])
+        assert close(top_core, direct["top"])
+    else:
+        a = np.full(K, alpha / K)
+        loc = ref.doc_topic_step(indptr, indices, data, table, a, return_local=True, **kw)["local"]
+        summ = _core.doc_topic_step(indptr, indices, data, table, a, **kw)
+        direct = ref.lda_elbo_raw(indptr, indices, data, loc, lam, lam_bar, alpha)
+        from_summ = ref.elbo_from_summaries(summ, lam, lam_bar, rho, omega, alpha, gamma)
+        from_summ["doc"] = _core.lda_elbo_doc(float(pb["D"]), alpha, summ["Q0"], summ["Q"], summ["P"])
+        assert close(from_summ["doc"], ref.lda_elbo_doc(pb["D"], alpha, summ["Q0"], summ["Q"], summ["P"]))
+    for term in ("data", "ent", "doc"):
+        assert close(from_summ[term], direct[term]), term
+
+
+def test_summaries_add_over_splits_of_the_documents():
+    rng = np.random.default_rng(5)
+    indptr, indices, data = make_corpus(rng, 57, 40)
+    lam, _, a, a_rem = make_globals(rng, 40, 7)
+    table = _core.topic_word_table(lam)
+    kw = dict(alpha_beta_rem=a_rem, merge_pairs=[(0, 1), (2, 6)], return_doc_topic=True)
+    whole = _core.doc_topic_step(indptr, indices, data, table, a, **kw)
+    parts = []
+    for lo, hi in ((0, 20), (20, 21), (21, 57)):
+        s, e = indptr[lo], indptr[hi]
+        parts.append(_core.doc_topic_step(indptr[lo : hi + 1] - s, indices[s:e], data[s:e], table, a, **kw))
+    for key in KEYS:
+        assert close(sum(np.asarray(p[key]) for p in parts), whole[key]), key
+    np.testing.assert_array_equal(np.vstack([p["doc_topic"] for p in parts]), whole["doc_topic"])
+    assert sum(p["n_docs"] for p in parts) == whole["n_docs"] == 57
+
+
+@pytest.mark.parametrize("top_l", [None, 3])
+def test_thread_count_bit_identity(top_l):
+    """P15: 200 documents span 13 leaves of 16 documents."""
+    rng = np.random.default_rng(6)
+    indptr, indices, data = make_corpus(rng, 200, 60, max_types=20)
+    lam, _, a, a_rem = make_globals(rng, 60, 9)
+    table = _core.topic_word_table(lam)
+    kw = dict(alpha_beta_rem=a_rem, top_l=top_l, merge_pairs=[(1, 4)], return_doc_topic=True)
+    one = _core.doc_topic_step(indptr, indices, data, table, a, n_threads=1, **kw)
+    two = _core.doc_topic_step(indptr, indices, data, table, a, n_threads=2, **kw)
+    for key in KEYS + ("doc_topic", "n_iter", "restarts_accepted"):
+        np.testing.assert_array_equal(one[key], two[key])
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 9), st.booleans())
+def test_count_identities(seed, K, sparse):
+    """P2 (and P1 for the summaries)."""
+    rng = np.random.default_rng(seed)
+    indptr, indices, data = make_corpus(rng, 15, 30, fractional=True)
+    alpha = float(rng.uniform(0.05, 5.0))
+    lam, rho, a, a_rem = make_globals(rng, 30, K, alpha)
+    beta, beta_rem = _core.hdp_beta_from_rho(rho)
+    assert abs(beta.sum() + beta_rem - 1.0) < 1e-12
+    table = _core.topic_word_table(lam)
+    out = _core.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, top_l=2 if sparse else None, return_doc_topic=True)
+    T = np.add.reduceat(np.append(data, 0.0), indptr[:-1]) * (np.diff(indptr) > 0)
+    assert close(out["doc_topic"].sum(axis=1), T)
+    assert close(out["N"].sum(), data.sum())
+    assert close(out["S"].sum(axis=1), out["N"])
+    assert np.all(out["H"] >= -1e-12)
+    # theta_d. = T_d + alpha after the step, so Q0 = -sum_d ln Gamma(T_d + alpha)
+    assert close(out["Q0"], -gammaln(T + alpha).sum())
+
+
+def test_tiny_priors_and_zero_table_entries_stay_finite():
+    """P1: a_k down to 1e-300 and exp(E ln phi) entries equal to 0 give finite summaries."""
+    rng = np.random.default_rng(7)
+    indptr, indices, data = make_corpus(rng, 30, 20)
+    K = 6
+    table = rng.random((20, K))
+    table[rng.random((20, K)) < 0.4] = 0.0
+    table[:, 0] = 1e-3
+    a = np.array([1e-300, 1e-200, 0.5, 1e-300, 2.0, 1e-10])
+    for top_l in (None, 2):
+        out = _core.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=1e-300, top_l=top_l, return_doc_topic=True)
+        for key in KEYS + ("doc_topic",):
+            assert np.all(np.isfinite(out[key])), key
+        assert close(out["N"].sum(), data.sum())
+        want = ref.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=1e-300, top_l=top_l)
+        compare(out, want, ("N", "S", "H"), rtol=1e-8)
+
+
+def test_top_l_at_least_k_is_the_dense_step():
+    """P6 at the API: top_l >= K runs the dense kernel (bit-identical); in the reference, the
+    L-sparse step with L = K and eps = 0 equals the dense step."""
+    rng = np.random.default_rng(8)
+    indptr, indices, data = make_corpus(rng, 25, 30)
+    lam, _, a, a_rem = make_globals(rng, 30, 5)
+    table = _core.topic_word_table(lam)
+    dense = _core.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem)
+    for L in (5, 9):
+        sparse = _core.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, top_l=L)
+        for key in KEYS:
+            np.testing.assert_array_equal(sparse[key], dense[key])
+    dense_ref = ref.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, max_iter=15, tol=0.0, restarts=False)
+    counters = dict(n_iter=0, restarts_tried=0, restarts_accepted=0)
+    opts = dict(max_iter=15, tol=0.0, restarts=False, restart_max_trials=25, restart_iters=2, restart_min_mass=0.1, sparse_eps=0.0)
+    C = np.log(table)
+    n_sparse = np.zeros(a.size)
+    for doc in range(indptr.size - 1):
+        w, c = indices[indptr[doc] : indptr[doc + 1]], data[indptr[doc] : indptr[doc + 1]]
+        n_sparse += ref._sparse_doc(C[w], c, a, a_rem, a.size, opts, counters)[1]
+    assert close(n_sparse, dense_ref["N"], 1e-12)
+
+
+def test_sparse_rows_have_at_most_l_nonzeros():
+    """P1: the L-sparse rows are on the simplex with at most L non-zeros."""
+    rng = np.random.default_rng(9)
+    indptr, indices, data = make_corpus(rng, 20, 30)
+    lam, _, a, a_rem = make_globals(rng, 30, 8)
+    table = _core.topic_word_table(lam)
+    loc = ref.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, top_l=2, return_local=True)["local"]
+    for r, _ in loc:
+        assert np.all((r > 0).sum(axis=1) <= 2)
+        assert close(r.sum(axis=1), np.ones(r.shape[0]), 1e-12)
+
+
+def test_restarts_never_decrease_the_document_objective():
+    """P5 (restart part): per document, L_d with restarts >= L_d without (same cold start)."""
+    rng = np.random.default_rng(10)
+    indptr, indices, data = make_corpus(rng, 40, 25, max_types=15)
+    lam, _, a, a_rem = make_globals(rng, 25, 8, alpha=0.3)
+    table = ref.topic_word_table(lam)
+    C = np.log(table)
+    vals = {}
+    for restarts in (False, True):
+        for top_l in (None, 3):
+            out = ref.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, restarts=restarts, top_l=top_l, return_local=True)
+            obj = []
+            for d, (r, theta) in enumerate(out["local"]):
+                w, c = indices[indptr[d] : indptr[d + 1]], data[indptr[d] : indptr[d + 1]]
+                obj.append(ref.doc_objective(C[w], c, r, theta - a, a, a_rem))
+            vals[restarts, top_l] = np.array(obj)
+            if restarts:
+                core = _core.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, top_l=top_l)
+                assert core["restarts_accepted"] == out["restarts_accepted"]
+                assert core["restarts_tried"] >= core["restarts_accepted"] > 0
+    for top_l in (None, 3):
+        assert np.all(vals[True, top_l] >= vals[False, top_l] - 1e-10 * np.abs(vals[False, top_l]))
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(2, 7), st.sampled_from([None, 2]))
+def test_merge_pair_statistics_equal_explicit_merge(seed, K, top_l):
+    """P8: merged H, P, Q from the step == the same statistics of the explicitly merged
+    r' = r_a + r_b, theta' = theta_a + theta_b (theta'_d. = theta_d.)."""
+    rng = np.random.default_rng(seed)
+    indptr, indices, data = make_corpus(rng, 12, 20)
+    lam, _, a, a_rem = make_globals(rng, 20, K)
+    table = _core.topic_word_table(lam)
+    pairs = [(int(i), int(j)) for i, j in (rng.choice(K, 2, replace=False) for _ in range(4))]
+    out = _core.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, top_l=top_l, merge_pairs=pairs)
+    loc = ref.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, top_l=top_l, return_local=True)["local"]
+    from scipy.special import digamma
+
+    for m, (i, j) in enumerate(pairs):
+        H = P = Q = 0.0
+        for d, (r, theta) in enumerate(loc):
+            c = data[indptr[d] : indptr[d + 1]]
+            rt = r[:, i] + r[:, j]
+            H -= float(c @ np.where(rt > 0, rt * np.log(np.where(rt > 0, rt, 1.0)), 0.0))
+            keep = [k for k in range(K) if k not in (i, j)]
+            theta_m = np.append(theta[keep], theta[i] + theta[j])
+            N = c @ r if c.size else np.zeros(K)
+            tot = theta_m.sum() + a_rem
+            assert abs(tot - (theta.sum() + a_rem)) < 1e-9 * tot
+            ell = digamma(theta_m[-1]) - digamma(tot)
+            P += ell
+            Q += gammaln(theta_m[-1]) + (N[i] + N[j] - theta_m[-1]) * ell
+        assert close(out["merge_H"][m], H) and close(out["merge_P"][m], P) and close(out["merge_Q"][m], Q)
+
+
+def test_document_permutation_and_duplicate_entries():
+    """P14: permuting documents or splitting a word type into duplicate entries changes
+    nothing beyond round-off."""
+    rng = np.random.default_rng(11)
+    indptr, indices, data = make_corpus(rng, 30, 25)
+    lam, _, a, a_rem = make_globals(rng, 25, 6)
+    table = _core.topic_word_table(lam)
+    kw = dict(alpha_beta_rem=a_rem, merge_pairs=[(0, 3)], return_doc_topic=True)
+    base = _core.doc_topic_step(indptr, indices, data, table, a, **kw)
+    X = sp.csr_array((data, indices, indptr), shape=(30, 25))
+    perm = rng.permutation(30)
+    Xp = X[perm]
+    out = _core.doc_topic_step(Xp.indptr.astype(np.int64), Xp.indices.astype(np.int64), Xp.data, table, a, **kw)
+    compare(out, base)
+    assert close(out["doc_topic"], base["doc_topic"][perm])
+    # duplicate entries: every (v, c) becomes (v, c/3), (v, 2c/3)
+    ind2 = np.repeat(indices, 2)
+    dat2 = np.stack([data / 3, 2 * data / 3], axis=1).ravel()
+    out = _core.doc_topic_step(2 * indptr, ind2, dat2, table, a, **kw)
+    compare(out, base)
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 12), st.floats(0.05, 5.0), st.floats(0.5, 20.0))
+def test_rho_gradient_matches_finite_differences(seed, K, alpha, gamma):
+    """P11, and Rust f/gradient == the reference written term by term."""
+    rng = np.random.default_rng(seed)
+    D = float(rng.integers(0, 200))
+    rho = rng.uniform(0.05, 0.95, K)
+    P = -rng.gamma(2.0, 3.0, K) * max(D, 1.0)
+    P_rem = -rng.gamma(2.0, 10.0) * max(D, 1.0)
+    omega = ref.hdp_omega(D, K, gamma) * rng.uniform(0.5, 2.0, K)
+    for om in (None, omega):
+        f, g = _core.hdp_rho_objective(rho, P, P_rem, D, alpha, gamma, om)
+        f_ref, g_ref = ref.hdp_rho_objective(rho, P, P_rem, D, alpha, gamma, om)
+        assert close(f, f_ref) and close(g, g_ref)
+        for k in range(K):
+            h = 1e-6 * min(rho[k], 1 - rho[k])
+            up, dn = rho.copy(), rho.copy()
+            up[k] += h
+            dn[k] -= h
+            fd = (_core.hdp_rho_objective(up, P, P_rem, D, alpha, gamma, om)[0] - _core.hdp_rho_objective(dn, P, P_rem, D, alpha, gamma, om)[0]) / (2 * h)
+            scale = max(abs(g[k]), 1e-3 * np.abs(g).max(), 1.0)
+            assert abs(fd - g[k]) <= 1e-5 * scale, (k, fd, g[k])
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(1, 15), st.floats(0.05, 5.0), st.floats(0.5, 20.0))
+def test_rho_optimizer(seed, K, alpha, gamma):
+    """The rho step never decreases f (P5) and reaches scipy's L-BFGS-B optimum."""
+    rng = np.random.default_rng(seed)
+    D = float(rng.integers(1, 300))
+    P = -rng.gamma(2.0, 3.0, K) * D
+    P_rem = -rng.gamma(2.0, 10.0) * D
+    r0 = _core.hdp_rho_init(D, K, gamma)
+    assert close(r0, ref.hdp_rho_init(D, K, gamma))
+    f0 = _core.hdp_rho_objective(r0, P, P_rem, D, alpha, gamma)[0]
+    res = _core.hdp_optimize_rho(r0, P, P_rem, D, alpha, gamma)
+    assert res["f"] >= f0
+    assert close(res["omega"], ref.hdp_omega(D, K, gamma))
+
+    def neg(y):
+        r = 1.0 / (1.0 + np.exp(-y))
+        f, g = ref.hdp_rho_objective(r, P, P_rem, D, alpha, gamma)
+        return -f, -g * r * (1 - r)
+
+    y0 = np.log(r0 / (1 - r0))
+    best = scipy.optimize.minimize(neg, y0, jac=True, method="L-BFGS-B", options=dict(ftol=1e-15, gtol=1e-11, maxiter=2000))
+    assert res["f"] >= -best.fun - 1e-8 * abs(best.fun)
+
+
+@pytest.mark.parametrize("gamma", [1.0, 4.5])
+def test_rho_prior_recovery_without_documents(gamma):
+    """P12: D = 0 gives rho_k = 1 / (1 + gamma), omega_k = 1 + gamma."""
+    K = 5
+    res = _core.hdp_optimize_rho(np.linspace(0.1, 0.9, K), np.zeros(K), 0.0, 0.0, 0.5, gamma)
+    np.testing.assert_allclose(res["omega"], 1 + gamma, rtol=1e-12)
+    np.testing.assert_allclose(res["rho"], 1 / (1 + gamma), rtol=1e-6)
+
+
+def test_beta_rho_round_trip():
+    rng = np.random.default_rng(12)
+    rho = rng.uniform(0.01, 0.9, 20)
+    beta, rem = _core.hdp_beta_from_rho(rho)
+    b_ref, rem_ref = ref.beta_from_rho(rho)
+    assert close(beta, b_ref, 1e-14) and abs(rem - rem_ref) < 1e-15
+    assert close(_core.hdp_rho_from_beta(beta), rho, 1e-12)
+
+
+@SETTINGS
+@given(st.integers(0, 2**32 - 1), st.integers(0, 12), st.floats(1e-3, 200.0))
+def test_surrogate_bound(seed, K, alpha):
+    """P3: c_Dir(alpha b) >= K ln alpha + sum ln b for b on the (K+1)-simplex."""
+    rng = np.random.default_rng(seed)
+    b = rng.dirichlet(np.full(K + 1, 0.5))
+    b = np.maximum(b, 1e-300)
+    b /= b.sum()
+    lhs = gammaln(alpha * b.sum()) - gammaln(alpha * b).sum()
+    rhs = K * np.log(alpha) + np.log(b).sum()
+    assert lhs >= rhs - 1e-9 * max(1.0, abs(rhs))
+    if K == 0:
+        assert abs(lhs - rhs) < 1e-12
+
+
+def test_surrogate_top_term_is_below_monte_carlo_exact_top_term():
+    """P3: L_top^sur <= L_top = sum_k E ln p(u)/q(u) + D E[c_Dir(alpha pi^G(u))] (Monte Carlo)."""
+    rng = np.random.default_rng(13)
+    K, D, alpha, gamma = 4, 20, 0.5, 3.0
+    rho = np.array([0.4, 0.3, 0.35, 0.5])
+    omega = ref.hdp_omega(D, K, gamma)
+    sur = _core.hdp_elbo_top(rho, omega, float(D), alpha, gamma)
+    assert close(sur, ref.hdp_elbo_top_direct(rho, omega, D, alpha, gamma))
+    u = rng.beta(rho * omega, (1 - rho) * omega, size=(20000, K))
+    rest = np.cumprod(1 - u, axis=1)
+    pi = np.concatenate([u * np.concatenate([np.ones((u.shape[0], 1)), rest[:, :-1]], axis=1), rest[:, -1:]], axis=1)
+    c_dir = gammaln(alpha) - gammaln(alpha * pi).sum(axis=1)
+    bound = K * np.log(alpha) + np.log(pi).sum(axis=1)
+    exact = sur + D * (c_dir.mean() - bound.mean())
+    se = D * (c_dir - bound).std() / np.sqrt(u.shape[0])
+    assert exact - sur > 0 and exact - sur > 3 * se
+
+
+def test_make_bars():
+    from bnpcore.datasets import make_bars
+
+    X, topics = make_bars(n_docs=60, random_state=0)
+    assert isinstance(X, sp.csr_array) and X.shape == (60, 900)
+    assert topics.shape == (10, 900) and np.allclose(topics.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(X.sum(axis=1), 200)
+    on = topics > 0.5 * topics.max(axis=1, keepdims=True)
+    assert np.all(on.sum(axis=1) == 180) and np.all((topics * on).sum(axis=1) > 0.94)
+    X2, _ = make_bars(n_docs=60, random_state=0)
+    assert (X != X2).nnz == 0
+    _, _, doc_topics = make_bars(n_docs=60, random_state=1, return_doc_topics=True)
+    assert doc_topics.shape == (60, 10) and np.allclose(doc_topics.sum(axis=1), 1.0)
+    assert np.all(((doc_topics > 0).sum(axis=1) >= 1) & ((doc_topics > 0).sum(axis=1) <= 3))
+
+
+def _call(indptr, indices, data, table, a, **kw):
+    return _core.doc_topic_step(indptr, indices, data, table, a, **kw)
+
+
+def test_bad_inputs_raise_clear_errors():
+    rng = np.random.default_rng(14)
+    indptr, indices, data = make_corpus(rng, 5, 10)
+    indices[0] = 3
+    table = rng.random((10, 3))
+    a = np.full(3, 0.2)
+    with pytest.raises(DataError, match="indices"):
+        _call(indptr, np.where(np.arange(indices.size) == 0, 10, indices), data, table, a)
+    with pytest.raises(DataError, match="indices"):
+        _call(indptr, np.where(np.arange(indices.size) == 0, -1, indices), data, table, a)
+    bad = indptr.copy()
+    bad[2], bad[3] = bad[3], bad[2] - 1 if bad[3] > bad[2] else bad[2] + 1
+    with pytest.raises((DataError, ShapeError), match="indptr"):
+        _call(np.array([0, 5, 2, indices.size]), indices, data, table, a)
+    with pytest.raises(DataError, match="indptr"):
+        _call(np.array([1, indices.size]), indices, data, table, a)
+    with pytest.raises(DataError, match="data"):
+        _call(indptr, indices, np.where(np.arange(data.size) == 0, -1.0, data), table, a)
+    with pytest.raises(DataError, match="data"):
+        _call(indptr, indices, np.where(np.arange(data.size) == 0, np.nan, data), table, a)
+    with pytest.raises(ShapeError, match="indices/data"):
+        _call(indptr, indices[:-1], data[:-1], table, a)
+    with pytest.raises(ShapeError, match="alpha_beta"):
+        _call(indptr, indices, data, table, np.full(4, 0.2))
+    with pytest.raises(ParameterError, match="alpha_beta"):
+        _call(indptr, indices, data, table, np.array([0.2, 0.0, 0.1]))
+    with pytest.raises(ParameterError, match="alpha_beta_rem"):
+        _call(indptr, indices, data, table, a, alpha_beta_rem=0.0)
+    with pytest.raises(DataError, match="exp_elog_phi"):
+        _call(indptr, indices, data, np.where(table > 0.5, np.inf, table), a)
+    with pytest.raises(ParameterError, match="top_l"):
+        _call(indptr, indices, data, table, a, top_l=0)
+    with pytest.raises(ParameterError, match="merge_pairs"):
+        _call(indptr, indices, data, table, a, merge_pairs=[(0, 3)])
+    with pytest.raises(ParameterError, match="tol"):
+        _call(indptr, indices, data, table, a, tol=-1.0)
+    with pytest.raises(TypeError, match="indptr"):
+        _call(indptr.astype(float), indices, data, table, a)
+    with pytest.raises(ParameterError, match="n_threads"):
+        _call(indptr, indices, data, table, a, n_threads=0)
+    with pytest.raises(ParameterError, match="rho"):
+        _core.hdp_rho_objective(np.array([0.5, 1.0]), np.zeros(2), 0.0, 1.0, 0.5, 1.0)
+    with pytest.raises(ParameterError, match="alpha"):
+        _core.hdp_optimize_rho(np.array([0.5]), np.zeros(1), 0.0, 1.0, -0.5, 1.0)
+    with pytest.raises(DataError, match="lam"):
+        _core.topic_word_table(np.zeros((2, 3)))
+    # empty batch: zero summaries of the right shapes
+    out = _call(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), table, a, return_doc_topic=True)
+    assert out["n_docs"] == 0 and out["S"].shape == (3, 10) and out["doc_topic"].shape == (0, 3)
