@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _helpers import synthetic_data, tree_total
 from bnpcore.algorithms._base import FitState
 from bnpcore.algorithms.loop import FitConfig, LapInfo, lap_top_l, run_laps
 from bnpcore.algorithms.stochastic import StochasticConfig
@@ -13,7 +14,6 @@ from bnpcore.data.sources import ArrayBatches
 from bnpcore.model import Model
 from bnpcore.moves import MoveConfig, MoveManager
 from bnpcore.obs import ObsModel, default_prior
-from conftest import synthetic_data, tree_total
 
 
 def _setup(n_batches=3, K=5, seed=0):
