@@ -11,11 +11,13 @@ __all__ = ["Model"]
 
 
 class Model:
-    """A mixture model: ``alloc`` (:class:`~bnpcore.alloc.DPAlloc` or
-    :class:`~bnpcore.alloc.FiniteAlloc`) times ``obs`` (:class:`~bnpcore.obs.ObsModel`).
+    """A model: ``alloc`` (any :class:`~bnpcore.alloc.AllocModel`, e.g.
+    :class:`~bnpcore.alloc.DPAlloc`) times ``obs`` (:class:`~bnpcore.obs.ObsModel`).
 
-    Global parameters are *effective summaries* ``(N, S)``: the posterior of every cluster is
-    ``prior ⊕ (N_k, S_k)`` and the allocation posterior depends on ``N`` only.
+    Global parameters are *effective summaries*: the posterior of every component is
+    ``prior ⊕ (N_k, S_k)`` and the allocation posterior is the allocation model's function of
+    the summaries (of ``N`` only for mixtures). The local step gets the allocation from
+    ``alloc.core_for(glob)``.
 
     ``top_l`` (int or None) makes every local step L-sparse: each row keeps its ``top_l``
     largest log weights, renormalised (spec 04 §1); None is dense.
@@ -35,7 +37,7 @@ class Model:
         from bnpcore import _core
 
         options.setdefault("top_l", self.top_l)
-        return _core.local_step(self.obs.core, self.alloc.core, X, glob.N, glob.S, n_threads=n_threads, **options)
+        return _core.local_step(self.obs.core, self.alloc.core_for(glob), X, glob.N, glob.S, n_threads=n_threads, **options)
 
     @staticmethod
     def resp_from_output(out: dict, n_components: int) -> np.ndarray:
@@ -64,7 +66,7 @@ class Model:
             "h": float(stats.h),
             "data": float(data),
             "entropy": float(stats.H.sum()),
-            "alloc": float(self.alloc.elbo(stats.N)),
+            "alloc": float(self.alloc.elbo(stats)),
         }
 
     def elbo(self, stats: SuffStats) -> float:
@@ -104,7 +106,7 @@ class Model:
     # ------------------------------------------------------------------- scoring
     def log_weights(self, glob: SuffStats) -> np.ndarray:
         with np.errstate(divide="ignore"):
-            return np.log(self.alloc.weights(glob.N))
+            return np.log(self.alloc.weights(glob))
 
     def score_samples(self, X, glob: SuffStats, n_threads=None) -> np.ndarray:
         """Plug-in mixture log density ``log Σ_k w_k F(x_n | φ̂_k)`` (spec 01 §10.1)."""

@@ -63,10 +63,6 @@ def test_sparse_counts_fit_a_multinomial_mixture_like_dense_ones(cls):
     np.testing.assert_array_equal(a.predict_proba(sp.csr_array(X)), b.predict_proba(X))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the estimator must pass obs=self.obs to check_array; estimators/ is being refactored on another branch",
-)
 def test_gaussian_mixture_refuses_sparse_x():
     with pytest.raises(DataError, match="obs='gauss' needs dense `X`"):
         DPMixture(obs="gauss", n_components=2).fit(sp.csr_array(np.random.default_rng(0).standard_normal((20, 2))))

@@ -35,22 +35,7 @@ CHECKED = [
 # Checks that fail on purpose or because of code outside this module, each with its reason.
 # Every entry is a strict expected failure (pyproject: xfail_strict = true): when the cause goes
 # away the check passes, the test reports XPASS as a failure, and the entry must be removed.
-_SPARSE_PENDING = (
-    "Gaussian mixtures declare that they refuse scipy.sparse X (input_tags.sparse = False) but still "
-    "densify it: the estimators do not pass obs to check_array yet"
-)
-_EXPECTED_FAILED_CHECKS = {
-    # The Gaussian models refuse scipy.sparse X by design (bnpcore._validation.check_array with
-    # obs=...: "obs='gauss' needs dense `X`; got a scipy.sparse matrix"), and the tags say so.
-    # The estimators do not pass obs yet (the engine refactor owns fit), so sparse X is still
-    # densified and these checks fail; tests/data/test_sparse_input.py has the matching strict
-    # xfail. Remove the three entries when the estimators pass obs. (For an estimator that
-    # accepts sparse X and has predict_proba, the last two would fail anyway: they then assume a
-    # classifier, reading tags.classifier_tags.multi_class and expecting 2 or 4 columns.)
-    "check_estimator_sparse_tag": _SPARSE_PENDING,
-    "check_estimator_sparse_array": _SPARSE_PENDING,
-    "check_estimator_sparse_matrix": _SPARSE_PENDING,
-}
+_EXPECTED_FAILED_CHECKS: dict = {}
 
 
 def _check_name(check) -> str:
@@ -59,9 +44,6 @@ def _check_name(check) -> str:
 
 def _expected_failed_checks(estimator):
     expected = dict(_EXPECTED_FAILED_CHECKS)
-    if SKLEARN_VERSION < (1, 6):
-        # before 1.6 the sparse checks are one, check_estimator_sparse_data
-        expected["check_estimator_sparse_data"] = _SPARSE_PENDING
     if estimator.algorithm != "full":
         # Fitting one row with n_batches=2 is refused, rightly, but the message ("`n_batches`=2
         # exceeds the number of rows (1)") is written by the batch-source code that the engine

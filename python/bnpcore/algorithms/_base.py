@@ -36,6 +36,8 @@ class FitState:
     last_top_l : int or None
         L of the local steps of the last lap (None: dense), to recognise a lap whose family of
         responsibilities is smaller than that of the memos it replaces.
+    n_rows : int
+        Rows (observations) summarised by the memos and frozen memos.
     """
 
     stats: SuffStats
@@ -43,7 +45,6 @@ class FitState:
     next_uid: int
     rng_order: np.random.Generator
     rng_moves: np.random.Generator
-    init_active: bool = True
     lap: int = 0
     history: dict = field(default_factory=lambda: {k: [] for k in HISTORY_KEYS})
     batch_elbo: list = field(default_factory=list)
@@ -53,11 +54,20 @@ class FitState:
     frozen: list = field(default_factory=list)
     batch_seed: int | None = None
     last_top_l: int | None = None
+    n_rows: int = 0
 
     def new_uids(self, n: int) -> np.ndarray:
         out = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)
         self.next_uid += n
         return out
+
+    def record(self, elbo: float) -> None:
+        """Append this lap's entry to ``history`` (lap, ELBO, components with N_k ≥ 1, seconds)."""
+        h = self.history
+        h["lap"].append(self.lap)
+        h["elbo"].append(float(elbo))
+        h["n_components"].append(int(np.sum(self.stats.N >= 1.0)))
+        h["seconds"].append(float(self.seconds))
 
     def apply_to_all(self, fn) -> None:
         """Apply the same column transformation to G and every batch memo (frozen ones too).

@@ -17,7 +17,7 @@ import numpy as np
 from bnpcore.algorithms._base import FitState, Timer, remove_empty_and_sort
 from bnpcore.exceptions import ELBODecreaseWarning
 
-__all__ = ["run_memoized_lap"]
+__all__ = ["MONOTONE_RTOL", "run_memoized_lap", "stream_batch"]
 
 #: relative round-off tolerance of the monotonicity checks (STYLE §6)
 MONOTONE_RTOL = 1e-9
@@ -55,7 +55,6 @@ def run_memoized_lap(
         out = model.local_step(Xb, state.stats, n_threads=n_threads, **opts)
         new = model.stats_from_output(out, state.stats.uids)
         state.set_memo(b, new)  # G = tree sum of the memos (exact global step follows)
-        state.init_active = False
         if moves is not None:
             moves.after_batch(model, state, b, out, X=Xb)
         if exact:
@@ -75,3 +74,16 @@ def run_memoized_lap(
     state.lap += 1
     state.seconds += timer.elapsed()
     return {"elbo": elbo, "accepted": accepted}
+
+
+def stream_batch(model, state: FitState, X, *, n_threads=None) -> float:
+    """The streaming memoized update of one batch whose data are not retained (spec 01 §5.3):
+    local step with the current globals, its summaries appended to ``state.frozen``, G
+    re-summed, then empty-cluster removal and sorting. Returns the exact ELBO of everything
+    seen so far. Does not count a lap."""
+    out = model.local_step(X, state.stats, n_threads=n_threads)
+    new = model.stats_from_output(out, state.stats.uids)
+    state.frozen.append(new)
+    state.recompute_total()  # G = tree sum of the revisitable memos + the frozen ones
+    state.n_rows += int(X.shape[0])
+    return remove_empty_and_sort(model, state, model.elbo(state.stats))

@@ -46,11 +46,31 @@ removed or reordered.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from bnpcore.algorithms._base import FitState, Timer
 
-__all__ = ["evaluate_elbo", "learning_rate", "run_stochastic_lap"]
+__all__ = ["StochasticConfig", "evaluate_elbo", "learning_rate", "run_stochastic_lap"]
+
+
+@dataclass(frozen=True)
+class StochasticConfig:
+    r"""Options of stochastic variational inference.
+
+    Parameters
+    ----------
+    delay, decay : float
+        Learning rate :math:`\rho_t=(t+\delta)^{-\kappa}` with ``delay`` δ ≥ 0 and ``decay``
+        κ in (0.5, 1] (Robbins–Monro).
+    eval_every : int
+        Run the ELBO evaluation pass every ``eval_every`` laps (0: never).
+    """
+
+    delay: float = 1.0
+    decay: float = 0.6
+    eval_every: int = 1
 
 
 def learning_rate(t: int, delay: float, decay: float) -> float:
@@ -70,19 +90,20 @@ def evaluate_elbo(model, source, stats, *, n_threads=None) -> float:
     return model.elbo(total)
 
 
-def run_stochastic_lap(est, model, source, state: FitState, *, n_threads=None, eval_every: int = 1) -> dict:
+def run_stochastic_lap(model, source, state: FitState, config: StochasticConfig, *, n_threads=None) -> dict:
     r"""One lap of stochastic variational inference: ``len(source)`` steps of
-    :math:`(N^{\rm eff},S^{\rm eff})\leftarrow(1-\rho_t)(N^{\rm eff},S^{\rm eff})+\rho_t\,\tfrac{N}{N_b}(N_b,S_b)`
-    in a fresh seeded random batch order, then the evaluation pass.
+    :math:`G\leftarrow(1-\rho_t)\,G+\rho_t\,\tfrac{N}{N_b}\,G_b` on every summary field (see
+    :meth:`~bnpcore.stats.SuffStats.interpolate`) in a fresh seeded random batch order, then
+    the evaluation pass.
 
     Parameters
     ----------
-    est : estimator
-        Supplies ``learning_rate_delay`` (δ) and ``learning_rate_decay`` (κ).
     model : Model
     source : batch source (``len``, ``get(b)``, ``n_rows``)
     state : FitState
         ``state.stats`` holds the effective summaries; ``state.stochastic_step`` is t.
+    config : StochasticConfig
+    n_threads : int or None
 
     Returns
     -------
@@ -93,7 +114,7 @@ def run_stochastic_lap(est, model, source, state: FitState, *, n_threads=None, e
     B = len(source)
     n_total = float(source.n_rows)
     order = state.rng_order.permutation(B) if B > 1 else np.zeros(1, dtype=np.int64)
-    delay, decay = float(est.learning_rate_delay), float(est.learning_rate_decay)
+    delay, decay = float(config.delay), float(config.decay)
     for b in order:
         b = int(b)
         Xb = source.get(b)
@@ -102,19 +123,12 @@ def run_stochastic_lap(est, model, source, state: FitState, *, n_threads=None, e
         t = state.stochastic_step + 1
         rho = learning_rate(t, delay, decay)
         scale = n_total / Xb.shape[0]
-        old = state.stats
-        new = old.copy()
-        new.N = (1.0 - rho) * old.N + (rho * scale) * batch.N
-        new.S = (1.0 - rho) * old.S + (rho * scale) * batch.S
-        new.H = (1.0 - rho) * old.H + (rho * scale) * batch.H
-        new.h = (1.0 - rho) * old.h + (rho * scale) * batch.h
         # commit the step (state after this batch) in one assignment each
-        state.stats = new
+        state.stats = state.stats.interpolate(batch, rho, scale)
         state.stochastic_step = t
-        state.init_active = False
     state.lap += 1
     state.seconds += timer.elapsed()
-    if eval_every >= 1 and state.lap % eval_every == 0:
+    if config.eval_every >= 1 and state.lap % config.eval_every == 0:
         elbo = evaluate_elbo(model, source, state.stats, n_threads=n_threads)
     else:
         elbo = float("nan")

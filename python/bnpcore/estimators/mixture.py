@@ -3,45 +3,25 @@
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
-from bnpcore._validation import check_array, check_param, check_random_state
-from bnpcore.algorithms._base import FitState
-from bnpcore.algorithms.memoized import MONOTONE_RTOL, run_memoized_lap
-from bnpcore.alloc import make_alloc
+from bnpcore._validation import check_array, check_param
+from bnpcore.alloc import DPAlloc, FiniteAlloc
 from bnpcore.data.sources import ArrayBatches, ListBatches, NpyFile, _check_lazy_2d, is_batch_list, open_npy_rows
-from bnpcore.estimators._base import BaseEstimator
-from bnpcore.exceptions import ConvergenceWarning, ELBODecreaseWarning, ParameterError, ShapeError
+from bnpcore.estimators._engine import VBEstimator
+from bnpcore.exceptions import ParameterError
+from bnpcore.io import register_model_type
 from bnpcore.model import Model
+from bnpcore.moves.manager import MOVE_KINDS
 from bnpcore.obs import OBS_KINDS, ObsModel, default_prior
 
 __all__ = ["DPMixture", "FiniteMixture"]
 
-ALGORITHMS = ("full", "memoized", "stochastic")
-MOVE_KINDS = ("birth", "merge", "delete")
 
-
-def _seed_int(seq: np.random.SeedSequence) -> int:
-    return int(seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
-
-
-def _is_one_shot(X) -> bool:
-    """An iterable that is not an array, a path or a list of batches (a generator, an iterator
-    or any other iterable) is consumed once as a stream of batches."""
-    if isinstance(X, (np.ndarray, str, bytes, os.PathLike, list, tuple)) or hasattr(X, "__array__"):
-        return False
-    if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy.sparse
-        return False
-    try:
-        iter(X)
-    except TypeError:
-        return False
-    return True
-
-
-class _BaseMixture(BaseEstimator):
-    _alloc_name = "dp"
+class _BaseMixture(VBEstimator):
+    """Mixtures of i.i.d. rows: the observation model, row data sources, k-means++
+    initialisation and row-level inference on top of the generic engine; subclasses pick the
+    allocation model (:meth:`_make_alloc`)."""
 
     def __init__(
         self,
@@ -121,45 +101,10 @@ class _BaseMixture(BaseEstimator):
         check_param("obs", self.obs, kind="str", options=OBS_KINDS)
         check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True)
         check_param("gamma", self.gamma, kind="real", low=0)
-        check_param("algorithm", self.algorithm, kind="str", options=ALGORITHMS)
-        check_param("n_batches", self.n_batches, kind="int", low=1, low_inclusive=True)
-        check_param("max_laps", self.max_laps, kind="int", low=1, low_inclusive=True)
-        check_param("min_laps", self.min_laps, kind="int", low=1, low_inclusive=True)
-        check_param("tol", self.tol, kind="real", low=0, low_inclusive=True)
         check_param("init", self.init, kind="str", options=("kmeans++", "random_from_data"))
-        check_param("init_subsample", self.init_subsample, kind="int", low=1, low_inclusive=True)
-        check_param("learning_rate_delay", self.learning_rate_delay, kind="real", low=0, low_inclusive=True)
-        check_param("learning_rate_decay", self.learning_rate_decay, kind="real", low=0.5, high=1.0)
-        check_param("top_l", self.top_l, kind="int", low=1, low_inclusive=True, allow_none=True)
-        check_param("dense_laps", self.dense_laps, kind="int", low=0, low_inclusive=True)
-        check_param("n_threads", self.n_threads, kind="int", low=1, low_inclusive=True, allow_none=True)
-        check_param("verbose", bool(self.verbose), kind="bool")
-        if self.callback is not None and not callable(self.callback):
-            raise ParameterError(f"`callback` must be callable or None, got {self.callback!r}")
-        for name in ("birth_start_lap", "merge_start_lap", "delete_start_lap"):
-            check_param(name, getattr(self, name), kind="int", low=1, low_inclusive=True)
-        for name in ("max_births_per_lap", "max_merges_per_lap", "max_deletes_per_lap"):
-            check_param(name, getattr(self, name), kind="int", low=0, low_inclusive=True)
-        moves = self._moves_tuple()
-        if moves and self.algorithm == "stochastic":
-            raise ParameterError("`moves` cannot be used with algorithm='stochastic' (its ELBO is not exact)")
-        if moves and self._alloc_name != "dp":
+        self._validate_engine_params()
+        if self._moves_tuple() and not self._make_alloc().nested:
             raise ParameterError("`moves` need the nested DP truncation: use DPMixture")
-
-    def _moves_tuple(self) -> tuple:
-        if self.moves is None:
-            return MOVE_KINDS if (self.algorithm == "memoized" and self._alloc_name == "dp") else ()
-        if isinstance(self.moves, str):
-            moves = (self.moves,)
-        else:
-            try:
-                moves = tuple(self.moves)
-            except TypeError:
-                raise ParameterError(f"`moves` must be a subset of {MOVE_KINDS}, got {self.moves!r}") from None
-        bad = [m for m in moves if m not in MOVE_KINDS]
-        if bad:
-            raise ParameterError(f"`moves` must be a subset of {MOVE_KINDS}, got {self.moves!r}")
-        return tuple(m for m in MOVE_KINDS if m in moves)
 
     # ------------------------------------------------------------------ building
     def _prior_hyper(self) -> dict:
@@ -172,16 +117,17 @@ class _BaseMixture(BaseEstimator):
             prior_count=self.prior_count,
         )
 
-    def _make_model(self, obs_model: ObsModel) -> Model:
-        return Model(make_alloc(self._alloc_name, self.gamma), obs_model, top_l=self.top_l)
+    def _default_moves(self) -> tuple:
+        return tuple(MOVE_KINDS) if (self.algorithm == "memoized" and self._make_alloc().nested) else ()
 
-    def _lap_top_l(self):
-        """The L of the next lap's local steps: None (dense) while fewer than ``dense_laps``
-        laps have run since initialisation, ``top_l`` afterwards."""
-        st = getattr(self, "state_", None)
-        if self.top_l is None or (st is not None and st.lap < self.dense_laps):
-            return None
-        return self.top_l
+    def _make_obs(self, X0) -> ObsModel:
+        obs_model = ObsModel(self.obs, default_prior(self.obs, X0, **self._prior_hyper()))
+        # validate the whole first sample against the model's support (counts, binary...)
+        obs_model.core.check_data(X0, "X")
+        return obs_model
+
+    def _init_stats(self, model: Model, X0, rng):
+        return model.init_stats(X0, self.n_components, self.init, rng, n_threads=self.n_threads)
 
     def _make_source(self, X, seed=None):
         """A batch source over ``X`` (see :mod:`bnpcore.data.sources`).
@@ -206,47 +152,30 @@ class _BaseMixture(BaseEstimator):
             if n_batches > X.shape[0]:
                 raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
             return ArrayBatches(X, n_batches)
-        X = check_array(X, name="X", n_features=n_features)
+        X = check_array(X, name="X", n_features=n_features, obs=self.obs)
         if n_batches > X.shape[0]:
             raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
         return ArrayBatches(X, n_batches, seed=seed, validated=True)
 
-    def _make_moves(self):
-        moves = self._moves_tuple()
-        if not moves:
-            return None
-        from bnpcore.moves import MoveManager
+    def _check_batch(self, X, name: str):
+        fitted = hasattr(self, "state_")
+        Xb = check_array(X, name=name, n_features=self.n_features_in_ if fitted else None, obs=self.obs)
+        if fitted:
+            self.obs_model_.core.check_data(Xb, name)
+        return Xb
 
-        return MoveManager(self, moves)
+    def _batch_source(self, X):
+        return ArrayBatches(X, 1, validated=True)
 
-    def _continuing(self) -> bool:
-        return bool(self.warm_start) and hasattr(self, "state_")
-
-    def _seeds(self):
-        """Child seeds (init, batch order, moves, batch assignment) of ``random_state``."""
-        return check_random_state(self.random_state).spawn(4)
-
-    def _initialize(self, source, seeds=None, *, revisit: bool = True) -> None:
-        s_init, s_order, s_moves, s_batch = seeds if seeds is not None else self._seeds()
-        rng_init = np.random.default_rng(s_init)
-        X0 = source.sample_for_init(self.init_subsample, rng_init)
-        hyper = self._prior_hyper()
-        prior = default_prior(self.obs, X0, **hyper)
-        self.obs_model_ = ObsModel(self.obs, prior)
-        model = self._make_model(self.obs_model_)
-        # validate the whole first sample against the model's support (counts, binary...)
-        self.obs_model_.core.check_data(X0, "X")
-        init_stats = model.init_stats(X0, self.n_components, self.init, rng_init, n_threads=self.n_threads)
-        self.state_ = FitState(
-            stats=init_stats,
-            memos=[None] * len(source) if revisit else [],
-            next_uid=int(init_stats.K),
-            rng_order=np.random.default_rng(s_order),
-            rng_moves=np.random.default_rng(s_moves),
-            batch_seed=_seed_int(s_batch),
-        )
-        self.n_features_in_ = source.n_features
-        self._n_rows = source.n_rows
+    def _set_fitted(self, model: Model, G) -> None:
+        self.weights_ = model.alloc.weights(G)
+        pe = self.obs_model_.core.point_estimates(G.N, G.S)
+        for name in ("means", "covariances"):
+            if name in pe:
+                setattr(self, name + "_", pe[name])
+            elif hasattr(self, name + "_"):
+                delattr(self, name + "_")
+        self.counts_ = G.N.copy()
 
     # ----------------------------------------------------------------------- fit
     def fit(self, X, y=None):
@@ -281,265 +210,12 @@ class _BaseMixture(BaseEstimator):
         -------
         self
         """
-        self._validate_params()
-        if _is_one_shot(X):
-            return self._fit_stream(X)
-        continuing = self._continuing()
-        seeds = None if continuing else self._seeds()
-        seed = self.state_.batch_seed if continuing else _seed_int(seeds[3])
-        source = self._make_source(X, seed)
-        if not continuing:
-            self._initialize(source, seeds)
-        elif not self.state_.memos and self.algorithm != "stochastic":
-            # fitted by partial_fit / a stream only: the new batches join the frozen memos
-            self.state_.memos = [None] * len(source)
-            self._n_rows = int(getattr(self, "_n_rows", 0)) + source.n_rows
-        elif len(self.state_.memos) != len(source):
-            raise ParameterError(
-                f"warm_start needs the same number of batches as the previous fit ({len(self.state_.memos)}), "
-                f"got {len(source)}"
-            )
-        source._check.check_data = self.obs_model_.core.check_data
-        model = self._make_model(self.obs_model_)
-        self._run(model, source, self.max_laps)
-        return self
-
-    def _fit_stream(self, batches):
-        """One streaming lap over a one-shot iterable of batches (see :meth:`fit`)."""
-        if not self._continuing():
-            for name in ("state_", "summaries_"):
-                if hasattr(self, name):
-                    delattr(self, name)
-        laps0 = self.state_.lap if hasattr(self, "state_") else 0
-        model = None
-        try:
-            for b, Xb in enumerate(batches):
-                model = self._stream_one(Xb, name=f"X (batch {b})", batch=b)
-                elbo = self._housekeep(model)
-        except BaseException:
-            if hasattr(self, "state_"):
-                self.state_.recompute_total()
-                self._finalize(self._make_model(self.obs_model_))
-            raise
-        if model is None:
-            raise ShapeError("`X` is an empty iterable of batches")
-        self._end_stream_lap(model, elbo)
-        self.n_iter_ = self.state_.lap - laps0
-        self.converged_ = False
-        return self
-
-    def partial_fit(self, X, y=None):
-        r"""Add one batch of new data (streaming memoized update, spec 01 §5.3).
-
-        Local step on ``X`` with the current global parameters, its summaries added to the
-        whole-dataset summaries G and kept as a *frozen* memo (the data are not retained, so the
-        batch is never revisited), then the exact global step and the end-of-lap housekeeping
-        (empty clusters removed, clusters sorted by size for DP mixtures). Because G is the sum of
-        all memos, ``elbo_`` stays the exact ELBO of everything seen so far. The first call
-        initialises the model (default priors and initial clusters) from ``X``. Each call counts
-        as one lap in ``history_``.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : ignored
-
-        Returns
-        -------
-        self
-        """
-        self._validate_params()
-        if self.algorithm == "stochastic":
-            raise ParameterError(
-                "partial_fit is the streaming memoized update; use algorithm='memoized' or 'full'"
-            )
-        try:
-            model = self._stream_one(X, name="X", batch=None)
-            elbo = self._housekeep(model)
-        except KeyboardInterrupt:
-            self.state_.recompute_total()
-            self._finalize(self._make_model(self.obs_model_))
-            raise
-        self._end_stream_lap(model, elbo)
-        self.n_iter_ = 1
-        self.converged_ = False
-        return self
-
-    def _stream_one(self, X, *, name: str, batch):
-        """Validate one batch, initialise from it if unfitted, then add its frozen memo."""
-        fitted = hasattr(self, "state_")
-        suffix = "" if batch is None else f" [batch {batch}]"
-        try:
-            Xb = check_array(X, name=name, n_features=self.n_features_in_ if fitted else None)
-            if fitted:
-                self.obs_model_.core.check_data(Xb, name)
-        except ValueError as exc:
-            raise type(exc)(f"{exc}{suffix}") from None
-        if not fitted:
-            self._initialize(ArrayBatches(Xb, 1, validated=True), revisit=False)
-        st = self.state_
-        model = self._make_model(self.obs_model_)
-        model.top_l = self._lap_top_l()
-        out = model.local_step(Xb, st.stats, n_threads=self.n_threads)
-        new = model.stats_from_output(out, st.stats.uids)
-        st.frozen.append(new)
-        st.init_active = False
-        st.recompute_total()  # G = tree sum of the revisitable memos + the frozen ones
-        self._n_rows = int(getattr(self, "_n_rows", 0) if fitted else 0) + Xb.shape[0]
-        return model
-
-    def _housekeep(self, model) -> float:
-        """After a streamed batch (G already re-summed by ``_stream_one``): drop empty clusters, sort."""
-        from bnpcore.algorithms._base import remove_empty_and_sort
-
-        st = self.state_
-        return remove_empty_and_sort(model, st, model.elbo(st.stats))
-
-    def _end_stream_lap(self, model, elbo: float) -> None:
-        st = self.state_
-        st.lap += 1
-        self._record(st, elbo)
-        self._finalize(model)
-        if self.callback is not None:
-            self.callback(self, {"lap": st.lap, "elbo": elbo, "n_components": self.n_components_, "accepted_moves": 0})
-        if self.checkpoint_path is not None:
-            self.save(self.checkpoint_path)
-
-    def save(self, path) -> None:
-        """Save the estimator (parameters, fitted state, random streams, history) to ``path``
-        atomically; reload with :func:`bnpcore.load`. Format: ``docs/model_format.md``."""
-        from bnpcore.io import save
-
-        save(self, path)
-
-    def _run(self, model, source, n_laps: int) -> None:
-        st = self.state_
-        moves = self._make_moves()
-        self.moves_manager_ = moves
-        converged = False
-        prev = st.history["elbo"][-1] if st.history["elbo"] else None
-        if self.algorithm != "stochastic" and any(m is None for m in st.memos):
-            prev = None  # batches never summarised yet: the previous ELBO covered other data
-        bar = self._progress(n_laps)
-        laps_done = 0
-        try:
-            for _ in range(n_laps):
-                # L-sparse steps start after `dense_laps` dense laps. When the family of
-                # responsibilities shrinks (dense -> top L, or a smaller L on warm start), the
-                # first lap of the new family replaces memos the new family cannot represent, so
-                # the ELBO is monotone again from the end of that lap on (as after lap 1).
-                lap_l = self._lap_top_l()
-                shrinks = st.lap > 0 and lap_l is not None and (st.last_top_l is None or lap_l < st.last_top_l)
-                model.top_l = lap_l
-                if self.algorithm == "stochastic":
-                    from bnpcore.algorithms.stochastic import run_stochastic_lap
-
-                    res = run_stochastic_lap(self, model, source, st, n_threads=self.n_threads)
-                else:
-                    res = run_memoized_lap(
-                        model, source, st, n_threads=self.n_threads, moves=moves, check_monotone=not shrinks
-                    )
-                st.last_top_l = lap_l
-                laps_done += 1
-                elbo = res["elbo"]
-                if shrinks:
-                    prev = None
-                if prev is not None and self.algorithm != "stochastic" and elbo < prev - MONOTONE_RTOL * abs(prev):
-                    warnings.warn(
-                        f"ELBO decreased at lap {st.lap}: {prev!r} -> {elbo!r}", ELBODecreaseWarning, stacklevel=2
-                    )
-                self._record(st, elbo)
-                self._finalize(model)
-                if bar is not None:
-                    bar.set_postfix(elbo=f"{elbo:.6g}", K=self.n_components_)
-                    bar.update(1)
-                if self.callback is not None:
-                    self.callback(self, {"lap": st.lap, "elbo": elbo, "n_components": self.n_components_, "accepted_moves": res["accepted"]})
-                if self.checkpoint_path is not None:
-                    from bnpcore.io import save
-
-                    save(self, self.checkpoint_path)
-                if (
-                    prev is not None
-                    and st.lap >= self.min_laps
-                    and res["accepted"] == 0
-                    and not (moves is not None and moves.busy())
-                    and np.isfinite(elbo)
-                    and abs(elbo - prev) <= self.tol * abs(elbo)
-                ):
-                    converged = True
-                    break
-                prev = elbo
-        except BaseException:
-            # Ctrl-C or bad data in a later batch: the memos are the truth (a batch's memo is
-            # replaced only after its local step succeeded), so make G their sum again and keep
-            # the model usable and saveable in the state of the last completed batch.
-            if self.algorithm != "stochastic":
-                st.recompute_total()
-            self._finalize(model)
-            raise
-        finally:
-            if bar is not None:
-                bar.close()
-        self.converged_ = converged
-        self.n_iter_ = laps_done
-        if not converged:
-            warnings.warn(
-                f"{type(self).__name__} did not converge in {n_laps} laps (relative ELBO change above tol={self.tol}); "
-                "increase `max_laps` or `tol`",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
-
-    def _progress(self, n_laps):
-        if not self.verbose:
-            return None
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:  # pragma: no cover
-            return None
-        return tqdm(total=n_laps, desc=type(self).__name__, unit="lap", leave=True)
-
-    def _record(self, st: FitState, elbo: float) -> None:
-        h = st.history
-        h["lap"].append(st.lap)
-        h["elbo"].append(float(elbo))
-        h["n_components"].append(int(np.sum(st.stats.N >= 1.0)))
-        h["seconds"].append(float(st.seconds))
-
-    def _finalize(self, model) -> None:
-        """Set the public fitted attributes from the current global summaries."""
-        st = self.state_
-        G = st.stats
-        self.summaries_ = G
-        self.history_ = {
-            "lap": np.asarray(st.history["lap"], dtype=np.int64),
-            "elbo": np.asarray(st.history["elbo"], dtype=np.float64),
-            "n_components": np.asarray(st.history["n_components"], dtype=np.int64),
-            "seconds": np.asarray(st.history["seconds"], dtype=np.float64),
-        }
-        self.elbo_ = float(self.history_["elbo"][-1]) if len(self.history_["elbo"]) else float("nan")
-        self.n_components_ = int(np.sum(G.N >= 1.0))
-        self.weights_ = model.alloc.weights(G.N)
-        pe = self.obs_model_.core.point_estimates(G.N, G.S)
-        for name in ("means", "covariances"):
-            if name in pe:
-                setattr(self, name + "_", pe[name])
-            elif hasattr(self, name + "_"):
-                delattr(self, name + "_")
-        self.counts_ = G.N.copy()
-        self.moves_log_ = list(st.moves_log)
+        return super().fit(X, y)
 
     # ----------------------------------------------------------------- inference
-    def _check_fitted(self):
-        if not hasattr(self, "summaries_"):
-            from bnpcore.exceptions import NotFittedError
-
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
-
     def _check_X(self, X):
         self._check_fitted()
-        X = check_array(X, name="X", n_features=self.n_features_in_)
+        X = check_array(X, name="X", n_features=self.n_features_in_, obs=self.obs)
         self.obs_model_.core.check_data(X)
         return X
 
@@ -615,17 +291,6 @@ class _BaseMixture(BaseEstimator):
     def score(self, X, y=None) -> float:
         """Mean of :meth:`score_samples` (nats per row)."""
         return float(np.mean(self.score_samples(X)))
-
-    def elbo_terms(self) -> dict:
-        """The fitted ELBO split into its terms (data, entropy, allocation, Σh)."""
-        self._check_fitted()
-        return self._make_model(self.obs_model_).elbo_terms(self.summaries_)
-
-    def __getstate__(self):
-        return dict(self.__dict__)
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
 
 
 _DOC_PARAMS = """
@@ -746,7 +411,9 @@ class DPMixture(_BaseMixture):
     2
 """
     )
-    _alloc_name = "dp"
+
+    def _make_alloc(self) -> DPAlloc:
+        return DPAlloc(self.gamma)
 
 
 class FiniteMixture(_BaseMixture):
@@ -756,11 +423,11 @@ class FiniteMixture(_BaseMixture):
 """
         + _DOC_PARAMS
     )
-    _alloc_name = "finite"
+
+    def _make_alloc(self) -> FiniteAlloc:
+        return FiniteAlloc(self.gamma)
 
 
 # Persistence by registry (docs/model_format.md): bnpcore.io finds these classes by model-type name.
-from bnpcore.io import register_model_type  # noqa: E402
-
 register_model_type("DPMixture", DPMixture)
 register_model_type("FiniteMixture", FiniteMixture)

@@ -37,7 +37,7 @@ FORMAT_VERSION = 1
 
 #: FitState fields with a dedicated representation in the file
 _STATE_FIELDS = {
-    "stats", "memos", "frozen", "next_uid", "rng_order", "rng_moves", "init_active", "lap", "history",
+    "stats", "memos", "frozen", "next_uid", "rng_order", "rng_moves", "lap", "history",
     "batch_elbo", "moves_log", "seconds", "stochastic_step", "batch_seed",
 }
 
@@ -149,7 +149,6 @@ def _collect(est) -> tuple[dict, dict]:
     st = est.state_
     state = {
         "next_uid": int(st.next_uid),
-        "init_active": bool(st.init_active),
         "lap": int(st.lap),
         "seconds": float(st.seconds),
         "stochastic_step": int(st.stochastic_step),
@@ -309,7 +308,6 @@ def _build(cls, meta: dict, arrays: dict):
         next_uid=int(s["next_uid"]),
         rng_order=_rng_from_json(s["rng_order"]),
         rng_moves=_rng_from_json(s["rng_moves"]),
-        init_active=bool(s["init_active"]),
         lap=int(s["lap"]),
         history=history,
         batch_elbo=[float(v) for v in arrays["batch_elbo"]],

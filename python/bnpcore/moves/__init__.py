@@ -4,26 +4,22 @@
 move is checked against the exact whole-dataset ELBO.
 """
 
-from bnpcore.moves._base import (
-    ACCEPT_RTOL,
-    BatchRequest,
-    LapContext,
-    Move,
-    MoveManager,
-    accepts,
-)
+from bnpcore.moves._base import ACCEPT_RTOL, BatchRequest, LapContext, Move, accepts
 from bnpcore.moves.birth import BirthMove, b_scores, fit_fresh_clusters
 from bnpcore.moves.delete import DeleteMove
+from bnpcore.moves.manager import MOVE_KINDS, MoveConfig, MoveManager
 from bnpcore.moves.merge import MergeMove, candidate_pairs, merge_scores
 
 __all__ = [
     "ACCEPT_RTOL",
+    "MOVE_KINDS",
     "BatchRequest",
     "BirthMove",
     "DeleteMove",
     "LapContext",
     "MergeMove",
     "Move",
+    "MoveConfig",
     "MoveManager",
     "accepts",
     "b_scores",

@@ -158,7 +158,8 @@ class _Proposal:
         self.N = np.ascontiguousarray(N, dtype=np.float64)
         self.S = np.ascontiguousarray(S, dtype=np.float64)
         with np.errstate(divide="ignore"):
-            self.e_log_pi = np.ascontiguousarray(np.log(model.alloc.weights(self.N)))
+            fresh = SuffStats(self.N, self.S, np.zeros(self.N.shape[0]), 0.0, np.arange(self.N.shape[0]))
+            self.e_log_pi = np.ascontiguousarray(np.log(model.alloc.weights(fresh)))
 
 
 class BirthMove(Move):

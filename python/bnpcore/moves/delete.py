@@ -65,7 +65,7 @@ def _absorbing_weights(model, G, pos_t, pos_A):
     cand = G.drop([pos_t])
     keep = np.setdiff1d(np.arange(G.K), [pos_t])
     where = {int(p): i for i, p in enumerate(keep)}
-    elp = model.alloc.e_log_pi(cand.N)
+    elp = model.alloc.e_log_pi(cand)
     return np.ascontiguousarray(elp[[where[int(p)] for p in pos_A]])
 
 
@@ -198,7 +198,7 @@ class DeleteMove(Move):
         p.N, p.S = np.ascontiguousarray(N), np.ascontiguousarray(S)
         keep = np.setdiff1d(np.arange(G.K), [pt])
         where = {int(q): i for i, q in enumerate(keep)}
-        elp = model.alloc.e_log_pi(cand.N)
+        elp = model.alloc.e_log_pi(cand)
         p.e_log_pi = np.ascontiguousarray(elp[[where[int(q)] for q in pa]])
 
     def evaluate(self, ctx: LapContext, elbo: float):

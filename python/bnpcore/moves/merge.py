@@ -57,7 +57,7 @@ def merge_scores(model, G, chunk: int = 4096):
         )
     d_data[iu, ju] = merged - single[iu] - single[ju]
 
-    d_alloc = model.alloc.core.merge_delta(N)
+    d_alloc = model.alloc.merge_delta(G)
     return d_data, d_alloc
 
 

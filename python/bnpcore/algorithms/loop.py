@@ -1,0 +1,176 @@
+"""The lap loop shared by every model family: algorithm dispatch, the dense→sparse schedule,
+monotonicity and convergence checks (spec 01 §4–§5).
+
+:func:`run_laps` runs laps of full-dataset, memoized or stochastic variational inference on a
+:class:`~bnpcore.model.Model`, a batch source and a :class:`~bnpcore.algorithms._base.FitState`,
+configured by a frozen :class:`FitConfig`. It knows no estimator and no model family: the model
+supplies the four verbs (``local_step``, ``stats_from_output``, ``elbo``, ``alloc.nested``), the
+caller receives every finished lap through ``on_lap`` (history, fitted attributes, callbacks,
+checkpoints are its business).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bnpcore.algorithms._base import FitState
+from bnpcore.algorithms.memoized import MONOTONE_RTOL, run_memoized_lap
+from bnpcore.algorithms.stochastic import StochasticConfig, run_stochastic_lap
+from bnpcore.exceptions import ConvergenceWarning, ELBODecreaseWarning
+
+__all__ = ["ALGORITHMS", "FitConfig", "LapInfo", "lap_top_l", "run_laps", "warn_not_converged"]
+
+ALGORITHMS = ("full", "memoized", "stochastic")
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    """Options of the lap loop.
+
+    Parameters
+    ----------
+    algorithm : {"full", "memoized", "stochastic"}
+        ``"full"`` is memoized learning with one batch.
+    max_laps : int
+        Laps to run at most.
+    min_laps : int
+        Convergence is not tested before the fit has this many laps.
+    tol : float
+        Converged when the relative ELBO change of a lap is at most ``tol`` and no move was
+        accepted (or is being prepared) in it.
+    top_l : int or None
+        L of the L-sparse local steps (None: dense).
+    dense_laps : int
+        With ``top_l``, the first ``dense_laps`` laps since initialisation are dense.
+    n_threads : int or None
+        Threads of the Rust kernels.
+    stochastic : StochasticConfig
+        Learning rate and evaluation schedule of ``algorithm="stochastic"``.
+    name : str
+        Name used in warnings (the estimator's class name).
+    """
+
+    algorithm: str = "full"
+    max_laps: int = 100
+    min_laps: int = 2
+    tol: float = 1e-6
+    top_l: int | None = None
+    dense_laps: int = 1
+    n_threads: int | None = None
+    stochastic: StochasticConfig = field(default_factory=StochasticConfig)
+    name: str = "model"
+
+    def __post_init__(self):
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"`algorithm` must be one of {ALGORITHMS}, got {self.algorithm!r}")
+
+
+@dataclass(frozen=True)
+class LapInfo:
+    """What :func:`run_laps` reports after each lap."""
+
+    lap: int
+    elbo: float
+    accepted: int
+
+
+def lap_top_l(config: FitConfig, state: FitState | None):
+    """The dense→sparse schedule: the L of the next lap's local steps is None (dense) while
+    fewer than ``dense_laps`` laps have run since initialisation, ``top_l`` afterwards."""
+    if config.top_l is None or (state is not None and state.lap < config.dense_laps):
+        return None
+    return config.top_l
+
+
+def run_laps(model, source, state: FitState, config: FitConfig, *, moves=None, on_lap=None, progress=None) -> bool:
+    """Run at most ``config.max_laps`` laps; returns True if converged.
+
+    Parameters
+    ----------
+    model : Model
+        Its ``top_l`` is set before every lap by the dense→sparse schedule.
+    source : batch source
+        ``len(source)`` batches, ``source.get(b)``, ``source.n_rows``.
+    state : FitState
+        Updated in place; ``state.history`` gets one entry per lap.
+    config : FitConfig
+    moves : MoveManager or None
+        Proposal moves (memoized and full learning only).
+    on_lap : callable(LapInfo) or None
+        Called after each lap (after the history entry is recorded).
+    progress : object with ``update(n)`` and ``set_postfix(**kw)``, or None
+
+    Warns
+    -----
+    ELBODecreaseWarning
+        When the ELBO of a full or memoized lap drops by more than round-off. (A fit that
+        does not converge is reported by :func:`warn_not_converged`.)
+
+    Notes
+    -----
+    On any exception (Ctrl-C, bad data in a later batch), G is made the sum of the batch memos
+    again (a memo is replaced only after its batch's local step succeeded), so the state is
+    that of the last completed batch, then the exception propagates.
+    """
+    stochastic = config.algorithm == "stochastic"
+    converged = False
+    prev = state.history["elbo"][-1] if state.history["elbo"] else None
+    if not stochastic and any(m is None for m in state.memos):
+        prev = None  # batches never summarised yet: the previous ELBO covered other data
+    try:
+        for _ in range(config.max_laps):
+            # L-sparse steps start after `dense_laps` dense laps. When the family of
+            # responsibilities shrinks (dense -> top L, or a smaller L on warm start), the
+            # first lap of the new family replaces memos the new family cannot represent, so
+            # the ELBO is monotone again from the end of that lap on (as after lap 1).
+            lap_l = lap_top_l(config, state)
+            shrinks = state.lap > 0 and lap_l is not None and (state.last_top_l is None or lap_l < state.last_top_l)
+            model.top_l = lap_l
+            if stochastic:
+                res = run_stochastic_lap(model, source, state, config.stochastic, n_threads=config.n_threads)
+            else:
+                res = run_memoized_lap(
+                    model, source, state, n_threads=config.n_threads, moves=moves, check_monotone=not shrinks
+                )
+            state.last_top_l = lap_l
+            elbo = res["elbo"]
+            if shrinks:
+                prev = None
+            if prev is not None and not stochastic and elbo < prev - MONOTONE_RTOL * abs(prev):
+                warnings.warn(f"ELBO decreased at lap {state.lap}: {prev!r} -> {elbo!r}", ELBODecreaseWarning, stacklevel=4)
+            state.record(elbo)
+            if on_lap is not None:
+                on_lap(LapInfo(state.lap, elbo, int(res["accepted"])))
+            if progress is not None:
+                progress.set_postfix(elbo=f"{elbo:.6g}", K=int(state.history["n_components"][-1]))
+                progress.update(1)
+            if (
+                prev is not None
+                and state.lap >= config.min_laps
+                and res["accepted"] == 0
+                and not (moves is not None and moves.busy())
+                and np.isfinite(elbo)
+                and abs(elbo - prev) <= config.tol * abs(elbo)
+            ):
+                converged = True
+                break
+            prev = elbo
+    except BaseException:
+        if not stochastic:
+            state.recompute_total()
+        raise
+    return converged
+
+
+def warn_not_converged(config: FitConfig, *, stacklevel: int = 4) -> None:
+    """The ``ConvergenceWarning`` of a fit that ran ``max_laps`` laps without converging (the
+    caller issues it after recording the fit's outcome, since tests turn warnings into errors)."""
+    warnings.warn(
+        f"{config.name} did not converge in {config.max_laps} laps (relative ELBO change above tol={config.tol}); "
+        "increase `max_laps` or `tol`",
+        ConvergenceWarning,
+        stacklevel=stacklevel,
+    )

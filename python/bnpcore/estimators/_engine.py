@@ -1,0 +1,406 @@
+"""The generic variational-inference estimator: everything a fit does that no model family
+changes (the template of STYLE §13, as ``sklearn/mixture/_base.py`` is for scikit-learn).
+
+:class:`VBEstimator` owns ``fit`` (in-memory, on-disk and one-shot data), ``partial_fit``,
+warm starts, checkpoints, the progress bar, the per-lap callback, the fitted attributes every
+family shares (``summaries_``, ``history_``, ``elbo_``, ``n_components_``, ``moves_log_``,
+``n_iter_``, ``converged_``) and save/load. The lap loop, the dense→sparse schedule and the
+convergence test live in :mod:`bnpcore.algorithms.loop`; moves in :mod:`bnpcore.moves`. Both
+receive frozen configuration objects (:class:`~bnpcore.algorithms.loop.FitConfig`,
+:class:`~bnpcore.algorithms.stochastic.StochasticConfig`, :class:`~bnpcore.moves.MoveConfig`)
+built here from the constructor parameters, never the estimator.
+
+A model family is a subclass that defines its constructor parameters and supplies the hooks:
+
+``_make_alloc()``
+    the allocation model (e.g. :class:`~bnpcore.alloc.DPAlloc`);
+``_make_obs(X0)``
+    the observation model, with priors scaled from an initial sample ``X0``;
+``_make_source(X, seed)`` and ``_check_batch(X, name)``, ``_batch_source(X)``
+    batch sources over the data the family accepts (rows, documents, sequences);
+``_init_stats(model, X0, rng)``
+    summaries of the initial components;
+``_set_fitted(model, stats)``
+    family-specific fitted attributes (weights, means, ...);
+``_validate_params()``
+    checks of its own parameters (it should call :meth:`_validate_engine_params`);
+``_default_moves()``
+    the moves used when ``moves=None``.
+
+The parameters the engine reads (subclasses take them in ``__init__`` under these names):
+``algorithm``, ``n_batches``, ``max_laps``, ``min_laps``, ``tol``, ``init_subsample``,
+``moves``, ``{birth,merge,delete}_start_lap``, ``max_{births,merges,deletes}_per_lap``,
+``move_options``, ``top_l``, ``dense_laps``, ``learning_rate_delay``, ``learning_rate_decay``,
+``random_state``, ``n_threads``, ``verbose``, ``warm_start``, ``callback`` and
+``checkpoint_path``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+from bnpcore._validation import check_param, check_random_state
+from bnpcore.algorithms._base import FitState
+from bnpcore.algorithms.loop import ALGORITHMS, FitConfig, lap_top_l, run_laps, warn_not_converged
+from bnpcore.algorithms.memoized import stream_batch
+from bnpcore.algorithms.stochastic import StochasticConfig
+from bnpcore.estimators._base import BaseEstimator
+from bnpcore.exceptions import NotFittedError, ParameterError, ShapeError
+from bnpcore.model import Model
+from bnpcore.moves.manager import MOVE_KINDS, MoveConfig, MoveManager
+
+__all__ = ["VBEstimator", "is_one_shot"]
+
+
+def _seed_int(seq: np.random.SeedSequence) -> int:
+    return int(seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def is_one_shot(X) -> bool:
+    """An iterable that is not an array, a path or a list of batches (a generator, an iterator
+    or any other iterable) is consumed once as a stream of batches."""
+    if isinstance(X, (np.ndarray, str, bytes, os.PathLike, list, tuple)) or hasattr(X, "__array__"):
+        return False
+    if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy.sparse
+        return False
+    try:
+        iter(X)
+    except TypeError:
+        return False
+    return True
+
+
+class VBEstimator(BaseEstimator):
+    """Base class of the variational estimators; knows no model family (module docstring)."""
+
+    # ------------------------------------------------------------- family hooks
+    def _make_alloc(self):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _make_obs(self, X0):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _make_source(self, X, seed=None):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check_batch(self, X, name: str):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _batch_source(self, X):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _init_stats(self, model, X0, rng):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _set_fitted(self, model, stats) -> None:
+        """Family-specific fitted attributes; none by default."""
+
+    def _default_moves(self) -> tuple:
+        return ()
+
+    def _validate_params(self) -> None:
+        self._validate_engine_params()
+
+    def _make_model(self, obs_model) -> Model:
+        return Model(self._make_alloc(), obs_model, top_l=self.top_l)
+
+    # --------------------------------------------------------------- validation
+    def _validate_engine_params(self) -> None:
+        check_param("algorithm", self.algorithm, kind="str", options=ALGORITHMS)
+        check_param("n_batches", self.n_batches, kind="int", low=1, low_inclusive=True)
+        check_param("max_laps", self.max_laps, kind="int", low=1, low_inclusive=True)
+        check_param("min_laps", self.min_laps, kind="int", low=1, low_inclusive=True)
+        check_param("tol", self.tol, kind="real", low=0, low_inclusive=True)
+        check_param("init_subsample", self.init_subsample, kind="int", low=1, low_inclusive=True)
+        check_param("learning_rate_delay", self.learning_rate_delay, kind="real", low=0, low_inclusive=True)
+        check_param("learning_rate_decay", self.learning_rate_decay, kind="real", low=0.5, high=1.0)
+        check_param("top_l", self.top_l, kind="int", low=1, low_inclusive=True, allow_none=True)
+        check_param("dense_laps", self.dense_laps, kind="int", low=0, low_inclusive=True)
+        check_param("n_threads", self.n_threads, kind="int", low=1, low_inclusive=True, allow_none=True)
+        check_param("verbose", bool(self.verbose), kind="bool")
+        if self.callback is not None and not callable(self.callback):
+            raise ParameterError(f"`callback` must be callable or None, got {self.callback!r}")
+        for name in ("birth_start_lap", "merge_start_lap", "delete_start_lap"):
+            check_param(name, getattr(self, name), kind="int", low=1, low_inclusive=True)
+        for name in ("max_births_per_lap", "max_merges_per_lap", "max_deletes_per_lap"):
+            check_param(name, getattr(self, name), kind="int", low=0, low_inclusive=True)
+        if self._moves_tuple() and self.algorithm == "stochastic":
+            raise ParameterError("`moves` cannot be used with algorithm='stochastic' (its ELBO is not exact)")
+
+    def _moves_tuple(self) -> tuple:
+        if self.moves is None:
+            return self._default_moves()
+        if isinstance(self.moves, str):
+            moves = (self.moves,)
+        else:
+            try:
+                moves = tuple(self.moves)
+            except TypeError:
+                raise ParameterError(f"`moves` must be a subset of {tuple(MOVE_KINDS)}, got {self.moves!r}") from None
+        bad = [m for m in moves if m not in MOVE_KINDS]
+        if bad:
+            raise ParameterError(f"`moves` must be a subset of {tuple(MOVE_KINDS)}, got {self.moves!r}")
+        return tuple(m for m in MOVE_KINDS if m in moves)
+
+    # ------------------------------------------------------------ configuration
+    def _fit_config(self) -> FitConfig:
+        return FitConfig(
+            algorithm=self.algorithm,
+            max_laps=int(self.max_laps),
+            min_laps=int(self.min_laps),
+            tol=float(self.tol),
+            top_l=self.top_l,
+            dense_laps=int(self.dense_laps),
+            n_threads=self.n_threads,
+            stochastic=StochasticConfig(delay=float(self.learning_rate_delay), decay=float(self.learning_rate_decay)),
+            name=type(self).__name__,
+        )
+
+    def _move_config(self) -> MoveConfig:
+        return MoveConfig(
+            kinds=self._moves_tuple(),
+            start_lap={"birth": self.birth_start_lap, "merge": self.merge_start_lap, "delete": self.delete_start_lap},
+            max_per_lap={"birth": self.max_births_per_lap, "merge": self.max_merges_per_lap, "delete": self.max_deletes_per_lap},
+            options=dict(self.move_options or {}),
+            n_threads=self.n_threads,
+        )
+
+    def _make_moves(self):
+        config = self._move_config()
+        return MoveManager(config) if config.kinds else None
+
+    def _lap_top_l(self):
+        """The L of the next lap's local steps (the dense→sparse schedule of the lap loop)."""
+        return lap_top_l(self._fit_config(), getattr(self, "state_", None))
+
+    # ---------------------------------------------------------------- the state
+    def _continuing(self) -> bool:
+        return bool(self.warm_start) and hasattr(self, "state_")
+
+    def _seeds(self):
+        """Child seeds (init, batch order, moves, batch assignment) of ``random_state``."""
+        return check_random_state(self.random_state).spawn(4)
+
+    @property
+    def _n_rows(self) -> int:
+        st = getattr(self, "state_", None)
+        return 0 if st is None else int(st.n_rows)
+
+    @_n_rows.setter
+    def _n_rows(self, value) -> None:
+        self.state_.n_rows = int(value)
+
+    def _initialize(self, source, seeds=None, *, revisit: bool = True) -> None:
+        """Observation model, initial summaries and a fresh :class:`FitState`."""
+        s_init, s_order, s_moves, s_batch = seeds if seeds is not None else self._seeds()
+        rng_init = np.random.default_rng(s_init)
+        X0 = source.sample_for_init(self.init_subsample, rng_init)
+        self.obs_model_ = self._make_obs(X0)
+        model = self._make_model(self.obs_model_)
+        init_stats = self._init_stats(model, X0, rng_init)
+        self.state_ = FitState(
+            stats=init_stats,
+            memos=[None] * len(source) if revisit else [],
+            next_uid=int(init_stats.K),
+            rng_order=np.random.default_rng(s_order),
+            rng_moves=np.random.default_rng(s_moves),
+            batch_seed=_seed_int(s_batch),
+            n_rows=int(source.n_rows) if revisit else 0,
+        )
+        self.n_features_in_ = source.n_features
+
+    # ---------------------------------------------------------------------- fit
+    def fit(self, X, y=None):
+        """Fit the model to ``X`` (see the family's documentation for the accepted data).
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        if is_one_shot(X):
+            return self._fit_stream(X)
+        continuing = self._continuing()
+        seeds = None if continuing else self._seeds()
+        seed = self.state_.batch_seed if continuing else _seed_int(seeds[3])
+        source = self._make_source(X, seed)
+        if not continuing:
+            self._initialize(source, seeds)
+        elif not self.state_.memos and self.algorithm != "stochastic":
+            # fitted by partial_fit / a stream only: the new batches join the frozen memos
+            self.state_.memos = [None] * len(source)
+            self.state_.n_rows += source.n_rows
+        elif len(self.state_.memos) != len(source):
+            raise ParameterError(
+                f"warm_start needs the same number of batches as the previous fit ({len(self.state_.memos)}), "
+                f"got {len(source)}"
+            )
+        check = getattr(source, "_check", None)
+        if check is not None:  # sources validate each batch against the observation model
+            check.check_data = self.obs_model_.core.check_data
+        model = self._make_model(self.obs_model_)
+        self._run(model, source, self.max_laps)
+        return self
+
+    def _run(self, model, source, n_laps: int) -> None:
+        """``n_laps`` laps of the lap loop, with the fitted attributes, the callback and the
+        checkpoint refreshed after every lap."""
+        st = self.state_
+        moves = self._make_moves()
+        self.moves_manager_ = moves
+        config = dataclasses.replace(self._fit_config(), max_laps=int(n_laps))
+        lap0 = st.lap
+        bar = self._progress(n_laps)
+
+        def on_lap(info) -> None:
+            self._finalize(model)
+            if self.callback is not None:
+                self.callback(
+                    self, {"lap": info.lap, "elbo": info.elbo, "n_components": self.n_components_, "accepted_moves": info.accepted}
+                )
+            if self.checkpoint_path is not None:
+                self.save(self.checkpoint_path)
+
+        try:
+            converged = run_laps(model, source, st, config, moves=moves, on_lap=on_lap, progress=bar)
+        except BaseException:
+            # the lap loop made G the sum of the memos of the completed batches again: keep the
+            # model usable and saveable in that state
+            self._finalize(model)
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+        self.converged_ = converged
+        self.n_iter_ = st.lap - lap0
+        if not converged:
+            warn_not_converged(config, stacklevel=4)
+
+    def _progress(self, n_laps):
+        if not self.verbose:
+            return None
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:  # pragma: no cover
+            return None
+        return tqdm(total=n_laps, desc=type(self).__name__, unit="lap", leave=True)
+
+    # ---------------------------------------------------------------- streaming
+    def partial_fit(self, X, y=None):
+        r"""Add one batch of new data (streaming memoized update, spec 01 §5.3).
+
+        Local step on ``X`` with the current global parameters, its summaries added to the
+        whole-dataset summaries G and kept as a *frozen* memo (the data are not retained, so the
+        batch is never revisited), then the exact global step and the end-of-lap housekeeping
+        (empty clusters removed, clusters sorted by size for DP mixtures). Because G is the sum of
+        all memos, ``elbo_`` stays the exact ELBO of everything seen so far. The first call
+        initialises the model (default priors and initial clusters) from ``X``. Each call counts
+        as one lap in ``history_``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        if self.algorithm == "stochastic":
+            raise ParameterError("partial_fit is the streaming memoized update; use algorithm='memoized' or 'full'")
+        try:
+            model, elbo = self._stream_one(X, name="X", batch=None)
+        except KeyboardInterrupt:
+            self.state_.recompute_total()
+            self._finalize(self._make_model(self.obs_model_))
+            raise
+        self._end_stream_lap(model, elbo)
+        self.n_iter_ = 1
+        self.converged_ = False
+        return self
+
+    def _fit_stream(self, batches):
+        """One streaming lap over a one-shot iterable of batches (see :meth:`fit`)."""
+        if not self._continuing():
+            for name in ("state_", "summaries_"):
+                if hasattr(self, name):
+                    delattr(self, name)
+        laps0 = self.state_.lap if hasattr(self, "state_") else 0
+        model = None
+        try:
+            for b, Xb in enumerate(batches):
+                model, elbo = self._stream_one(Xb, name=f"X (batch {b})", batch=b)
+        except BaseException:
+            if hasattr(self, "state_"):
+                self.state_.recompute_total()
+                self._finalize(self._make_model(self.obs_model_))
+            raise
+        if model is None:
+            raise ShapeError("`X` is an empty iterable of batches")
+        self._end_stream_lap(model, elbo)
+        self.n_iter_ = self.state_.lap - laps0
+        self.converged_ = False
+        return self
+
+    def _stream_one(self, X, *, name: str, batch):
+        """Validate one batch, initialise from it if unfitted, then add its frozen memo.
+        Returns the model and the exact ELBO after the batch."""
+        fitted = hasattr(self, "state_")
+        suffix = "" if batch is None else f" [batch {batch}]"
+        try:
+            Xb = self._check_batch(X, name)
+        except ValueError as exc:
+            raise type(exc)(f"{exc}{suffix}") from None
+        if not fitted:
+            self._initialize(self._batch_source(Xb), revisit=False)
+        model = self._make_model(self.obs_model_)
+        model.top_l = self._lap_top_l()
+        elbo = stream_batch(model, self.state_, Xb, n_threads=self.n_threads)
+        return model, elbo
+
+    def _end_stream_lap(self, model, elbo: float) -> None:
+        st = self.state_
+        st.lap += 1
+        st.record(elbo)
+        self._finalize(model)
+        if self.callback is not None:
+            self.callback(self, {"lap": st.lap, "elbo": elbo, "n_components": self.n_components_, "accepted_moves": 0})
+        if self.checkpoint_path is not None:
+            self.save(self.checkpoint_path)
+
+    # ---------------------------------------------------------- fitted results
+    def _finalize(self, model) -> None:
+        """Set the public fitted attributes from the current global summaries."""
+        st = self.state_
+        G = st.stats
+        self.summaries_ = G
+        self.history_ = {
+            "lap": np.asarray(st.history["lap"], dtype=np.int64),
+            "elbo": np.asarray(st.history["elbo"], dtype=np.float64),
+            "n_components": np.asarray(st.history["n_components"], dtype=np.int64),
+            "seconds": np.asarray(st.history["seconds"], dtype=np.float64),
+        }
+        self.elbo_ = float(self.history_["elbo"][-1]) if len(self.history_["elbo"]) else float("nan")
+        self.n_components_ = int(np.sum(G.N >= 1.0))
+        self._set_fitted(model, G)
+        self.moves_log_ = list(st.moves_log)
+
+    def _check_fitted(self):
+        if not hasattr(self, "summaries_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def elbo_terms(self) -> dict:
+        """The fitted ELBO split into its terms (data, entropy, allocation, Σh)."""
+        self._check_fitted()
+        return self._make_model(self.obs_model_).elbo_terms(self.summaries_)
+
+    # -------------------------------------------------------------- persistence
+    def save(self, path) -> None:
+        """Save the estimator (parameters, fitted state, random streams, history) to ``path``
+        atomically; reload with :func:`bnpcore.load`. Format: ``docs/model_format.md``."""
+        from bnpcore.io import save
+
+        save(self, path)
