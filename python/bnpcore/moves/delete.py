@@ -21,33 +21,13 @@ lap) or, without it, the largest merge data gain with the target.
 Refinement (spec 01 §6.3.3). With one batch (``algorithm="full"``) the candidate is refined
 ``delete_refine_iters`` times at the end of the iteration: global step for the candidate, then
 the restricted step again with the globals and data of the batch visit (which reproduces the
-same responsibilities bit for bit, so the candidate stays consistent with the memo).
-
-With several batches there are no extra passes; instead the candidate is refined *incrementally*,
-the way memoized inference refines the model itself (Hughes & Sudderth 2013, §3): the candidate
-keeps one summary per batch, and after every batch visit its destination parameters
-:math:`\tilde\phi_A,\tilde\pi` are re-derived from the current candidate summaries — this lap's part
-for the batches already visited, otherwise the previous lap's part, otherwise the batch's share
-(by its number of rows) of the subsample estimate below, otherwise the memo's columns of :math:`A`
-as they are. So the restricted coordinate ascent takes one step per *batch* rather than one
-per lap. Each batch's part is the exact restricted optimum for the parameters it was computed
-with, hence a valid responsibility matrix for that batch, and their sum is a valid whole-dataset
-candidate: every evaluation stays exact. A candidate that is not accepted is carried to the next
-lap, at most ``delete_laps`` laps.
-
-The starting point matters as much: before its first lap, a multi-batch candidate's destination
-parameters are pre-refined by up to ``delete_subsample_iters`` restricted steps on a fixed-stride
-subsample of the data (at most ``delete_max_subsample`` rows, kept from the previous lap's batch
-visits, each row weighted by (rows in the data) / (rows in the subsample)) — the restricted
-coordinate ascent of the full-dataset case run on a sample, as births fit their fresh clusters
-on a sample. Only the parameters come from the sample; the candidate that is evaluated is
-always the whole-data one of the next lap.
-
-Before this, multi-batch candidates advanced one step per lap and three laps were rarely enough:
-on 25,000 points from N(0, 1) started at K = 5 with five batches, no delete was accepted in 40
-laps, while one batch reached K = 1 in 11 (the restricted ascent converges slowly on overlapping
-clusters, and a failed target is blocked until the model changes). This is what lets a delete
-escape where every pairwise merge lowers the ELBO (1-D N(0,1) data, §6.1.5).
+same responsibilities bit for bit, so the candidate stays consistent with the memo). With several
+batches there are no extra passes: in the first lap :math:`\tilde\phi_A` are the
+current parameters of :math:`A` and :math:`\tilde\pi` the current weights without the target; if the
+candidate is not accepted, the next lap uses the candidate's own global step (the parameters of
+:math:`A` after absorbing the target's mass) — at most ``delete_laps`` laps. Each lap's candidate
+summaries come from that lap's responsibilities, so every evaluation is exact. This is what lets
+a delete escape where every pairwise merge lowers the ELBO (1-D N(0,1) data, §6.1.5).
 """
 
 from __future__ import annotations
@@ -73,8 +53,6 @@ class _Proposal:
         self.laps_left = int(laps)
         self.attempts = 0
         self.parts: dict = {}
-        self.prev_parts: dict = {}  # the previous lap's parts (incremental refinement)
-        self.estimate = None  # whole-data (N, S) of the destinations from the subsample
         self.N = self.S = self.e_log_pi = None
 
     @property
@@ -104,7 +82,6 @@ class DeleteMove(Move):
         self.co_target = None  # uid whose co-occurrence is collected this lap
         self.co_parts: dict = {}
         self.cooccur: dict = {}  # uid -> (uids, co-occurrence vector) from the previous lap
-        self.sample: dict = {}  # batch -> fixed-stride subsample of its rows (multi-batch fits)
 
     def busy(self) -> bool:
         return bool(self.pending)
@@ -185,8 +162,6 @@ class DeleteMove(Move):
                 p.N = np.ascontiguousarray(G.N[pa])
                 p.S = np.ascontiguousarray(G.S[pa])
                 p.e_log_pi = _absorbing_weights(model, G, pt, pa)
-                if ctx.n_batches > 1:
-                    self._refine_on_subsample(p, ctx, pt, pa)
 
     def plan_next(self, ctx: LapContext) -> None:
         self.co_target, self.co_parts = None, {}
@@ -211,71 +186,11 @@ class DeleteMove(Move):
             return None
         return BatchRequest(proposals=props, cooccur_col=co)
 
-    def _refine_on_subsample(self, p, ctx, pt, pa):
-        """Pre-refine a new candidate's destination parameters on the subsample (module doc)."""
-        if len(self.sample) != ctx.n_batches:
-            return
-        Xs = np.concatenate([self.sample[b] for b in range(ctx.n_batches)])
-        if Xs.shape[0] == 0:
-            return
-        model, G = ctx.model, ctx.G
-        w = np.full(Xs.shape[0], float(np.sum(G.N)) / Xs.shape[0])
-        iters = int(self.manager.options["delete_subsample_iters"])
-        prev = None
-        for _ in range(iters):
-            prop = {"src": [int(x) for x in ctx.pos(p.uids)], "fresh_N": p.N, "fresh_S": p.S, "fresh_e_log_pi": p.e_log_pi}
-            out = model.local_step(Xs, G, n_threads=ctx.n_threads, proposals=[prop], weights=w)
-            N, S, H = out["proposals"][0]
-            cand = replace_columns(G, pa, N, S, H).drop([pt])
-            self._adopt(p, model, G, cand, pt, pa, N, S)
-            if prev is not None and np.max(np.abs(N - prev)) <= 1e-6 * max(1.0, float(np.sum(N))):
-                break
-            prev = np.array(N, copy=True)
-        p.estimate = (np.array(p.N, copy=True), np.array(p.S, copy=True))
-
-    def _collect_sample(self, ctx, b):
-        X = getattr(self.manager, "_batch_X", None)
-        if X is None or ctx.n_batches < 2 or self.max_per_lap < 1:
-            return
-        cap = max(1, int(self.manager.options["delete_max_subsample"]) // ctx.n_batches)
-        stride = max(1, -(-X.shape[0] // cap))
-        self.sample[b] = np.ascontiguousarray(X[::stride], dtype=np.float64)
-
     def after_batch(self, ctx, b, visit, result):
-        self._collect_sample(ctx, b)
         for p, part in zip(self.active, result["proposals"]):
             p.parts[b] = tuple(np.array(a, dtype=np.float64, copy=True) for a in part)
-            if ctx.n_batches > 1 and len(p.parts) < ctx.n_batches:
-                self._refine_incrementally(p, ctx)
         if self.co_target is not None and result["cooccur"] is not None:
             self.co_parts[b] = np.array(result["cooccur"], dtype=np.float64, copy=True)
-
-    @staticmethod
-    def _refine_incrementally(p, ctx):
-        """Destination parameters from the candidate's current per-batch summaries (see the
-        module docstring): this lap's parts, else the previous lap's, else the memo's columns of
-        the absorbing set. Affects only the parameters later batches are visited with."""
-        st = ctx.state
-        G = ctx.G
-        pt = int(ctx.pos([p.target])[0])
-        pa = ctx.pos(p.absorb)
-        N = S = None
-        for b in range(ctx.n_batches):
-            if b in p.parts:
-                nb, sb = p.parts[b][0], p.parts[b][1]
-            elif b in p.prev_parts:
-                nb, sb = p.prev_parts[b][0], p.prev_parts[b][1]
-            elif p.estimate is not None and st.memos[b] is not None:
-                share = float(np.sum(st.memos[b].N)) / max(float(np.sum(G.N)), 1e-300)
-                nb, sb = share * p.estimate[0], share * p.estimate[1]
-            elif st.memos[b] is not None:
-                nb, sb = st.memos[b].N[pa], st.memos[b].S[pa]
-            else:  # pragma: no cover - proposals are planned only when every batch has a memo
-                return
-            N = nb.copy() if N is None else N + nb
-            S = sb.copy() if S is None else S + sb
-        cand = replace_columns(G, pa, N, S, G.H[pa]).drop([pt])
-        DeleteMove._adopt(p, ctx.model, G, cand, pt, pa, N, S)
 
     @staticmethod
     def _adopt(p, model, G, cand, pt, pa, N, S):
@@ -333,7 +248,7 @@ class DeleteMove(Move):
             if p.laps_left > 0:
                 # next lap: destinations at the candidate's own optimum (global step on its summaries)
                 self._adopt(p, model, ctx.G, cand, pt, pa, N, S)
-                p.prev_parts, p.parts = p.parts, {}
+                p.parts = {}
                 self.pending.append(p)
                 continue
             self._fail(p, ctx)

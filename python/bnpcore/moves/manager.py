@@ -96,8 +96,6 @@ class MoveManager:
         "delete_retry_change": 0.1,
         "delete_laps": 3,
         "delete_refine_iters": 5,
-        "delete_max_subsample": 5_000,
-        "delete_subsample_iters": 25,
     }
 
     def __init__(self, config: MoveConfig):
