@@ -14,7 +14,7 @@ import numpy as np
 from bnpcore import _core
 from bnpcore.exceptions import DataError, ParameterError
 
-__all__ = ["OBS_KINDS", "ObsModel", "default_prior"]
+__all__ = ["OBS_KINDS", "ObsModel", "check_magnitude", "default_prior"]
 
 OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 
@@ -43,6 +43,37 @@ def _as_matrix(value, d, name):
     except np.linalg.LinAlgError:
         raise ParameterError(f"`{name}` must be positive definite") from None
     return arr
+
+
+def check_magnitude(kind: str, X, name: str = "X") -> None:
+    """Refuse finite values too large for the model's arithmetic (the same rule for ``fit`` and
+    for ``predict``/``predict_proba``/``score_samples``).
+
+    Gaussian models need every sum of squares to be finite, multinomial models every sum of
+    counts; past that (|x| beyond about 1e154 for Gaussians) log-likelihoods overflow and
+    responsibilities would silently come out uniform or NaN.
+
+    Raises
+    ------
+    DataError
+        Naming ``name`` and the largest magnitude.
+    """
+    if kind in ("gauss", "diag_gauss", "zero_mean_gauss"):
+        with np.errstate(over="ignore", invalid="ignore"):
+            second_moment = float(np.einsum("ij,ij->", X, X))
+        if not np.isfinite(second_moment):
+            raise DataError(
+                f"`{name}` is too large in magnitude (max |x| = {np.abs(X).max():.3g}): its sums of squares "
+                "overflow float64, so no Gaussian summary can be formed; rescale the data"
+            )
+    elif kind == "mult":
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = float(X.sum())
+        if not np.isfinite(total):
+            raise DataError(
+                f"`{name}` holds counts too large to add up (max count = {np.abs(X).max():.3g}): their sums "
+                "overflow float64, so no multinomial summary can be formed; rescale the counts"
+            )
 
 
 def default_prior(
@@ -87,14 +118,8 @@ def default_prior(
         raise ParameterError(f"`obs` must be one of {OBS_KINDS}, got {kind!r}")
     n, d = X.shape
     prior_scale = _real_above("prior_scale", prior_scale, 0.0, "0")
+    check_magnitude(kind, X)
     if kind in ("gauss", "diag_gauss", "zero_mean_gauss"):
-        with np.errstate(over="ignore", invalid="ignore"):
-            second_moment = float(np.einsum("ij,ij->", X, X))
-        if not np.isfinite(second_moment):
-            raise DataError(
-                f"`X` is too large in magnitude (max |x| = {np.abs(X).max():.3g}): its sums of squares "
-                "overflow float64, so no Gaussian summary can be formed; rescale the data"
-            )
         if prior_mean_precision is None:
             prior_mean_precision = 1e-4
         prior_mean_precision = _real_above("prior_mean_precision", prior_mean_precision, 0.0, "0")
@@ -155,13 +180,6 @@ def default_prior(
             return {"nu": nu, "B": np.ascontiguousarray(B)}
         return {"nu": nu, "kappa": float(prior_mean_precision), "m": m, "B": np.ascontiguousarray(B)}
     if kind == "mult":
-        with np.errstate(over="ignore", invalid="ignore"):
-            total = float(X.sum())
-        if not np.isfinite(total):
-            raise DataError(
-                f"`X` holds counts too large to add up (max count = {np.abs(X).max():.3g}): their sums "
-                "overflow float64, so no multinomial summary can be formed; rescale the counts"
-            )
         lam = 0.1 if prior_count is None else prior_count
         try:
             lam = np.broadcast_to(np.asarray(lam, dtype=np.float64), (d,)).copy() if np.ndim(lam) <= 1 else None

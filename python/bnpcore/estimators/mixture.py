@@ -13,7 +13,7 @@ from bnpcore.exceptions import ParameterError
 from bnpcore.io import register_model_type
 from bnpcore.model import Model
 from bnpcore.moves.manager import MOVE_KINDS
-from bnpcore.obs import OBS_KINDS, ObsModel, default_prior
+from bnpcore.obs import OBS_KINDS, ObsModel, check_magnitude, default_prior
 
 __all__ = ["DPMixture", "FiniteMixture"]
 
@@ -217,6 +217,7 @@ class _BaseMixture(VBEstimator):
         self._check_fitted()
         X = check_array(X, name="X", n_features=self.n_features_in_, obs=self.obs)
         self.obs_model_.core.check_data(X)
+        check_magnitude(self.obs, X)
         return X
 
     def predict_proba(self, X) -> np.ndarray:
