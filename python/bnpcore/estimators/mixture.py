@@ -293,6 +293,70 @@ class _BaseMixture(VBEstimator):
         """Mean of :meth:`score_samples` (nats per row)."""
         return float(np.mean(self.score_samples(X)))
 
+    def fit_predict(self, X, y=None) -> np.ndarray:
+        """Fit the model to ``X`` and return the most responsible cluster of each row.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            ``self.fit(X).predict(X)``.
+        """
+        return self.fit(X).predict(X)
+
+    @property
+    def lower_bound_(self) -> float:
+        """The final ELBO, under the name scikit-learn's ``BayesianGaussianMixture`` uses
+        (alias of ``elbo_``; total nats, not per row)."""
+        return self.elbo_
+
+    def sample(self, n_samples=1, random_state=None):
+        r"""Draw rows from the fitted plug-in mixture :math:`\sum_k w_k F(x\mid\hat\phi_k)`.
+
+        Uses ``weights_`` and the posterior-mean parameters: ``means_`` and ``covariances_``
+        (Gaussian models) or the Bernoulli probabilities ``means_`` (``obs="bern"``).
+        Multinomial clusters need a number of tokens per row and are not sampled.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+        random_state : int, numpy Generator or None
+            Seed of the draws (independent of the fit's ``random_state``).
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+        labels : ndarray of shape (n_samples,)
+            The cluster each row was drawn from; rows are grouped by cluster, as in
+            scikit-learn.
+        """
+        from bnpcore._validation import check_param
+
+        self._check_fitted()
+        check_param("n_samples", n_samples, kind="int", low=1, low_inclusive=True)
+        if self.obs == "mult":
+            raise ParameterError("sample() is not available for obs='mult' (a row's number of tokens is not modelled)")
+        rng = np.random.default_rng(random_state)
+        w = np.asarray(self.weights_, dtype=np.float64)
+        counts = rng.multinomial(int(n_samples), w / w.sum())
+        rows, labels = [], []
+        for k, c in enumerate(counts):
+            if c == 0:
+                continue
+            if self.obs == "bern":
+                rows.append((rng.random((c, self.means_.shape[1])) < self.means_[k]).astype(np.float64))
+            elif self.obs == "diag_gauss":
+                rows.append(self.means_[k] + rng.standard_normal((c, self.means_.shape[1])) * np.sqrt(self.covariances_[k]))
+            else:  # full covariance; zero_mean_gauss has no means_
+                mean = self.means_[k] if self.obs == "gauss" else np.zeros(self.covariances_.shape[1])
+                rows.append(rng.multivariate_normal(mean, self.covariances_[k], size=int(c)))
+            labels.append(np.full(c, k, dtype=np.int64))
+        return np.concatenate(rows), np.concatenate(labels)
+
 
 _DOC_PARAMS = """
     Parameters
@@ -381,6 +445,8 @@ _DOC_PARAMS = """
         Expected number of rows per cluster N_k.
     elbo_ : float
         Final ELBO (total nats).
+    lower_bound_ : float
+        Alias of ``elbo_`` (scikit-learn's name).
     history_ : dict of ndarray
         Per lap: ``lap``, ``elbo``, ``n_components``, ``seconds`` (cumulative).
     moves_log_ : list of dict

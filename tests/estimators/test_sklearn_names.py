@@ -1,0 +1,71 @@
+"""The methods and attributes a BayesianGaussianMixture user reaches for (issue 14 item 2):
+fit_predict, lower_bound_, sample."""
+
+import warnings
+
+import bnpcore
+import numpy as np
+import pytest
+from bnpcore.exceptions import NotFittedError, ParameterError
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return np.r_[rng.normal(size=(150, 2)), rng.normal(size=(150, 2)) * 0.5 + 6.0]
+
+
+def _fit(obs, X, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnpcore.ConvergenceWarning)
+        return bnpcore.DPMixture(obs, n_components=3, random_state=0, **kw).fit(X)
+
+
+def test_fit_predict_equals_fit_then_predict():
+    X = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnpcore.ConvergenceWarning)
+        labels = bnpcore.DPMixture(n_components=3, random_state=0).fit_predict(X)
+    assert np.array_equal(labels, _fit("gauss", X).predict(X))
+
+
+def test_lower_bound_is_the_elbo():
+    model = _fit("gauss", _data())
+    assert model.lower_bound_ == model.elbo_
+    assert not hasattr(bnpcore.DPMixture(), "lower_bound_")
+
+
+@pytest.mark.parametrize("obs", ["gauss", "diag_gauss", "zero_mean_gauss", "bern"])
+def test_sample_draws_from_the_fitted_mixture(obs):
+    X = _data()
+    if obs == "bern":
+        X = (X > 3.0).astype(float)
+    model = _fit(obs, X)
+    S, y = model.sample(20_000, random_state=1)
+    assert S.shape == (20_000, X.shape[1]) and y.shape == (20_000,)
+    K = model.weights_.shape[0]
+    freq = np.bincount(y, minlength=K) / y.size
+    assert np.allclose(freq, model.weights_ / model.weights_.sum(), atol=0.02)
+    for k in range(K):
+        rows = S[y == k]
+        if rows.shape[0] < 2000:
+            continue
+        want = np.zeros(X.shape[1]) if obs == "zero_mean_gauss" else model.means_[k]
+        spread = 1.0 if obs == "bern" else float(np.sqrt(np.max(np.atleast_1d(model.covariances_[k]))))
+        assert np.allclose(rows.mean(axis=0), want, atol=0.05 * spread)  # ~5 standard errors
+        if obs == "gauss" or obs == "zero_mean_gauss":
+            assert np.allclose(np.cov(rows.T), model.covariances_[k], rtol=0.06, atol=0.05)
+        elif obs == "diag_gauss":
+            assert np.allclose(rows.var(axis=0), model.covariances_[k], rtol=0.06, atol=0.05)
+    again, _ = model.sample(20_000, random_state=1)
+    assert np.array_equal(S, again)
+
+
+def test_sample_refuses_what_it_cannot_do():
+    with pytest.raises(NotFittedError):
+        bnpcore.DPMixture().sample(3)
+    model = _fit("gauss", _data())
+    with pytest.raises(ValueError, match="n_samples"):
+        model.sample(0)
+    counts = np.random.default_rng(0).poisson(3.0, size=(80, 5)).astype(float)
+    with pytest.raises(ParameterError, match="mult"):
+        _fit("mult", counts).sample(3)
