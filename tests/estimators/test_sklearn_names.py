@@ -69,3 +69,25 @@ def test_sample_refuses_what_it_cannot_do():
     counts = np.random.default_rng(0).poisson(3.0, size=(80, 5)).astype(float)
     with pytest.raises(ParameterError, match="mult"):
         _fit("mult", counts).sample(3)
+
+
+@pytest.mark.parametrize("obs", ["gauss", "diag_gauss", "zero_mean_gauss", "bern"])
+def test_precisions_follow_scikit_learns_conventions(obs, tmp_path):
+    X = _data()
+    if obs == "bern":
+        X = (X > 3.0).astype(float)
+    model = _fit(obs, X)
+    if obs == "bern":
+        assert not hasattr(model, "precisions_") and not hasattr(model, "precisions_cholesky_")
+        return
+    P, U, C = model.precisions_, model.precisions_cholesky_, model.covariances_
+    if obs == "diag_gauss":
+        assert np.allclose(P * C, 1.0) and np.allclose(U**2, P)
+    else:
+        for k in range(C.shape[0]):
+            assert np.allclose(P[k] @ C[k], np.eye(C.shape[1]), atol=1e-10)
+            assert np.allclose(U[k] @ U[k].T, P[k])
+            assert np.allclose(np.tril(U[k], -1), 0.0)
+    model.save(tmp_path / "m.npz")
+    again = bnpcore.load(tmp_path / "m.npz")
+    assert np.array_equal(again.precisions_, P) and np.array_equal(again.precisions_cholesky_, U)

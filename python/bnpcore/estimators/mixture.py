@@ -175,7 +175,27 @@ class _BaseMixture(VBEstimator):
                 setattr(self, name + "_", pe[name])
             elif hasattr(self, name + "_"):
                 delattr(self, name + "_")
+        self._set_precisions()
         self.counts_ = G.N.copy()
+
+    def _set_precisions(self) -> None:
+        """``precisions_`` = inverse of ``covariances_`` and ``precisions_cholesky_`` (upper
+        triangular U with ``precisions_ = U @ U.T``), in scikit-learn's conventions."""
+        cov = getattr(self, "covariances_", None)
+        if cov is None:
+            for name in ("precisions_", "precisions_cholesky_"):
+                if hasattr(self, name):
+                    delattr(self, name)
+            return
+        if cov.ndim == 2:  # diagonal
+            self.precisions_ = 1.0 / cov
+            self.precisions_cholesky_ = 1.0 / np.sqrt(cov)
+            return
+        eye = np.eye(cov.shape[1])
+        chol = np.linalg.cholesky(cov)
+        # U = L^{-T} for cov = L L^T, so U U^T = (L L^T)^{-1}
+        self.precisions_cholesky_ = np.stack([np.linalg.solve(L, eye).T for L in chol]) if cov.shape[0] else np.empty_like(cov)
+        self.precisions_ = self.precisions_cholesky_ @ np.transpose(self.precisions_cholesky_, (0, 2, 1))
 
     # ----------------------------------------------------------------------- fit
     def fit(self, X, y=None):
@@ -441,6 +461,11 @@ _DOC_PARAMS = """
         probabilities (``bern``).
     covariances_ : ndarray of shape (K, n_features, n_features) or (K, n_features)
         Posterior-mean covariances E_q[Σ_k] (Gaussian models).
+    precisions_ : ndarray of shape (K, n_features, n_features) or (K, n_features)
+        Inverse of ``covariances_`` (Gaussian models), as scikit-learn defines it.
+    precisions_cholesky_ : ndarray, same shape as ``precisions_``
+        Upper-triangular ``U_k`` with ``precisions_[k] = U_k @ U_k.T`` (full) or
+        ``1 / sqrt(covariances_)`` (diagonal), as in scikit-learn.
     counts_ : ndarray of shape (K,)
         Expected number of rows per cluster N_k.
     elbo_ : float
