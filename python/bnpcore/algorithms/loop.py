@@ -100,7 +100,8 @@ def run_laps(model, source, state: FitState, config: FitConfig, *, moves=None, o
     moves : MoveManager or None
         Proposal moves (memoized and full learning only).
     on_lap : callable(LapInfo) or None
-        Called after each lap (after the history entry is recorded).
+        Called after each lap (after the history entry is recorded); returning ``True`` stops
+        the loop after that lap (the fit is then not converged).
     progress : object with ``update(n)`` and ``set_postfix(**kw)``, or None
 
     Warns
@@ -142,11 +143,12 @@ def run_laps(model, source, state: FitState, config: FitConfig, *, moves=None, o
             if prev is not None and not stochastic and elbo < prev - MONOTONE_RTOL * abs(prev):
                 warnings.warn(f"ELBO decreased at lap {state.lap}: {prev!r} -> {elbo!r}", ELBODecreaseWarning, stacklevel=4)
             state.record(elbo)
-            if on_lap is not None:
-                on_lap(LapInfo(state.lap, elbo, int(res["accepted"])))
+            stop = on_lap(LapInfo(state.lap, elbo, int(res["accepted"]))) if on_lap is not None else None
             if progress is not None:
                 progress.set_postfix(elbo=f"{elbo:.6g}", K=int(state.history["n_components"][-1]))
                 progress.update(1)
+            if stop is True:  # the caller asked to stop after this lap (not converged)
+                break
             if (
                 prev is not None
                 and state.lap >= config.min_laps

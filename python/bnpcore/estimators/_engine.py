@@ -254,14 +254,20 @@ class VBEstimator(BaseEstimator):
         lap0 = st.lap
         bar = self._progress(n_laps)
 
-        def on_lap(info) -> None:
+        stopped = []
+
+        def on_lap(info) -> bool:
             self._finalize(model)
+            stop = False
             if self.callback is not None:
-                self.callback(
+                stop = self.callback(
                     self, {"lap": info.lap, "elbo": info.elbo, "n_components": self.n_components_, "accepted_moves": info.accepted}
-                )
+                ) is True
             if self.checkpoint_path is not None:
                 self.save(self.checkpoint_path)
+            if stop:
+                stopped.append(info.lap)
+            return stop
 
         try:
             converged = run_laps(model, source, st, config, moves=moves, on_lap=on_lap, progress=bar)
@@ -275,7 +281,7 @@ class VBEstimator(BaseEstimator):
                 bar.close()
         self.converged_ = converged
         self.n_iter_ = st.lap - lap0
-        if not converged:
+        if not converged and not stopped:  # a callback that asked to stop gets no warning
             warn_not_converged(config, stacklevel=4)
 
     def _progress(self, n_laps):

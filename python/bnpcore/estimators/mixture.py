@@ -442,6 +442,9 @@ _DOC_PARAMS = """
         Continue from the fitted state (summaries, random streams, history) on the next ``fit``.
     callback : callable(model, info) or None
         Called after every lap with a dict ``info`` (lap, elbo, n_components, accepted_moves).
+        Returning ``True`` stops the fit cleanly after that lap (like Keras and LightGBM
+        callbacks): the model is fitted and saveable, ``converged_`` is False and no
+        ``ConvergenceWarning`` is issued; any other return value is ignored.
     checkpoint_path : str or None
         Write a checkpoint there after every lap, atomically (temporary file + rename). To
         resume a killed run: ``m = bnpcore.load(path); m.set_params(warm_start=True,
