@@ -63,8 +63,11 @@ def test_pandas_dataframe_with_nullable_dtypes(dtype):
     np.testing.assert_array_equal(got, X.astype(np.float64))
     est = fit(DPMixture(n_components=3, max_laps=20, random_state=0), df)
     assert est.n_features_in_ == 2
-    np.testing.assert_array_equal(est.predict(df), est.predict(X.astype(np.float64)))
-    np.testing.assert_array_equal(est.score_samples(df), est.score_samples(X.astype(np.float64)))
+    assert list(est.feature_names_in_) == ["a", "b"]
+    with pytest.warns(UserWarning, match="does not have valid feature names"):  # scikit-learn's rule
+        np.testing.assert_array_equal(est.predict(df), est.predict(X.astype(np.float64)))
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        np.testing.assert_array_equal(est.score_samples(df), est.score_samples(X.astype(np.float64)))
 
 
 @pytest.mark.parametrize("dtype", ["Float64", "Int64"])

@@ -3,19 +3,31 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 from bnpcore._validation import check_array, check_param
 from bnpcore.alloc import DPAlloc, FiniteAlloc
 from bnpcore.data.sources import ArrayBatches, ListBatches, NpyFile, _check_lazy_2d, is_batch_list, open_npy_rows
 from bnpcore.estimators._engine import VBEstimator
-from bnpcore.exceptions import ParameterError
+from bnpcore.exceptions import DataError, ParameterError
 from bnpcore.io import register_model_type
 from bnpcore.model import Model
 from bnpcore.moves.manager import MOVE_KINDS
 from bnpcore.obs import OBS_KINDS, ObsModel, check_magnitude, default_prior
 
 __all__ = ["DPMixture", "FiniteMixture"]
+
+
+def _feature_names(X):
+    """The column names of a DataFrame-like ``X`` when they are all strings, else None."""
+    cols = getattr(X, "columns", None)
+    if cols is None or isinstance(X, np.ndarray):
+        return None
+    names = np.asarray(list(cols), dtype=object)
+    if names.size == 0 or not all(isinstance(c, str) for c in names):
+        return None
+    return names
 
 
 class _BaseMixture(VBEstimator):
@@ -230,11 +242,51 @@ class _BaseMixture(VBEstimator):
         -------
         self
         """
-        return super().fit(X, y)
+        names = _feature_names(X)
+        super().fit(X, y)
+        self._set_feature_names(names)
+        return self
+
+    def partial_fit(self, X, y=None):
+        first = not hasattr(self, "state_")
+        if not first:
+            self._check_feature_names(X)
+        super().partial_fit(X, y)
+        if first:
+            self._set_feature_names(_feature_names(X))
+        return self
+
+    partial_fit.__doc__ = VBEstimator.partial_fit.__doc__
+
+    def _set_feature_names(self, names) -> None:
+        if names is None:
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        else:
+            self.feature_names_in_ = names
+
+    def _check_feature_names(self, X) -> None:
+        """scikit-learn's rule: the column names of a DataFrame given to predict/score must be
+        those of the fit (ValueError); a warning when only one of the two had names."""
+        names = _feature_names(X)
+        fitted = getattr(self, "feature_names_in_", None)
+        if names is None and fitted is None:
+            return
+        cls = type(self).__name__
+        if fitted is None:
+            warnings.warn(f"X has feature names, but {cls} was fitted without feature names", UserWarning, stacklevel=4)
+        elif names is None:
+            warnings.warn(f"X does not have valid feature names, but {cls} was fitted with feature names", UserWarning, stacklevel=4)
+        elif len(names) != len(fitted) or np.any(names != fitted):
+            raise DataError(
+                "The feature names should match those that were passed during fit: "
+                f"fitted with {list(fitted)[:10]}, got {list(names)[:10]}"
+            )
 
     # ----------------------------------------------------------------- inference
     def _check_X(self, X):
         self._check_fitted()
+        self._check_feature_names(X)
         X = check_array(X, name="X", n_features=self.n_features_in_, obs=self.obs)
         self.obs_model_.core.check_data(X)
         check_magnitude(self.obs, X)
@@ -475,6 +527,10 @@ _DOC_PARAMS = """
         Final ELBO (total nats).
     lower_bound_ : float
         Alias of ``elbo_`` (scikit-learn's name).
+    feature_names_in_ : ndarray of shape (n_features,)
+        Column names, when fitted on a DataFrame whose column names are all strings;
+        ``predict``/``score`` then require the same names (``ValueError`` otherwise) and warn on
+        data without names, as scikit-learn does.
     history_ : dict of ndarray
         Per lap: ``lap``, ``elbo``, ``n_components``, ``seconds`` (cumulative).
     moves_log_ : list of dict

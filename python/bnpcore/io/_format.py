@@ -143,6 +143,8 @@ def _collect(est) -> tuple[dict, dict]:
             arrays[f"obs/prior/{k}"] = np.asarray(v, dtype=np.float64)
     meta["obs"] = {"kind": obs.kind, "prior_scalars": scalars, "prior_arrays": sorted(k for k in obs.prior if np.ndim(obs.prior[k]) > 0)}
     meta["n_features_in"] = int(est.n_features_in_)
+    if getattr(est, "feature_names_in_", None) is not None:  # optional: files without it load as before
+        meta["feature_names_in"] = [str(c) for c in est.feature_names_in_]
     meta["n_rows"] = int(getattr(est, "_n_rows", 0))
     meta["converged"] = getattr(est, "converged_", None)
     meta["n_iter"] = getattr(est, "n_iter_", None)
@@ -325,6 +327,8 @@ def _build(cls, meta: dict, arrays: dict):
             raise ModelFileError(f"summary width {m.S.shape[1]} does not match the observation model ({stat_dim})")
     est.state_ = state
     est.n_features_in_ = int(meta["n_features_in"])
+    if meta.get("feature_names_in") is not None:
+        est.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
     est._n_rows = int(meta["n_rows"])
     if meta.get("converged") is not None:
         est.converged_ = bool(meta["converged"])
