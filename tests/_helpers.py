@@ -14,13 +14,6 @@ from bnpcore.exceptions import ConvergenceWarning
 #: every observation model, in the order the tests are parametrised
 KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 
-#: persistence with the default moves of a memoized DPMixture: strict, so the tests flip loudly
-#: once resume is exact with moves
-RESUME_WITH_MOVES = pytest.mark.xfail(
-    strict=True, reason="resume is not exact with moves yet (issue: DP mixtures as users get them, item 1)"
-)
-
-
 def fit_quietly(est, X):
     """Fit, tolerating only a ConvergenceWarning (every other warning stays an error, in
     particular the ELBODecreaseWarning that pyproject.toml turns into one)."""
