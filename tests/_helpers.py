@@ -7,12 +7,12 @@ sub-folder, imports these names the same way; no test imports ``conftest``.
 import warnings
 
 import numpy as np
-import pytest
 from bnpcore import DPMixture
 from bnpcore.exceptions import ConvergenceWarning
 
 #: every observation model, in the order the tests are parametrised
 KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
+
 
 def fit_quietly(est, X):
     """Fit, tolerating only a ConvergenceWarning (every other warning stays an error, in

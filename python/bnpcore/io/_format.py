@@ -263,9 +263,9 @@ def _read(path) -> tuple[dict, dict]:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise ModelFileError(f"{path!r} is not a bnpcore model file")
     version = meta.get("format_version")
-    if version not in READABLE_VERSIONS:
+    if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_VERSIONS:
         raise ModelFileError(
-            f"{path!r} has model-file format version {version!r}; this bnpcore reads version {FORMAT_VERSION}"
+            f"{path!r} has model-file format version {version!r}; this bnpcore reads version {FORMAT_VERSION} (and the older {list(READABLE_VERSIONS[:-1])})"
         )
     checks = meta.get("crc32", {})
     if set(checks) != set(arrays):
