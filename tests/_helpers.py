@@ -7,18 +7,11 @@ sub-folder, imports these names the same way; no test imports ``conftest``.
 import warnings
 
 import numpy as np
-import pytest
 from bnpcore import DPMixture
 from bnpcore.exceptions import ConvergenceWarning
 
 #: every observation model, in the order the tests are parametrised
 KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
-
-#: persistence with the default moves of a memoized DPMixture: strict, so the tests flip loudly
-#: once resume is exact with moves
-RESUME_WITH_MOVES = pytest.mark.xfail(
-    strict=True, reason="resume is not exact with moves yet (issue: DP mixtures as users get them, item 1)"
-)
 
 
 def fit_quietly(est, X):

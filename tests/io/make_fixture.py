@@ -1,7 +1,7 @@
 """Write the saved-model fixtures of ``test_format_fixtures.py`` into ``tests/io/data/``.
 
-The fixtures are model files of format version 1 written by the bnpcore of the commit that
-added this script, with the data they were fitted to and the predictions that bnpcore made.
+The fixtures are model files (``*_v1``: format version 1, ``*_v2``: version 2) written by the
+bnpcore of the commit that added them, with the data they were fitted to and the predictions that bnpcore made.
 They are regression fixtures: a later bnpcore must still load them and predict the same (or
 refuse them with a clear format-version error once the format version is bumped). Do not
 regenerate them to make a failing test pass; add a fixture for a new format version instead:

@@ -24,6 +24,8 @@ DATA = pathlib.Path(__file__).with_name("data")
 FIXTURES = [
     ("dpmixture_gauss_memoized_v1", DPMixture, 1),
     ("finitemixture_mult_full_v1", FiniteMixture, 1),
+    ("dpmixture_gauss_memoized_v2", DPMixture, 2),
+    ("finitemixture_mult_full_v2", FiniteMixture, 2),
 ]
 
 

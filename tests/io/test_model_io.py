@@ -11,7 +11,7 @@ import zipfile
 import bnpcore
 import numpy as np
 import pytest
-from _helpers import RESUME_WITH_MOVES, fit_quietly
+from _helpers import fit_quietly
 from bnpcore import DPMixture, FiniteMixture
 from bnpcore.exceptions import ModelFileError
 from bnpcore.io import FORMAT_VERSION
@@ -134,7 +134,6 @@ def test_moves_log_survives_save_load_and_pickle(tmp_path):
         _same_state(again, est)
 
 
-@RESUME_WITH_MOVES
 def test_default_moves_3_plus_save_load_plus_3_equals_6_laps(tmp_path):
     X = _moves_data()
     six = fit_quietly(DPMixture(max_laps=6, **_DEFAULT_MOVES_KW), X)
@@ -146,7 +145,6 @@ def test_default_moves_3_plus_save_load_plus_3_equals_6_laps(tmp_path):
     _same_state(resumed, six)
 
 
-@RESUME_WITH_MOVES
 def test_default_moves_3_plus_in_memory_warm_start_3_equals_6_laps():
     X = _moves_data()
     six = fit_quietly(DPMixture(max_laps=6, **_DEFAULT_MOVES_KW), X)
@@ -156,7 +154,6 @@ def test_default_moves_3_plus_in_memory_warm_start_3_equals_6_laps():
     _same_state(three, six)
 
 
-@RESUME_WITH_MOVES
 def test_default_moves_checkpoint_after_3_laps_resumes_to_6(tmp_path):
     X = _moves_data()
     six = fit_quietly(DPMixture(max_laps=6, **_DEFAULT_MOVES_KW), X)
@@ -248,7 +245,7 @@ _KILL_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("moves", [pytest.param("default", marks=RESUME_WITH_MOVES), "none"])
+@pytest.mark.parametrize("moves", ["default", "none"])
 @pytest.mark.parametrize("mode,kill_at,expect_lap", [("batch", 4 * 3 + 2, 3), ("save", 4, 3)])
 def test_sigkill_mid_lap_resumes_from_last_complete_lap(tmp_path, mode, kill_at, expect_lap, moves):
     X = _data(n=800, seed=5)

@@ -17,7 +17,7 @@ import warnings
 import bnpcore._reference as ref
 import numpy as np
 import pytest
-from _helpers import KINDS, RESUME_WITH_MOVES, close, dense_resp, fit_quietly
+from _helpers import KINDS, close, dense_resp, fit_quietly
 from bnpcore import DPMixture, FiniteMixture, _core
 from bnpcore._reference.local import top_l_local_step, top_l_proposal_summaries, top_l_resp
 from bnpcore.exceptions import ConvergenceWarning, NotFittedError, ParameterError
@@ -488,7 +488,7 @@ def test_first_laps_are_dense_then_l_sparse(algorithm):
     assert zero.history_["elbo"][0] != e[0]
 
 
-@pytest.mark.parametrize("moves", [(), pytest.param(None, marks=RESUME_WITH_MOVES, id="default-moves")])
+@pytest.mark.parametrize("moves", [(), pytest.param(None, id="default-moves")])
 def test_dense_laps_survive_save_load_and_warm_start(tmp_path, moves):
     """1 lap + save/load + warm_start 4 laps == 5 laps straight, across the dense -> L-sparse
     switch (the lap counter and the last lap's family are part of the saved state); without

@@ -38,6 +38,11 @@ class FitState:
         responsibilities is smaller than that of the memos it replaces.
     n_rows : int
         Rows (observations) summarised by the memos and frozen memos.
+    moves_state : dict
+        What the proposal moves carry from one lap to the next (pending proposals, birth
+        reservoirs, failure memories, ``structure_version``; see
+        :meth:`bnpcore.moves.MoveManager.get_state`), refreshed at the end of every lap so a
+        warm start or a resumed checkpoint continues exactly.
     """
 
     stats: SuffStats
@@ -55,6 +60,7 @@ class FitState:
     batch_seed: int | None = None
     last_top_l: int | None = None
     n_rows: int = 0
+    moves_state: dict = field(default_factory=dict)
 
     def new_uids(self, n: int) -> np.ndarray:
         out = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)

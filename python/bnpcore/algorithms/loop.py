@@ -137,6 +137,8 @@ def run_laps(model, source, state: FitState, config: FitConfig, *, moves=None, o
                     model, source, state, n_threads=config.n_threads, moves=moves, check_monotone=not shrinks
                 )
             state.last_top_l = lap_l
+            if moves is not None:
+                state.moves_state = moves.get_state()
             elbo = res["elbo"]
             if shrinks:
                 prev = None

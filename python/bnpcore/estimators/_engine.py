@@ -249,6 +249,8 @@ class VBEstimator(BaseEstimator):
         checkpoint refreshed after every lap."""
         st = self.state_
         moves = self._make_moves()
+        if moves is not None:
+            moves.set_state(st.moves_state)
         self.moves_manager_ = moves
         config = dataclasses.replace(self._fit_config(), max_laps=int(n_laps))
         lap0 = st.lap

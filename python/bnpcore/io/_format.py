@@ -33,12 +33,14 @@ from bnpcore.io._registry import lookup_model_type, model_type_name
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "load", "save"]
 
 FORMAT_NAME = "bnpcore-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: older versions this bnpcore still reads (version 1 files have no move state)
+READABLE_VERSIONS = (1, 2)
 
 #: FitState fields with a dedicated representation in the file
 _STATE_FIELDS = {
     "stats", "memos", "frozen", "next_uid", "rng_order", "rng_moves", "lap", "history",
-    "batch_elbo", "moves_log", "seconds", "stochastic_step", "batch_seed",
+    "batch_elbo", "moves_log", "seconds", "stochastic_step", "batch_seed", "moves_state",
 }
 
 
@@ -105,6 +107,32 @@ def _get_stats(arrays, prefix: str, info: dict):
     return s
 
 
+def _put_tree(arrays: dict, prefix: str, tree):
+    """JSON of a nested structure of dicts/lists/scalars whose arrays go to ``arrays`` under
+    ``prefix<n>`` (referenced as ``{"__array__": key}``)."""
+    if isinstance(tree, np.ndarray):
+        key = f"{prefix}{sum(k.startswith(prefix) for k in arrays)}"
+        arrays[key] = np.ascontiguousarray(tree)
+        return {"__array__": key}
+    if isinstance(tree, dict):
+        return {str(k): _put_tree(arrays, prefix, v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return [_put_tree(arrays, prefix, v) for v in tree]
+    if isinstance(tree, np.generic):
+        return tree.item()
+    return tree
+
+
+def _get_tree(arrays: dict, tree):
+    if isinstance(tree, dict):
+        if set(tree) == {"__array__"}:
+            return np.array(arrays[tree["__array__"]])
+        return {k: _get_tree(arrays, v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_get_tree(arrays, v) for v in tree]
+    return tree
+
+
 def _collect(est) -> tuple[dict, dict]:
     """(metadata, arrays) of an estimator."""
     import bnpcore
@@ -161,6 +189,7 @@ def _collect(est) -> tuple[dict, dict]:
         "G": _put_stats(arrays, "G/", st.stats),
         "memos": [None if m is None else _put_stats(arrays, f"memo/{i}/", m) for i, m in enumerate(st.memos)],
         "frozen": [_put_stats(arrays, f"frozen/{i}/", m) for i, m in enumerate(st.frozen)],
+        "moves_state": _put_tree(arrays, "moves/", st.moves_state),
         "history_keys": list(st.history),
         "extra_fields": {},
     }
@@ -236,9 +265,9 @@ def _read(path) -> tuple[dict, dict]:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise ModelFileError(f"{path!r} is not a bnpcore model file")
     version = meta.get("format_version")
-    if version != FORMAT_VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or version not in READABLE_VERSIONS:
         raise ModelFileError(
-            f"{path!r} has model-file format version {version!r}; this bnpcore reads version {FORMAT_VERSION}"
+            f"{path!r} has model-file format version {version!r}; this bnpcore reads version {FORMAT_VERSION} (and the older {list(READABLE_VERSIONS[:-1])})"
         )
     checks = meta.get("crc32", {})
     if set(checks) != set(arrays):
@@ -318,6 +347,7 @@ def _build(cls, meta: dict, arrays: dict):
         stochastic_step=int(s["stochastic_step"]),
         frozen=[_get_stats(arrays, f"frozen/{i}/", m) for i, m in enumerate(s["frozen"])],
         batch_seed=s["batch_seed"],
+        moves_state=_get_tree(arrays, s.get("moves_state") or {}),
     )
     for k, v in s.get("extra_fields", {}).items():
         setattr(state, k, v)

@@ -34,12 +34,16 @@ own proposal construction; the manager only knows the hooks and the request/reco
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
 from bnpcore.stats import SuffStats
 
-__all__ = ["ACCEPT_RTOL", "BatchRequest", "LapContext", "Move", "accepts", "replace_columns", "sum_parts"]
+__all__ = [
+    "ACCEPT_RTOL", "BatchRequest", "LapContext", "Move", "accepts", "decode_state", "encode_state", "replace_columns",
+    "sum_parts",
+]
 
 #: relative acceptance threshold ε_acc (spec 01 §6.0)
 ACCEPT_RTOL = 1e-10
@@ -131,6 +135,23 @@ class Move:
         """Evaluate this lap's proposals, apply the accepted ones; returns (accepted, elbo)."""
         return 0, elbo
 
+    # state carried between laps ---------------------------------------------------------------
+    #: attributes carried from one lap to the next (everything else is rebuilt within a lap)
+    carried: tuple = ()
+    #: classes of the objects (proposals, reservoirs) found in the carried attributes
+    state_classes: ClassVar[dict] = {}
+
+    def get_state(self) -> dict:
+        """The state this move carries between laps (arrays and JSON scalars, uids not
+        positions), as taken at the end of a lap."""
+        return {name: encode_state(_plain(getattr(self, name))) for name in self.carried}
+
+    def set_state(self, state: dict) -> None:
+        """Restore :meth:`get_state` (a resumed fit then continues bit-identically)."""
+        for name in self.carried:
+            if name in state:
+                setattr(self, name, _restore(decode_state(state[name]), self))
+
 
 def sum_parts(parts):
     """Ordered sum (batch-index order) of per-batch (N, S, H) triples."""
@@ -151,3 +172,71 @@ def replace_columns(stats: SuffStats, positions, N, S, H) -> SuffStats:
     out.S[positions] = S
     out.H[positions] = H
     return out
+
+
+# ------------------------------------------------------------------ state carried between laps
+def encode_state(obj):
+    """Encode move state as nested lists/dicts of arrays and JSON scalars (dict keys of any
+    hashable type and tuples are tagged so that :func:`decode_state` restores them exactly)."""
+    if isinstance(obj, np.ndarray):
+        return np.array(obj, copy=True)
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict):
+        return {"__items__": [[encode_state(k), encode_state(v)] for k, v in obj.items()]}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [encode_state(v) for v in obj]}
+    if isinstance(obj, list):
+        return [encode_state(v) for v in obj]
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot encode move state of type {type(obj).__name__}")
+
+
+def decode_state(obj):
+    """Inverse of :func:`encode_state`."""
+    if isinstance(obj, np.ndarray):
+        return np.array(obj, copy=True)
+    if isinstance(obj, dict):
+        if "__items__" in obj:
+            return {_key(decode_state(k)): decode_state(v) for k, v in obj["__items__"]}
+        if "__tuple__" in obj:
+            return tuple(decode_state(v) for v in obj["__tuple__"])
+        return {k: decode_state(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [decode_state(v) for v in obj]
+    return obj
+
+
+def _key(k):
+    return tuple(_key(v) for v in k) if isinstance(k, (tuple, list)) else k
+
+
+def _plain(obj):
+    """Proposal and reservoir objects as tagged dicts of their attributes."""
+    if hasattr(obj, "__dict__") and not isinstance(obj, type):
+        return {"__object__": type(obj).__name__, **{k: _plain(v) for k, v in vars(obj).items()}}
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_plain(v) for v in obj)
+    return obj
+
+
+def _restore(obj, move):
+    if isinstance(obj, dict):
+        if "__object__" in obj:
+            cls = move.state_classes[obj["__object__"]]
+            out = cls.__new__(cls)
+            for k, v in obj.items():
+                if k != "__object__":
+                    setattr(out, k, _restore(v, move))
+            return out
+        return {k: _restore(v, move) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_restore(v, move) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_restore(v, move) for v in obj)
+    return obj

@@ -171,6 +171,7 @@ class BirthMove(Move):
 
     kind = "birth"
     plans_early = True
+    carried = ("targets", "reservoirs", "pending", "failures")
 
     def __init__(self, manager, start_lap, max_per_lap):
         super().__init__(manager, start_lap, max_per_lap)
@@ -324,3 +325,6 @@ class BirthMove(Move):
             self._fail(p.target, ctx.G.N[pos])
         self.active = []
         return accepted, elbo
+
+
+BirthMove.state_classes = {"Reservoir": Reservoir, "_Proposal": _Proposal}

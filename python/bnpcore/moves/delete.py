@@ -73,6 +73,7 @@ class DeleteMove(Move):
     """Delete move with exact end-of-lap evaluation and lap-to-lap refinement."""
 
     kind = "delete"
+    carried = ("pending", "failures", "co_target", "co_parts", "cooccur")
 
     def __init__(self, manager, start_lap, max_per_lap):
         super().__init__(manager, start_lap, max_per_lap)
@@ -254,3 +255,6 @@ class DeleteMove(Move):
             self._fail(p, ctx)
         self.active = []
         return accepted, elbo
+
+
+DeleteMove.state_classes = {"_Proposal": _Proposal}

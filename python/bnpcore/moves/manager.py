@@ -226,6 +226,20 @@ class MoveManager:
         self.visit_inputs = {}
         return total, elbo
 
+    def get_state(self) -> dict:
+        """Everything the moves carry from one lap to the next (taken at the end of a lap):
+        ``structure_version`` and each move's :meth:`~bnpcore.moves._base.Move.get_state`."""
+        return {"structure_version": int(self.structure_version), "moves": {m.kind: m.get_state() for m in self.moves}}
+
+    def set_state(self, state: dict | None) -> None:
+        """Restore :meth:`get_state` (empty or None: a fresh manager)."""
+        if not state:
+            return
+        self.structure_version = int(state.get("structure_version", 0))
+        for m in self.moves:
+            if m.kind in state.get("moves", {}):
+                m.set_state(state["moves"][m.kind])
+
     def busy(self) -> bool:
         """True while a proposal is prepared for the next lap (a fit should not stop yet)."""
         return any(getattr(m, "busy", lambda: False)() for m in self.moves)

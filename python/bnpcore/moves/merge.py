@@ -100,6 +100,7 @@ class MergeMove(Move):
     """
 
     kind = "merge"
+    carried = ("failures",)
 
     def __init__(self, manager, start_lap, max_per_lap):
         super().__init__(manager, start_lap, max_per_lap)
