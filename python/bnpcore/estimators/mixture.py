@@ -66,6 +66,9 @@ class _BaseMixture(VBEstimator):
         warm_start=False,
         callback=None,
         checkpoint_path=None,
+        schedule="sequential",
+        backend="local",
+        client=None,
         prior_dof=None,
         prior_mean_precision=None,
         prior_mean="data",
@@ -101,6 +104,9 @@ class _BaseMixture(VBEstimator):
         self.warm_start = warm_start
         self.callback = callback
         self.checkpoint_path = checkpoint_path
+        self.schedule = schedule
+        self.backend = backend
+        self.client = client
         self.prior_dof = prior_dof
         self.prior_mean_precision = prior_mean_precision
         self.prior_mean = prior_mean
@@ -168,6 +174,23 @@ class _BaseMixture(VBEstimator):
         if n_batches > X.shape[0]:
             raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
         return ArrayBatches(X, n_batches, seed=seed, validated=True)
+
+    def _make_dask_source(self, X, seed, client):
+        """Row batches on the Dask workers (:func:`bnpcore.distributed.row_batches_on_dask`):
+        a list of ``.npy`` paths (one batch each, read by the workers), a dask array or
+        DataFrame (its row chunks), or an in-memory array (split into ``n_batches`` exactly as
+        for ``backend="local"``, then scattered once)."""
+        from bnpcore.distributed import _is_dask_collection, row_batches_on_dask
+
+        n_features = self.n_features_in_ if self._continuing() else None
+        if isinstance(X, (list, tuple)) and X and all(isinstance(x, (str, os.PathLike)) for x in X):
+            return row_batches_on_dask(client, list(X), n_features=n_features)
+        if _is_dask_collection(X, "array") or _is_dask_collection(X, "dataframe"):
+            return row_batches_on_dask(client, X, n_features=n_features)
+        local = self._make_source(X, seed)
+        if len(local) < 2:
+            raise ParameterError("backend='dask' needs at least 2 batches: set n_batches >= 2")
+        return row_batches_on_dask(client, None, local_source=local)
 
     def _check_batch(self, X, name: str):
         fitted = hasattr(self, "state_")
@@ -501,6 +524,19 @@ _DOC_PARAMS = """
         Write a checkpoint there after every lap, atomically (temporary file + rename). To
         resume a killed run: ``m = bnpcore.load(path); m.set_params(warm_start=True,
         max_laps=remaining); m.fit(X)`` — this reproduces the uninterrupted run exactly.
+    schedule : {"sequential", "parallel"}, default="sequential"
+        Visiting order of a memoized lap: each batch with the globals left by the previous one
+        (Hughes & Sudderth 2013), or every batch of a lap against the lap's starting globals
+        (what a cluster runs; still monotone lap to lap).
+    backend : {"local", "dask"}, default="local"
+        Where the local steps run: rayon threads in this process, or the workers of a Dask
+        cluster (``docs/distributed.md``). With ``"dask"``, ``X`` may be a list of ``.npy``
+        paths the workers read, a ``dask.array.Array`` or a ``dask.dataframe.DataFrame``
+        (row chunks are the batches). For the same batches, ``schedule`` and
+        ``random_state`` the result equals the local one.
+    client : dask.distributed.Client, str or None
+        The Dask client (or scheduler address) of ``backend="dask"``; None starts a
+        ``LocalCluster`` for the fit and closes it afterwards. Not saved in model files.
     prior_dof, prior_mean_precision, prior_mean, prior_covariance, prior_scale, prior_count
         Prior hyperparameters; see :func:`bnpcore.obs.default_prior` for the data-scaled defaults.
 
