@@ -5,11 +5,10 @@ import os
 import signal
 import warnings
 
+import bnpcore
 import numpy as np
 import pytest
 from _helpers import seeded_data
-
-import bnpcore
 from bnpcore import DPMixture, FiniteMixture
 from bnpcore.exceptions import BackendError, ConvergenceWarning, ParameterError
 
@@ -176,9 +175,12 @@ def test_save_load_and_resume_after_a_dask_fit(client, tmp_path):
 def test_cluster_without_workers_times_out(monkeypatch):
     monkeypatch.setattr("bnpcore.distributed.WORKER_TIMEOUT", 1.0)
     X = seeded_data("gauss", n=200)
-    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster, distributed.Client(cluster) as c:
-        with pytest.raises(BackendError, match="no Dask worker"):
-            DPMixture(algorithm="memoized", n_batches=2, backend="dask", client=c).fit(X)
+    with (
+        distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster,
+        distributed.Client(cluster) as c,
+        pytest.raises(BackendError, match="no Dask worker"),
+    ):
+        DPMixture(algorithm="memoized", n_batches=2, backend="dask", client=c).fit(X)
 
 
 def test_worker_that_cannot_import_bnpcore(client, monkeypatch):

@@ -27,7 +27,7 @@ class BatchResult:
     batch's rows for the moves (``X``: the whole batch locally; on a cluster only the rows a
     birth collects, see :func:`select_collected_rows`)."""
 
-    __slots__ = ("b", "out", "X", "_n_rows")
+    __slots__ = ("X", "_n_rows", "b", "out")
 
     def __init__(self, b: int, out: dict, X, n_rows: int | None = None):
         self.b = int(b)
