@@ -106,13 +106,15 @@ def _probe() -> str:
 def _local_step(model, X, glob, opts, n_threads, b, collect_threshold):
     """One batch's local step where the batch lives; only K-sized outputs (and the rows a
     birth collects) are returned."""
-    label = f"X (batch {b})"
-    model.obs.core.check_data(X, label)
+    obs_core = getattr(getattr(model, "obs", None), "core", None)
+    if isinstance(X, np.ndarray) and hasattr(obs_core, "check_data"):
+        obs_core.check_data(X, f"X (batch {b})")
     out = model.local_step(X, glob, n_threads=n_threads, **opts)
     rows = None
     if collect_threshold is not None and out.get("col") is not None:
         out, rows = select_collected_rows(out, X, collect_threshold)
-    return out, rows, int(X.shape[0])
+    shape = getattr(X, "shape", None)
+    return out, rows, None if shape is None else int(shape[0])
 
 
 # ------------------------------------------------------------------------ the driver side
@@ -246,8 +248,9 @@ def row_batches_on_dask(client, X, *, local_source=None, n_features=None) -> Das
         batches (columns are put in one chunk); a DataFrame of numeric columns is converted to
         a dask array with known chunk sizes. None: use ``local_source``.
     local_source : batch source or None
-        An in-memory source (e.g. :class:`~bnpcore.data.sources.ArrayBatches`) whose batches
-        are scattered to the workers once; its ``sample_for_init`` is used unchanged.
+        An in-memory source of any family (rows, documents, sequences; e.g.
+        :class:`~bnpcore.data.sources.ArrayBatches`) whose batches are scattered to the
+        workers once; its ``sample_for_init`` is used unchanged.
     n_features : int or None
         Expected number of columns (warm start).
     """
@@ -255,7 +258,9 @@ def row_batches_on_dask(client, X, *, local_source=None, n_features=None) -> Das
     if local_source is not None:
         futures = [client.scatter(local_source.get(b), hash=False) for b in range(len(local_source))]
         sizes = [local_source.batch_size(b) for b in range(len(local_source))]
-        return DaskBatches(client, futures, sizes, local_source.n_features, init_sampler=local_source.sample_for_init)
+        out = DaskBatches(client, futures, sizes, local_source.n_features, init_sampler=local_source.sample_for_init)
+        out.segment = getattr(local_source, "segment", "row")
+        return out
     if isinstance(X, (list, tuple)):
         futures = [
             client.submit(_load_npy, os.fspath(p), b, n_features, pure=False, key=f"bnpcore-batch-{tag}-{b}")

@@ -148,7 +148,16 @@ class VBEstimator(BaseEstimator):
         return getattr(self, "backend", "local")
 
     def _make_dask_source(self, X, seed, client):
-        raise ParameterError(f"backend='dask' is not available for {type(self).__name__} yet")
+        """Batches on the Dask workers. By default the family's own in-memory source is built
+        (same batches as ``backend="local"``) and its batches are scattered once; families
+        whose data the workers can read themselves override this (see
+        :func:`bnpcore.distributed.row_batches_on_dask`)."""
+        from bnpcore.distributed import row_batches_on_dask
+
+        local = self._make_source(X, seed)
+        if len(local) < 2:
+            raise ParameterError("backend='dask' needs at least 2 batches: set n_batches >= 2")
+        return row_batches_on_dask(client, None, local_source=local)
 
     def _moves_tuple(self) -> tuple:
         if self.moves is None:

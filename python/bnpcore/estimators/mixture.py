@@ -187,10 +187,7 @@ class _BaseMixture(VBEstimator):
             return row_batches_on_dask(client, list(X), n_features=n_features)
         if _is_dask_collection(X, "array") or _is_dask_collection(X, "dataframe"):
             return row_batches_on_dask(client, X, n_features=n_features)
-        local = self._make_source(X, seed)
-        if len(local) < 2:
-            raise ParameterError("backend='dask' needs at least 2 batches: set n_batches >= 2")
-        return row_batches_on_dask(client, None, local_source=local)
+        return super()._make_dask_source(X, seed, client)
 
     def _check_batch(self, X, name: str):
         fitted = hasattr(self, "state_")
