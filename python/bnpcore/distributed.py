@@ -39,7 +39,7 @@ import uuid
 
 import numpy as np
 
-from bnpcore.algorithms.executor import BatchResult, select_collected_rows
+from bnpcore.algorithms.executor import BatchResult, prepare, select_collected_rows
 from bnpcore.exceptions import BackendError, ParameterError, ShapeError
 
 __all__ = ["BACKENDS", "WORKER_TIMEOUT", "DaskBatches", "DaskExecutor", "dask_session", "row_batches_on_dask"]
@@ -109,6 +109,7 @@ def _local_step(model, X, glob, opts, n_threads, b, collect_threshold):
     obs_core = getattr(getattr(model, "obs", None), "core", None)
     if isinstance(X, np.ndarray) and hasattr(obs_core, "check_data"):
         obs_core.check_data(X, f"X (batch {b})")
+    X = prepare(model, X)
     out = model.local_step(X, glob, n_threads=n_threads, **opts)
     rows = None
     if collect_threshold is not None and out.get("col") is not None:

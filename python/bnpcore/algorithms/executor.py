@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SCHEDULES", "BatchResult", "LocalExecutor", "select_collected_rows"]
+__all__ = ["SCHEDULES", "BatchResult", "LocalExecutor", "prepare", "select_collected_rows"]
 
 #: visiting orders of a memoized lap
 SCHEDULES = ("sequential", "parallel")
@@ -59,6 +59,12 @@ def select_collected_rows(out: dict, X, threshold: float):
     return out, np.ascontiguousarray(X[rows])
 
 
+def prepare(model, X):
+    """``model.prepare(X)`` (the batch in the model's coordinates) for models that have it."""
+    fn = getattr(model, "prepare", None)
+    return X if fn is None else fn(X)
+
+
 class LocalExecutor:
     """Local steps in this process (the Rust kernels use ``n_threads`` threads).
 
@@ -78,7 +84,7 @@ class LocalExecutor:
         order."""
         results = []
         for b, opts in items:
-            Xb = self.source.get(int(b))
+            Xb = prepare(model, self.source.get(int(b)))
             out = model.local_step(Xb, glob, n_threads=n_threads, **opts)
             results.append(BatchResult(b, out, Xb))
         return results

@@ -117,7 +117,9 @@ def stream_batch(model, state: FitState, X, *, n_threads=None) -> float:
     local step with the current globals, its summaries appended to ``state.frozen``, G
     re-summed, then empty-cluster removal and sorting. Returns the exact ELBO of everything
     seen so far. Does not count a lap."""
-    out = model.local_step(X, state.stats, n_threads=n_threads)
+    from bnpcore.algorithms.executor import prepare
+
+    out = model.local_step(prepare(model, X), state.stats, n_threads=n_threads)
     new = model.stats_from_output(out, state.stats.uids)
     state.frozen.append(new)
     state.recompute_total()  # G = tree sum of the revisitable memos + the frozen ones

@@ -230,7 +230,8 @@ class VBEstimator(BaseEstimator):
         X0 = source.sample_for_init(self.init_subsample, rng_init)
         self.obs_model_ = self._make_obs(X0)
         model = self._make_model(self.obs_model_)
-        init_stats = self._init_stats(model, X0, rng_init)
+        prep = getattr(model, "prepare", None)
+        init_stats = self._init_stats(model, X0 if prep is None else prep(X0), rng_init)
         self.state_ = FitState(
             stats=init_stats,
             memos=[None] * len(source) if revisit else [],

@@ -14,7 +14,7 @@ from bnpcore.exceptions import DataError, ParameterError
 from bnpcore.io import register_model_type
 from bnpcore.model import Model
 from bnpcore.moves.manager import MOVE_KINDS
-from bnpcore.obs import OBS_KINDS, ObsModel, check_magnitude, default_prior
+from bnpcore.obs import OBS_KINDS, ObsModel, check_magnitude, data_shift, default_prior
 
 __all__ = ["DPMixture", "FiniteMixture"]
 
@@ -139,7 +139,15 @@ class _BaseMixture(VBEstimator):
         return tuple(MOVE_KINDS) if (self.algorithm == "memoized" and self._make_alloc().nested) else ()
 
     def _make_obs(self, X0) -> ObsModel:
-        obs_model = ObsModel(self.obs, default_prior(self.obs, X0, **self._prior_hyper()))
+        # far-from-origin Gaussian data are fitted centred (bnpcore.obs.data_shift); a prior
+        # mean given in the user's coordinates is translated with them
+        shift = data_shift(self.obs, X0)
+        hyper = self._prior_hyper()
+        if shift is not None:
+            X0 = X0 - shift
+            if not isinstance(hyper["prior_mean"], str):
+                hyper["prior_mean"] = np.broadcast_to(np.asarray(hyper["prior_mean"], dtype=np.float64), shift.shape) - shift
+        obs_model = ObsModel(self.obs, default_prior(self.obs, X0, **hyper), shift=shift)
         # validate the whole first sample against the model's support (counts, binary...)
         obs_model.core.check_data(X0, "X")
         return obs_model
@@ -202,6 +210,9 @@ class _BaseMixture(VBEstimator):
     def _set_fitted(self, model: Model, G) -> None:
         self.weights_ = model.alloc.weights(G)
         pe = self.obs_model_.core.point_estimates(G.N, G.S)
+        shift = getattr(self.obs_model_, "shift", None)
+        if shift is not None and "means" in pe:  # back to the user's coordinates
+            pe = dict(pe, means=pe["means"] + shift)
         for name in ("means", "covariances"):
             if name in pe:
                 setattr(self, name + "_", pe[name])
@@ -310,7 +321,7 @@ class _BaseMixture(VBEstimator):
         X = check_array(X, name="X", n_features=self.n_features_in_, obs=self.obs)
         self.obs_model_.core.check_data(X)
         check_magnitude(self.obs, X)
-        return X
+        return self.obs_model_.to_model(X)
 
     def predict_proba(self, X) -> np.ndarray:
         """Variational responsibilities r_nk of one local step with the fitted globals.
