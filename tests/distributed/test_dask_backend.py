@@ -232,3 +232,11 @@ def test_workers_read_the_files_and_a_killed_worker_changes_nothing(process_clie
     monkeypatch.undo()
     assert killed
     _same_fit(local, remote)
+
+
+def test_far_from_origin_data_are_centred_on_the_workers_too(client):
+    X = 1e7 + 1e-3 * seeded_data("gauss", n=900, k=4, seed=13)
+    kw = dict(n_components=3, algorithm="memoized", n_batches=3, schedule="parallel", max_laps=5, tol=0, random_state=2)
+    local = _fit(DPMixture(**kw), X)
+    assert local.obs_model_.shift is not None
+    _same_fit(local, _fit(DPMixture(backend="dask", client=client, **kw), X))
