@@ -89,6 +89,8 @@ class MoveManager:
         "birth_laps": 1,
         # merge (spec 01 §6.1)
         "merge_allpairs_max_K": 300,
+        "merge_max_scored_pairs": 5000,
+        "merge_neighbours": 16,
         "merge_retry_change": 0.1,
         # delete (spec 01 §6.3)
         "delete_max_absorb": 10,
