@@ -38,11 +38,11 @@ class _BaseMixture(VBEstimator):
     def __init__(
         self,
         obs="gauss",
-        n_components=10,
+        n_components=None,
         *,
         gamma=1.0,
-        algorithm="full",
-        n_batches=10,
+        algorithm="auto",
+        n_batches=None,
         max_laps=100,
         min_laps=2,
         tol=1e-6,
@@ -111,7 +111,7 @@ class _BaseMixture(VBEstimator):
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
         check_param("obs", self.obs, kind="str", options=OBS_KINDS)
-        check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True)
+        check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True, allow_none=True)
         check_param("gamma", self.gamma, kind="real", low=0)
         check_param("init", self.init, kind="str", options=("kmeans++", "random_from_data"))
         self._validate_engine_params()
@@ -129,8 +129,16 @@ class _BaseMixture(VBEstimator):
             prior_count=self.prior_count,
         )
 
+    #: initial K when ``n_components=None``
+    _auto_n_components = 10
+
+    def _n_components(self) -> int:
+        """``n_components`` with None resolved (:attr:`_auto_n_components`)."""
+        return self._auto_n_components if self.n_components is None else int(self.n_components)
+
     def _default_moves(self) -> tuple:
-        return tuple(MOVE_KINDS) if (self.algorithm == "memoized" and self._make_alloc().nested) else ()
+        nested = self._make_alloc().nested
+        return tuple(MOVE_KINDS) if (self._algorithm() in ("memoized", "full") and nested) else ()
 
     def _make_obs(self, X0) -> ObsModel:
         obs_model = ObsModel(self.obs, default_prior(self.obs, X0, **self._prior_hyper()))
@@ -139,7 +147,7 @@ class _BaseMixture(VBEstimator):
         return obs_model
 
     def _init_stats(self, model: Model, X0, rng):
-        return model.init_stats(X0, self.n_components, self.init, rng, n_threads=self.n_threads)
+        return model.init_stats(X0, self._n_components(), self.init, rng, n_threads=self.n_threads)
 
     def _make_source(self, X, seed=None):
         """A batch source over ``X`` (see :mod:`bnpcore.data.sources`).
@@ -149,11 +157,11 @@ class _BaseMixture(VBEstimator):
         are validated one batch at a time when visited, so data on disk are never copied whole.
         """
         n_features = self.n_features_in_ if self._continuing() else None
-        n_batches = 1 if self.algorithm == "full" else self.n_batches
+        full = self._algorithm() == "full"
         if isinstance(X, (str, os.PathLike)):
             X = open_npy_rows(X, name="X")
         if is_batch_list(X):
-            if self.algorithm == "full":
+            if full:
                 raise ParameterError(
                     "algorithm='full' needs the data as one array; use algorithm='memoized' (or 'stochastic') "
                     "for a list of batches"
@@ -161,10 +169,12 @@ class _BaseMixture(VBEstimator):
             return ListBatches(X, n_features=n_features)
         if isinstance(X, NpyFile) or (isinstance(X, np.ndarray) and (isinstance(X, np.memmap) or isinstance(X.base, np.memmap))):
             _check_lazy_2d(X, "X", n_features)
+            n_batches = 1 if full else self._n_batches(X.shape[0])
             if n_batches > X.shape[0]:
                 raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
             return ArrayBatches(X, n_batches)
         X = check_array(X, name="X", n_features=n_features, obs=self.obs)
+        n_batches = 1 if full else self._n_batches(X.shape[0])
         if n_batches > X.shape[0]:
             raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
         return ArrayBatches(X, n_batches, seed=seed, validated=True)
@@ -563,8 +573,13 @@ class DPMixture(_BaseMixture):
 """
     )
 
+    _auto_n_components = 1
+
     def _make_alloc(self) -> DPAlloc:
         return DPAlloc(self.gamma)
+
+    def _auto_algorithm(self) -> str:
+        return "memoized"
 
 
 class FiniteMixture(_BaseMixture):
@@ -575,8 +590,13 @@ class FiniteMixture(_BaseMixture):
         + _DOC_PARAMS
     )
 
+    _auto_n_components = 10
+
     def _make_alloc(self) -> FiniteAlloc:
         return FiniteAlloc(self.gamma)
+
+    def _auto_algorithm(self) -> str:
+        return "full"
 
 
 # Persistence by registry (docs/model_format.md): bnpcore.io finds these classes by model-type name.
