@@ -447,17 +447,29 @@ _DOC_PARAMS = """
         Observation model: full-covariance Gaussian (Normal-Wishart prior), diagonal Gaussian
         (Normal-Gamma), zero-mean Gaussian (Wishart), multinomial counts (Dirichlet), binary
         vectors (Beta).
-    n_components : int, default=10
-        Initial number of clusters K.
+    n_components : int or None, default=None
+        Initial number of clusters K. None means 1 for :class:`DPMixture`, whose default moves
+        then grow and prune the clusters (every cluster added by a birth is one the exact ELBO
+        asked for; starting from one cluster costs a few laps of births), and 10 for
+        :class:`FiniteMixture`, whose K stays fixed (there it is the model, not a start).
     gamma : float, default=1.0
         Concentration of the allocation prior.
-    algorithm : {"full", "memoized", "stochastic"}, default="full"
+    algorithm : {"auto", "full", "memoized", "stochastic"}, default="auto"
         Full-dataset coordinate ascent, memoized (exact, batched) or stochastic variational
-        inference.
-    n_batches : int, default=10
-        Number of fixed batches (memoized and stochastic). Rows of an in-memory array are
-        assigned to batches at random (seeded by ``random_state``); a memmap or ``.npy`` file is
-        split into contiguous row ranges; a list of batches defines its own batches.
+        inference. ``"auto"`` is ``"memoized"`` for :class:`DPMixture` (the moves' home: on the
+        100,000 × 16, 25-cluster benchmark it finds the 25 clusters in 28 laps, where full laps
+        with the same moves need 73 laps and about 9× the CPU time) and ``"full"`` for
+        :class:`FiniteMixture` (scikit-learn's algorithm, unchanged; pass ``"memoized"`` for
+        large data). Memoized learning with one batch *is* the full algorithm, moves included,
+        trace for trace, so small data lose nothing.
+    n_batches : int or None, default=None
+        Number of fixed batches (memoized and stochastic). None chooses it from the number of
+        rows n: ``max(1, min(10, n // 5000), ceil(n / 500000))`` — one
+        batch below 10,000 rows, ten from 50,000 (ten global updates per pass), batches of at
+        most 500,000 rows beyond 5,000,000 (see :func:`bnpcore.estimators._engine.auto_n_batches`).
+        Rows of an in-memory array are assigned to batches at random (seeded by
+        ``random_state``); a memmap or ``.npy`` file is split into contiguous row ranges; a list
+        of batches defines its own batches.
     max_laps : int, default=100
         Maximum number of passes through the data (in addition to previous ones with ``warm_start``).
     min_laps : int, default=2
@@ -470,7 +482,10 @@ _DOC_PARAMS = """
     init_subsample : int, default=100000
         At most this many rows are used to choose the initial clusters.
     moves : None or subset of ("birth", "merge", "delete")
-        Proposal moves; None means all three for ``algorithm="memoized"`` and none otherwise.
+        Proposal moves; None means all three for :class:`DPMixture` with memoized or full laps
+        (what lets the defaults find the number of clusters) and none for ``"stochastic"`` (its
+        ELBO is not exact) and for :class:`FiniteMixture` (moves need the nested DP truncation).
+        ``moves=()`` keeps K fixed at ``n_components``.
     birth_start_lap, merge_start_lap, delete_start_lap : int, default=2
         First lap at which each move is tried.
     max_births_per_lap, max_merges_per_lap, max_deletes_per_lap : int
@@ -567,7 +582,7 @@ class DPMixture(_BaseMixture):
     >>> from bnpcore import DPMixture
     >>> rng = np.random.default_rng(0)
     >>> X = np.concatenate([rng.normal(-5, 1, (200, 2)), rng.normal(5, 1, (200, 2))])
-    >>> model = DPMixture(n_components=5, random_state=0, max_laps=50).fit(X)
+    >>> model = DPMixture(random_state=0).fit(X)  # from one cluster, memoized, with moves
     >>> model.n_components_
     2
 """
