@@ -248,7 +248,7 @@ def test_bayesian_gaussian_mixture_prior_mapping():
     nu = float(D)
     d = nu - D - 1 if nu > D + 1 else nu
     model = DPMixture(
-        obs="gauss", n_components=1, gamma=1 / 5, algorithm="memoized", n_batches=4, random_state=0,
+        obs="gauss", gamma=1 / 5, random_state=0,  # the defaults: one initial cluster, memoized with moves
         prior_dof=nu, prior_mean_precision=1.0, prior_mean=X.mean(axis=0), prior_covariance=np.atleast_2d(np.cov(X.T)) / d,
     ).fit(X)  # fmt: skip
     prior = model.obs_model_.prior
