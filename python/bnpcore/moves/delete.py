@@ -273,8 +273,8 @@ class DeleteMove(Move):
 
     def _keep(self, p) -> bool:
         """Carry a rejected multi-batch candidate to the next lap? Always for its first
-        ``delete_laps`` laps; after that while its gain still rises and the geometric
-        extrapolation of the last three gains is positive, up to ``delete_max_laps``."""
+        ``delete_laps`` laps; after that while its last lap raised its gain by at least
+        ``delete_min_progress`` times the gain still missing, up to ``delete_max_laps`` laps."""
         opts = self.manager.options
         n = len(p.gains)
         if n < int(opts["delete_laps"]):
