@@ -221,7 +221,7 @@ class DeleteMove(Move):
         if visit == 0:
             self.sample = {}
         X = getattr(self.manager, "_batch_X", None)
-        if self.active and ctx.n_batches > 1 and X is not None:
+        if self.active and ctx.n_batches > 1 and isinstance(X, np.ndarray):  # (no subsample of sparse batches)
             opts = self.manager.options
             n_total = float(np.sum(ctx.G.N))
             iters = max(int(opts["delete_sample_iters"]), 1)
