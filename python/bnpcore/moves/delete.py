@@ -40,6 +40,10 @@ the candidate is, and they are improved three ways:
   fixed-stride subsample of this lap's rows (each row weighted to the whole data), at most
   ``delete_max_sample`` rows and ``delete_sample_budget`` of a lap's rows in total (skipped when
   that leaves fewer than ``delete_min_sample`` rows: small data sets get no subsample steps).
+  They run after the candidate's first lap and then only while a lap closes at least
+  ``delete_sample_min_step`` of the missing gain: near the candidate's fixed point the
+  subsample's sampling noise would cost more than its steps gain (with two batches, subsample
+  steps at every lap left one 1-D seed of ten stuck a few nats short).
 
 A rejected candidate is carried to the next lap for at least ``delete_laps`` laps, then as long
 as its gain still rises by at least ``delete_min_progress`` times its remaining deficit, up to
@@ -271,6 +275,16 @@ class DeleteMove(Move):
             N, S, H = out["proposals"][0]
             self._adopt(p, model, G, replace_columns(G, pa, N, S, H).drop([pt]), pt, pa, N, S)
 
+    def _sample_helps(self, p) -> bool:
+        """Subsample steps after this lap? After the candidate's first lap, and then while the
+        last lap closed at least ``delete_sample_min_step`` of the gain that was missing:
+        near its fixed point a subsample's sampling noise costs more than its steps gain, and
+        full-data steps alone remove that noise."""
+        if len(p.gains) < 2:
+            return True
+        missing = -p.gains[-2]
+        return missing > 0.0 and p.gains[-1] - p.gains[-2] >= float(self.manager.options["delete_sample_min_step"]) * missing
+
     def _keep(self, p) -> bool:
         """Carry a rejected multi-batch candidate to the next lap? Always for its first
         ``delete_laps`` laps; after that while its last lap raised its gain by at least
@@ -341,7 +355,7 @@ class DeleteMove(Move):
             if (p.laps_left > 0) if B == 1 else self._keep(p):
                 # next lap: destinations at the candidate's own optimum (global step on its summaries)
                 self._adopt(p, model, ctx.G, cand, pt, pa, N, S)
-                if B > 1:
+                if B > 1 and self._sample_helps(p):
                     self._refine_on_sample(p, ctx, pt, pa)
                 p.prev_parts, p.parts = (p.parts if B > 1 else {}), {}
                 self.pending.append(p)
