@@ -78,8 +78,9 @@ def test_fit_with_defaults_only(data_file, capsys):
     saved = path.with_name("blobs.model.npz")
     model = bnpcore.load(saved)
     params = model.get_params()
-    assert (params["obs"], params["algorithm"], params["random_state"], params["moves"]) == ("gauss", "memoized", 0, None)
-    assert params["n_batches"] == 10 and params["verbose"] is False
+    assert (params["obs"], params["algorithm"], params["random_state"], params["moves"]) == ("gauss", "auto", 0, None)
+    assert params["n_batches"] is None and params["n_components"] is None and params["verbose"] is False
+    assert model._algorithm() == "memoized" and model.history_["n_components"][0] == 1
     code, _, _ = run(["predict", saved, path], capsys)
     assert code == 0
     np.testing.assert_array_equal(np.load(path.with_name("blobs.labels.npy")), model.predict(X))
@@ -150,7 +151,7 @@ def test_help_and_version(capsys):
     code, out, _ = run(["--help"], capsys)
     assert code == 0 and "fit" in out and "predict" in out
     code, out, _ = run(["fit", "--help"], capsys)
-    assert code == 0 and "--n-components" in out and "(default: 10)" in out
+    assert code == 0 and "--n-components" in out and "(default: auto)" in out
     code, out, _ = run(["--version"], capsys)
     assert code == 0 and bnpcore.__version__ in out
 

@@ -113,22 +113,26 @@ def _build_parser() -> _Parser:
     fit.add_argument("data", metavar="DATA", help="data file: .npy of shape (n_samples, n_features), or .csv / .txt")
     fit.add_argument("--model", choices=("dp", "finite"), default="dp", help="Dirichlet-process mixture or finite mixture")
     fit.add_argument("--obs", choices=OBS_CHOICES, default="gauss", help="observation model")
-    fit.add_argument("--n-components", type=_positive_int, default=10, help="initial number of clusters K")
+    fit.add_argument(
+        "--n-components", type=_positive_int, default=None, help="initial number of clusters K (None: 1 for dp, 10 for finite)"
+    )
     fit.add_argument("--gamma", type=_positive_float, default=1.0, help="concentration of the allocation prior")
     fit.add_argument(
-        "--algorithm", choices=("full", "memoized", "stochastic"), default="memoized", help="learning algorithm"
+        "--algorithm", choices=("auto", "full", "memoized", "stochastic"), default="auto",
+        help="learning algorithm ('auto': memoized for dp, full for finite)"
     )
     fit.add_argument("--max-laps", type=_positive_int, default=100, help="maximum passes through the data")
     fit.add_argument("--tol", type=_positive_float, default=1e-6, help="relative ELBO change at convergence")
     fit.add_argument(
-        "--n-batches", type=_positive_int, default=None, help="batches of memoized/stochastic learning (default: min(10, rows))"
+        "--n-batches", type=_positive_int, default=None,
+        help="batches of memoized/stochastic learning (None: from the number of rows, one below 10,000, ten from 50,000)"
     )
     fit.add_argument(
         "--moves",
         type=_moves,
         default=None,
         metavar="MOVES",
-        help="'auto' (birth,merge,delete for --model dp --algorithm memoized), 'none', or e.g. 'merge,delete'",
+        help="'auto' (birth,merge,delete for --model dp unless --algorithm stochastic), 'none', or e.g. 'merge,delete'",
     )
     fit.add_argument("--top-l", type=_positive_int, default=None, help="keep at most L clusters per row (default: dense)")
     fit.add_argument("--random-state", type=_seed, default=0, help="seed, or 'none' for a fresh one")
@@ -208,7 +212,6 @@ def _fit(args) -> int:
 
     X, n_rows, n_features = _open_data(args.data)
     out = args.out or _default_out(args.data, ".model.npz")
-    n_batches = args.n_batches if args.n_batches is not None else max(1, min(10, n_rows))
     cls = bnpcore.DPMixture if args.model == "dp" else bnpcore.FiniteMixture
     if args.moves and args.model != "dp":
         raise _UsageError(f"{PROG} fit: error: --moves need --model dp")
@@ -217,7 +220,7 @@ def _fit(args) -> int:
         n_components=args.n_components,
         gamma=args.gamma,
         algorithm=args.algorithm,
-        n_batches=n_batches,
+        n_batches=args.n_batches,
         max_laps=args.max_laps,
         tol=args.tol,
         moves=args.moves,
@@ -238,7 +241,7 @@ def _fit(args) -> int:
             print(f"{PROG}: warning: {w.message}", file=sys.stderr)
     if not args.quiet:
         status = "converged" if model.converged_ else "not converged (max laps reached)"
-        print(f"{type(model).__name__}(obs={args.obs!r}, algorithm={args.algorithm!r}) on {args.data}: {n_rows} rows x {n_features} features")
+        print(f"{type(model).__name__}(obs={args.obs!r}, algorithm={model._algorithm()!r}) on {args.data}: {n_rows} rows x {n_features} features")
         print(f"clusters:  {model.n_components_} with expected count >= 1 ({model.counts_.size} represented)")
         print(f"ELBO:      {model.elbo_:.6g} ({model.elbo_ / n_rows:.6g} per row)")
         print(f"laps:      {model.n_iter_}, {status}")

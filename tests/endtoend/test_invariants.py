@@ -65,7 +65,7 @@ def test_single_cluster_elbo_is_log_marginal_likelihood(kind, make_data):
     assert fin.elbo_ == pytest.approx(exact, rel=1e-10)
     assert fin.converged_ and fin.n_components_ == 1
     # DP: plus log p(z) of every atom choosing stick 1, ln B(1 + N, gamma) / B(1, gamma)
-    dp = DPMixture(obs=kind, n_components=1, gamma=gamma, random_state=0).fit(X)
+    dp = DPMixture(obs=kind, n_components=1, gamma=gamma, moves=(), random_state=0).fit(X)  # no births: K stays 1
     n = X.shape[0]
     alloc = betaln(1.0 + n, gamma) - betaln(1.0, gamma)
     assert dp.elbo_ - alloc == pytest.approx(exact, rel=1e-10)

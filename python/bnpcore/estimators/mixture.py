@@ -38,11 +38,11 @@ class _BaseMixture(VBEstimator):
     def __init__(
         self,
         obs="gauss",
-        n_components=10,
+        n_components=None,
         *,
         gamma=1.0,
-        algorithm="full",
-        n_batches=10,
+        algorithm="auto",
+        n_batches=None,
         max_laps=100,
         min_laps=2,
         tol=1e-6,
@@ -117,7 +117,7 @@ class _BaseMixture(VBEstimator):
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
         check_param("obs", self.obs, kind="str", options=OBS_KINDS)
-        check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True)
+        check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True, allow_none=True)
         check_param("gamma", self.gamma, kind="real", low=0)
         check_param("init", self.init, kind="str", options=("kmeans++", "random_from_data"))
         self._validate_engine_params()
@@ -135,8 +135,16 @@ class _BaseMixture(VBEstimator):
             prior_count=self.prior_count,
         )
 
+    #: initial K when ``n_components=None``
+    _auto_n_components = 10
+
+    def _n_components(self) -> int:
+        """``n_components`` with None resolved (:attr:`_auto_n_components`)."""
+        return self._auto_n_components if self.n_components is None else int(self.n_components)
+
     def _default_moves(self) -> tuple:
-        return tuple(MOVE_KINDS) if (self.algorithm == "memoized" and self._make_alloc().nested) else ()
+        nested = self._make_alloc().nested
+        return tuple(MOVE_KINDS) if (self._algorithm() in ("memoized", "full") and nested) else ()
 
     def _make_obs(self, X0) -> ObsModel:
         # far-from-origin Gaussian data are fitted centred (bnpcore.obs.data_shift); a prior
@@ -153,7 +161,7 @@ class _BaseMixture(VBEstimator):
         return obs_model
 
     def _init_stats(self, model: Model, X0, rng):
-        return model.init_stats(X0, self.n_components, self.init, rng, n_threads=self.n_threads)
+        return model.init_stats(X0, self._n_components(), self.init, rng, n_threads=self.n_threads)
 
     def _make_source(self, X, seed=None):
         """A batch source over ``X`` (see :mod:`bnpcore.data.sources`).
@@ -163,11 +171,11 @@ class _BaseMixture(VBEstimator):
         are validated one batch at a time when visited, so data on disk are never copied whole.
         """
         n_features = self.n_features_in_ if self._continuing() else None
-        n_batches = 1 if self.algorithm == "full" else self.n_batches
+        full = self._algorithm() == "full"
         if isinstance(X, (str, os.PathLike)):
             X = open_npy_rows(X, name="X")
         if is_batch_list(X):
-            if self.algorithm == "full":
+            if full:
                 raise ParameterError(
                     "algorithm='full' needs the data as one array; use algorithm='memoized' (or 'stochastic') "
                     "for a list of batches"
@@ -175,10 +183,12 @@ class _BaseMixture(VBEstimator):
             return ListBatches(X, n_features=n_features)
         if isinstance(X, NpyFile) or (isinstance(X, np.ndarray) and (isinstance(X, np.memmap) or isinstance(X.base, np.memmap))):
             _check_lazy_2d(X, "X", n_features)
+            n_batches = 1 if full else self._n_batches(X.shape[0])
             if n_batches > X.shape[0]:
                 raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
             return ArrayBatches(X, n_batches)
         X = check_array(X, name="X", n_features=n_features, obs=self.obs)
+        n_batches = 1 if full else self._n_batches(X.shape[0])
         if n_batches > X.shape[0]:
             raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
         return ArrayBatches(X, n_batches, seed=seed, validated=True)
@@ -468,17 +478,29 @@ _DOC_PARAMS = """
         Observation model: full-covariance Gaussian (Normal-Wishart prior), diagonal Gaussian
         (Normal-Gamma), zero-mean Gaussian (Wishart), multinomial counts (Dirichlet), binary
         vectors (Beta).
-    n_components : int, default=10
-        Initial number of clusters K.
+    n_components : int or None, default=None
+        Initial number of clusters K. None means 1 for :class:`DPMixture`, whose default moves
+        then grow and prune the clusters (every cluster added by a birth is one the exact ELBO
+        asked for; starting from one cluster costs a few laps of births), and 10 for
+        :class:`FiniteMixture`, whose K stays fixed (there it is the model, not a start).
     gamma : float, default=1.0
         Concentration of the allocation prior.
-    algorithm : {"full", "memoized", "stochastic"}, default="full"
+    algorithm : {"auto", "full", "memoized", "stochastic"}, default="auto"
         Full-dataset coordinate ascent, memoized (exact, batched) or stochastic variational
-        inference.
-    n_batches : int, default=10
-        Number of fixed batches (memoized and stochastic). Rows of an in-memory array are
-        assigned to batches at random (seeded by ``random_state``); a memmap or ``.npy`` file is
-        split into contiguous row ranges; a list of batches defines its own batches.
+        inference. ``"auto"`` is ``"memoized"`` for :class:`DPMixture` (the moves' home: on the
+        100,000 × 16, 25-cluster benchmark it finds the 25 clusters in 28 laps, where full laps
+        with the same moves need 73 laps and about 9× the CPU time) and ``"full"`` for
+        :class:`FiniteMixture` (scikit-learn's algorithm, unchanged; pass ``"memoized"`` for
+        large data). Memoized learning with one batch *is* the full algorithm, moves included,
+        trace for trace, so small data lose nothing.
+    n_batches : int or None, default=None
+        Number of fixed batches (memoized and stochastic). None chooses it from the number of
+        rows n: ``max(1, min(10, n // 5000), ceil(n / 500000))`` — one
+        batch below 10,000 rows, ten from 50,000 (ten global updates per pass), batches of at
+        most 500,000 rows beyond 5,000,000 (see :func:`bnpcore.estimators._engine.auto_n_batches`).
+        Rows of an in-memory array are assigned to batches at random (seeded by
+        ``random_state``); a memmap or ``.npy`` file is split into contiguous row ranges; a list
+        of batches defines its own batches.
     max_laps : int, default=100
         Maximum number of passes through the data (in addition to previous ones with ``warm_start``).
     min_laps : int, default=2
@@ -491,7 +513,10 @@ _DOC_PARAMS = """
     init_subsample : int, default=100000
         At most this many rows are used to choose the initial clusters.
     moves : None or subset of ("birth", "merge", "delete")
-        Proposal moves; None means all three for ``algorithm="memoized"`` and none otherwise.
+        Proposal moves; None means all three for :class:`DPMixture` with memoized or full laps
+        (what lets the defaults find the number of clusters) and none for ``"stochastic"`` (its
+        ELBO is not exact) and for :class:`FiniteMixture` (moves need the nested DP truncation).
+        ``moves=()`` keeps K fixed at ``n_components``.
     birth_start_lap, merge_start_lap, delete_start_lap : int, default=2
         First lap at which each move is tried.
     max_births_per_lap, max_merges_per_lap, max_deletes_per_lap : int
@@ -601,14 +626,19 @@ class DPMixture(_BaseMixture):
     >>> from bnpcore import DPMixture
     >>> rng = np.random.default_rng(0)
     >>> X = np.concatenate([rng.normal(-5, 1, (200, 2)), rng.normal(5, 1, (200, 2))])
-    >>> model = DPMixture(n_components=5, random_state=0, max_laps=50).fit(X)
+    >>> model = DPMixture(random_state=0).fit(X)  # from one cluster, memoized, with moves
     >>> model.n_components_
     2
 """
     )
 
+    _auto_n_components = 1
+
     def _make_alloc(self) -> DPAlloc:
         return DPAlloc(self.gamma)
+
+    def _auto_algorithm(self) -> str:
+        return "memoized"
 
 
 class FiniteMixture(_BaseMixture):
@@ -619,8 +649,13 @@ class FiniteMixture(_BaseMixture):
         + _DOC_PARAMS
     )
 
+    _auto_n_components = 10
+
     def _make_alloc(self) -> FiniteAlloc:
         return FiniteAlloc(self.gamma)
+
+    def _auto_algorithm(self) -> str:
+        return "full"
 
 
 # Persistence by registry (docs/model_format.md): bnpcore.io finds these classes by model-type name.

@@ -97,6 +97,13 @@ class MoveManager:
         "delete_max_fail": 1,
         "delete_retry_change": 0.1,
         "delete_laps": 3,
+        "delete_max_laps": 12,
+        "delete_min_progress": 0.1,
+        "delete_max_sample": 2_000,
+        "delete_sample_iters": 5,
+        "delete_sample_min_step": 0.25,
+        "delete_sample_budget": 0.5,
+        "delete_min_sample": 500,
         "delete_refine_iters": 5,
     }
 
