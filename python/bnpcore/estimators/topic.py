@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 from bnpcore._validation import check_counts_csr, check_param, is_sparse, make_csr
-from bnpcore.data.documents import DocumentBatches, DocumentStream, bow_to_csr, document_source
-from bnpcore.estimators._engine import VBEstimator, is_one_shot
+from bnpcore.data.documents import DocumentBatches, DocumentStream, _is_iterator, bow_to_csr, document_source
+from bnpcore.estimators._engine import VBEstimator
 from bnpcore.exceptions import DataError, ParameterError
 from bnpcore.io import register_model_type
 from bnpcore.moves.topic import TopicMoveConfig, TopicMoveManager
@@ -186,11 +186,16 @@ class _BaseTopicModel(VBEstimator):
             check_param("n_vocab", n_vocab, kind="int", low=1, low_inclusive=True)
         self._fit_n_vocab = n_vocab
         try:
-            if is_one_shot(X):
+            if self._is_one_shot(X):
                 X = self._as_batch_stream(X, n_vocab)
             return super().fit(X, y)
         finally:
             self._fit_n_vocab = None
+
+    def _is_one_shot(self, X) -> bool:
+        """Only an iterator (``iter(X) is X``) is one-shot: any other iterable corpus is
+        re-read on every lap."""
+        return _is_iterator(X)
 
     def _as_batch_stream(self, X, n_vocab):
         """An iterator of documents becomes a stream of CSR batches; an iterator of batches is
@@ -215,7 +220,7 @@ class _BaseTopicModel(VBEstimator):
     def fit_transform(self, X, y=None, **fit_params):
         """Fit to ``X`` (re-iterable) and return its document-topic proportions
         (:meth:`transform`)."""
-        if is_one_shot(X):
+        if self._is_one_shot(X):
             raise ParameterError("fit_transform needs a corpus that can be read twice; an iterator is read once")
         return self.fit(X, **fit_params).transform(X)
 
@@ -225,7 +230,7 @@ class _BaseTopicModel(VBEstimator):
         V = int(self.n_features_in_)
         if is_sparse(X) or isinstance(X, np.ndarray):
             return check_counts_csr(X, name=name, n_vocab=V)
-        if is_one_shot(X):
+        if self._is_one_shot(X):
             X = list(X)
         try:
             iter(X)

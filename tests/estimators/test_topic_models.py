@@ -1,0 +1,343 @@
+"""HDPTopicModel and FiniteTopicModel: fits with every algorithm and input kind, the
+objective from summaries against the raw-data objective, monotonicity, determinism across
+thread counts, warm starts, save/load, inference methods and bad input."""
+
+from __future__ import annotations
+
+import warnings
+
+import bnpcore
+import bnpcore.data
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from bnpcore import ConvergenceWarning, DataError, FiniteTopicModel, HDPTopicModel, NonFiniteError, ParameterError, ShapeError
+from bnpcore._reference import topic as ref
+from bnpcore.datasets import make_bars
+from bnpcore.obs import ObsModel
+from bnpcore.topic import HDPTopicAlloc, LDAAlloc, TopicModel
+
+
+@pytest.fixture(scope="module")
+def bars():
+    X, topics = make_bars(n_docs=120, n_tokens=60, random_state=3)
+    return X, topics
+
+
+@pytest.fixture(scope="module")
+def held_out():
+    X, _ = make_bars(n_docs=30, n_tokens=60, random_state=4)
+    return X
+
+
+def _fit(model, X, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return model.fit(X, **kw)
+
+
+def _small(cls=HDPTopicModel, **kw):
+    args = dict(n_components=8, n_batches=3, max_laps=4, random_state=0)
+    args.update(kw)
+    return cls(**args)
+
+
+def _bow(X):
+    X = sp.csr_array(X)
+    return [list(zip(X.indices[X.indptr[d] : X.indptr[d + 1]].tolist(), X.data[X.indptr[d] : X.indptr[d + 1]].astype(int).tolist())) for d in range(X.shape[0])]
+
+
+# ----------------------------------------------------------------------------- fitting
+@pytest.mark.parametrize("cls", [HDPTopicModel, FiniteTopicModel])
+@pytest.mark.parametrize("algorithm", ["full", "memoized", "stochastic"])
+def test_fit_attributes(bars, held_out, cls, algorithm):
+    X, _ = bars
+    m = _fit(_small(cls, algorithm=algorithm), X)
+    assert m is not None and m.n_iter_ <= 4
+    K = m.summaries_.K
+    assert m.topics_.shape == (K, 900) and m.components_.shape == (K, 900)
+    np.testing.assert_allclose(m.topics_.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(m.components_, 0.1 + m.summaries_.S)
+    assert m.topic_weights_.shape == (K,) and np.all(m.topic_weights_ > 0)
+    assert 1 <= m.n_components_ <= K
+    assert len(m.history_["elbo"]) == m.n_iter_
+    assert np.isfinite(m.elbo_)
+    assert isinstance(m.moves_log_, list) and isinstance(m.converged_, bool)
+    theta = m.transform(held_out)
+    assert theta.shape == (30, K)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0, rtol=1e-12)
+    s = m.score(held_out)
+    assert np.isfinite(s) and s < 0
+    assert m.perplexity(held_out) == pytest.approx(np.exp(-s))
+    assert m.score(held_out) == s  # the split is seeded
+
+
+def test_fit_transform_and_top_words(bars):
+    X, _ = bars
+    m = _small(max_laps=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        theta = m.fit_transform(X)
+    np.testing.assert_allclose(theta, m.transform(X))
+    idx = m.top_words(5)
+    K = m.summaries_.K
+    assert idx.shape == (K, 5)
+    for k in range(K):
+        assert np.all(np.diff(m.topics_[k, idx[k]]) <= 0)
+        assert m.topics_[k, idx[k, -1]] >= np.sort(m.topics_[k])[-5]
+    vocab = [f"w{v}" for v in range(900)]
+    words = m.top_words(3, vocabulary=vocab)
+    assert words[0] == [f"w{v}" for v in idx[0, :3]]
+    with pytest.raises(ParameterError, match="vocabulary"):
+        m.top_words(3, vocabulary=vocab[:10])
+
+
+def test_bars_without_moves_fits_and_scores():
+    """From K = 50 without moves: a valid fit that scores held-out documents better than the
+    initial state would (its score rises over laps)."""
+    X, _ = make_bars(n_docs=300, n_tokens=100, random_state=0)
+    Xt, _ = make_bars(n_docs=50, n_tokens=100, random_state=1)
+    m1 = _fit(HDPTopicModel(50, moves=(), n_batches=3, max_laps=1, random_state=0), X)
+    m = _fit(HDPTopicModel(50, moves=(), n_batches=3, max_laps=6, random_state=0), X)
+    assert m.summaries_.K == 50 and m.n_iter_ == 6
+    assert np.isfinite(m.score(Xt)) and m.score(Xt) > m1.score(Xt)
+
+
+# ------------------------------------------------------------------------------ inputs
+def test_every_input_kind_gives_the_same_fit(bars):
+    X, _ = bars
+    ref_fit = _fit(_small(), X)
+    dense = X.toarray()
+    for Xi in (sp.csr_matrix(X), sp.csc_array(X), sp.coo_matrix(X), dense, _bow(X)):
+        m = _fit(_small(), Xi)
+        np.testing.assert_array_equal(m.history_["elbo"], ref_fit.history_["elbo"])
+        np.testing.assert_array_equal(m.topics_, ref_fit.topics_)
+
+
+def test_list_of_batches(bars):
+    X, _ = bars
+    src = bnpcore.data.document_source(X, 3)
+    batches = [X[src.bounds[b] : src.bounds[b + 1]] for b in range(3)]
+    a = _fit(_small(), X)
+    b = _fit(_small(), batches)
+    np.testing.assert_array_equal(a.history_["elbo"], b.history_["elbo"])
+    with pytest.raises(ParameterError, match="full"):
+        _small(algorithm="full").fit(batches)
+
+
+def test_reiterable_corpus_is_read_every_lap(bars):
+    X, _ = bars
+    docs = _bow(X)
+
+    class Corpus:
+        passes = 0
+
+        def __iter__(self):
+            Corpus.passes += 1
+            return iter(docs)
+
+    m = _fit(_small(max_laps=3), Corpus())
+    assert Corpus.passes >= 3
+    np.testing.assert_array_equal(m.history_["elbo"], _fit(_small(max_laps=3), X).history_["elbo"])
+
+
+def test_iterator_streams(bars):
+    X, _ = bars
+    m = HDPTopicModel(8, random_state=0).fit(iter(_bow(X)), n_vocab=900)
+    assert m.n_iter_ == 1 and m.topics_.shape[1] == 900
+    with pytest.raises(ParameterError, match="n_vocab"):
+        HDPTopicModel(8, random_state=0).fit(iter(_bow(X)))
+    # an iterator of CSR batches streams too
+    m2 = HDPTopicModel(8, random_state=0).fit(iter([X[:60], X[60:]]))
+    assert m2.n_iter_ == 1
+
+
+def test_sparse_input_is_never_densified(bars, held_out, monkeypatch):
+    X, _ = bars
+    Xc = sp.csr_array(X)
+    Xt = sp.csr_array(held_out)
+
+    def boom(*a, **k):
+        raise AssertionError("the corpus was densified")
+
+    for cls in (sp.csr_array, sp.csr_matrix, sp.csc_array, sp.coo_array, sp.coo_matrix, sp.csc_matrix):
+        monkeypatch.setattr(cls, "toarray", boom)
+        monkeypatch.setattr(cls, "todense", boom)
+    monkeypatch.setattr(np, "asarray", _guard_asarray(np.asarray))
+    m = _fit(_small(max_laps=2), Xc)
+    m.transform(Xt)
+    m.score(Xt)
+    _fit(_small(max_laps=2, algorithm="stochastic"), sp.coo_array(X))
+
+
+def _guard_asarray(orig):
+    def asarray(a, *args, **kw):
+        if sp.issparse(a):
+            raise AssertionError("np.asarray on a sparse matrix (densification)")
+        return orig(a, *args, **kw)
+
+    return asarray
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_counts():
+    good = sp.csr_array(np.array([[1.0, 0, 2], [0, 3, 1]]))
+    m = HDPTopicModel(2, max_laps=1, n_batches=1)
+    with pytest.raises(DataError, match="X"):
+        m.fit(sp.csr_array(np.array([[1.0, -1, 2], [0, 3, 1]])))
+    with pytest.raises(DataError, match="integer"):
+        m.fit(sp.csr_array(np.array([[1.5, 0, 2], [0, 3, 1]])))
+    with pytest.raises(NonFiniteError):
+        m.fit(sp.csr_array(np.array([[np.nan, 0, 2], [0, 3, 1]])))
+    with pytest.raises(DataError, match="no words"):
+        m.fit(sp.csr_array((3, 5)))
+    with pytest.raises(DataError, match="word id"):
+        m.fit([[(0, 1), (7, 2)], [(1, 1)]], n_vocab=5)
+    with pytest.raises(ShapeError, match="columns"):
+        HDPTopicModel(2, max_laps=1, algorithm="memoized").fit([good, sp.csr_array(np.ones((2, 4)))])
+    fitted = _fit(HDPTopicModel(2, max_laps=1, n_batches=1), good)
+    with pytest.raises(ShapeError):
+        fitted.transform(np.ones((1, 4)))
+    with pytest.raises(ShapeError):
+        fitted.score(sp.csr_array(np.ones((1, 4))))
+
+
+def test_empty_documents_are_allowed():
+    X = sp.csr_array(np.array([[1.0, 0, 2, 0], [0, 0, 0, 0], [0, 3, 1, 1], [2, 0, 0, 2]]))
+    m = _fit(HDPTopicModel(2, max_laps=3, n_batches=1, random_state=0), X)
+    theta = m.transform(X)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0)
+    a = m.summaries_
+    assert a["D"] == 4.0
+
+
+@pytest.mark.parametrize(
+    "kw, name",
+    [
+        (dict(alpha=-1.0), "alpha"),
+        (dict(gamma=0.0), "gamma"),
+        (dict(prior_count=0), "prior_count"),
+        (dict(init="bogus"), "init"),
+        (dict(doc_max_iter=0), "doc_max_iter"),
+        (dict(doc_tol=-1.0), "doc_tol"),
+        (dict(restarts="yes"), "restarts"),
+        (dict(n_components=0), "n_components"),
+        (dict(algorithm="gibbs"), "algorithm"),
+        (dict(moves=("birth",)), "birth"),
+        (dict(moves=("merge",), algorithm="stochastic"), "moves"),
+    ],
+)
+def test_bad_parameters(bars, kw, name):
+    X, _ = bars
+    with pytest.raises(ParameterError, match=name):
+        HDPTopicModel(**kw).fit(X)
+
+
+def test_finite_topic_model_has_no_moves(bars):
+    X, _ = bars
+    with pytest.raises(ParameterError, match="moves"):
+        FiniteTopicModel(4, moves=("merge",)).fit(X)
+
+
+def test_not_fitted():
+    with pytest.raises(bnpcore.NotFittedError):
+        HDPTopicModel().transform(np.ones((1, 3)))
+
+
+# ------------------------------------------------------------------- objective from data
+@pytest.mark.parametrize("family", ["hdp", "lda"])
+def test_summary_objective_equals_raw_data_objective(bars, family):
+    """The objective computed from the summaries of a document step equals the objective
+    evaluated term by term from the raw counts and the per-document local parameters
+    (reference implementation, independent of the Rust kernels)."""
+    X, _ = bars
+    X = X[:40]
+    V, K = X.shape[1], 6
+    rng = np.random.default_rng(0)
+    alloc = HDPTopicAlloc(0.7, 4.0) if family == "hdp" else LDAAlloc(0.7)
+    model = TopicModel(alloc, ObsModel("mult", {"lam": np.full(V, 0.2)}))
+    S0 = rng.gamma(1.0, 3.0, (K, V))
+    glob = model.stats_from_output(
+        {"n_docs": 40, "N": S0.sum(1), "S": S0, "H": np.zeros(K), "P": -rng.random(K) * 30, "P_rem": -50.0, "Q0": 0.0, "Q": np.zeros(K), "Q_rem": 0.0},
+        np.arange(K),
+    )
+    table = np.ascontiguousarray(ref.topic_word_table(model.lam(glob)))
+    a, a_rem = alloc.doc_prior(glob)
+    out = ref.doc_topic_step(X.indptr, X.indices, X.data, table, a, alpha_beta_rem=a_rem, return_local=True)
+    stats = model.stats_from_output(out, np.arange(K))
+    lam = model.lam(stats)
+    if family == "hdp":
+        rho, omega = alloc.sticks(stats)
+        raw = ref.elbo_raw(X.indptr, X.indices, X.data, out["local"], lam, 0.2, rho, omega, 0.7, 4.0, theta_rem=a_rem)
+    else:
+        raw = ref.lda_elbo_raw(X.indptr, X.indices, X.data, out["local"], lam, 0.2, 0.7)
+    assert model.elbo(stats) == pytest.approx(raw["total"], rel=1e-10)
+    # the Rust step gives the same summaries
+    rust = model.stats_from_output(model.local_step(X, glob), np.arange(K))
+    assert model.elbo(rust) == pytest.approx(model.elbo(stats), rel=1e-9)
+
+
+# ---------------------------------------------------------------------- monotonicity
+@pytest.mark.parametrize("cls", [HDPTopicModel, FiniteTopicModel])
+@pytest.mark.parametrize("algorithm, moves", [("full", ()), ("memoized", ()), ("memoized", None)])
+def test_objective_never_decreases(bars, cls, algorithm, moves):
+    """Full and memoized learning never lower the objective once every batch has a memo
+    (pytest turns an ELBODecreaseWarning into an error as well)."""
+    if cls is FiniteTopicModel and moves is None:
+        moves = ()
+    X, _ = bars
+    m = _fit(cls(10, algorithm=algorithm, moves=moves, n_batches=4, max_laps=12, tol=0, random_state=1), X)
+    e = m.history_["elbo"]
+    assert np.all(np.diff(e) >= -1e-9 * np.abs(e[1:]))
+
+
+# ------------------------------------------------------------------------ determinism
+@pytest.mark.parametrize("algorithm", ["memoized", "stochastic"])
+def test_thread_count_bit_identity(bars, algorithm):
+    X, _ = bars
+    a = _fit(_small(algorithm=algorithm, n_threads=1, max_laps=3), X)
+    b = _fit(_small(algorithm=algorithm, n_threads=2, max_laps=3), X)
+    np.testing.assert_array_equal(a.history_["elbo"], b.history_["elbo"])
+    np.testing.assert_array_equal(a.topics_, b.topics_)
+    np.testing.assert_array_equal(a.transform(X), b.transform(X))
+
+
+@pytest.mark.parametrize("moves", [(), None])
+def test_warm_start_three_plus_three_is_six(bars, moves, tmp_path):
+    X, _ = bars
+    kw = dict(n_components=12, n_batches=3, tol=0, random_state=5, moves=moves)
+    six = _fit(HDPTopicModel(max_laps=6, **kw), X)
+    three = _fit(HDPTopicModel(max_laps=3, **kw), X)
+    path = tmp_path / "m.bnp"
+    three.save(path)
+    three.set_params(warm_start=True)
+    _fit(three, X)
+    loaded = bnpcore.load(path)
+    assert isinstance(loaded, HDPTopicModel)
+    np.testing.assert_array_equal(loaded.topics_, _fit(HDPTopicModel(max_laps=3, **kw), X).topics_)
+    loaded.set_params(warm_start=True)
+    _fit(loaded, X)
+    for m in (three, loaded):
+        np.testing.assert_array_equal(m.history_["elbo"], six.history_["elbo"])
+        np.testing.assert_array_equal(m.topics_, six.topics_)
+        assert m.moves_log_ == six.moves_log_
+
+
+def test_save_load_predicts_identically(bars, held_out, tmp_path):
+    X, _ = bars
+    for cls in (HDPTopicModel, FiniteTopicModel):
+        m = _fit(_small(cls, max_laps=2), X)
+        m.save(tmp_path / "x.bnp")
+        m2 = bnpcore.load(tmp_path / "x.bnp")
+        assert type(m2) is cls
+        np.testing.assert_array_equal(m2.transform(held_out), m.transform(held_out))
+        assert m2.score(held_out) == m.score(held_out)
+        assert m2.get_params() == {k: v for k, v in m.get_params().items()}
+
+
+def test_partial_fit_streams(bars):
+    X, _ = bars
+    m = HDPTopicModel(6, random_state=0)
+    m.partial_fit(X[:60]).partial_fit(X[60:])
+    assert m.n_iter_ == 1 and m.state_.lap == 2
+    assert m.summaries_["D"] == pytest.approx(120.0)
