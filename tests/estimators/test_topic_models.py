@@ -332,7 +332,7 @@ def test_save_load_predicts_identically(bars, held_out, tmp_path):
         assert type(m2) is cls
         np.testing.assert_array_equal(m2.transform(held_out), m.transform(held_out))
         assert m2.score(held_out) == m.score(held_out)
-        assert m2.get_params() == {k: v for k, v in m.get_params().items()}
+        assert m2.get_params() == m.get_params()
 
 
 def test_partial_fit_streams(bars):
