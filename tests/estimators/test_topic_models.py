@@ -341,3 +341,25 @@ def test_partial_fit_streams(bars):
     m.partial_fit(X[:60]).partial_fit(X[60:])
     assert m.n_iter_ == 1 and m.state_.lap == 2
     assert m.summaries_["D"] == pytest.approx(120.0)
+
+
+# ----------------------------------------------------------------------------- plots
+def test_plot_topics_and_history(bars):
+    import matplotlib as mpl  # in the test extra: a missing matplotlib fails, it does not skip
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt
+    from bnpcore.plotting import plot_history, plot_topics
+
+    X, _ = bars
+    m = _fit(HDPTopicModel(n_components=12, n_batches=3, max_laps=4, random_state=5), X)
+    fig = plot_topics(m)  # 900 words: drawn as 30 x 30 images
+    assert len(fig.axes[0].images) == 1
+    plt.close(fig)
+    fig = plot_topics(m, n_words=4, vocabulary=[f"w{v}" for v in range(900)], n_show=3)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()][0] == f"w{m.top_words(1)[0, 0]}"
+    plt.close(fig)
+    fig = plot_history(m)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(lbl.startswith("merge") for lbl in labels)
+    plt.close(fig)
