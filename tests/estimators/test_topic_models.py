@@ -44,7 +44,10 @@ def _small(cls=HDPTopicModel, **kw):
 
 def _bow(X):
     X = sp.csr_array(X)
-    return [list(zip(X.indices[X.indptr[d] : X.indptr[d + 1]].tolist(), X.data[X.indptr[d] : X.indptr[d + 1]].astype(int).tolist())) for d in range(X.shape[0])]
+    return [
+        list(zip(X.indices[X.indptr[d] : X.indptr[d + 1]].tolist(), X.data[X.indptr[d] : X.indptr[d + 1]].astype(int).tolist()))
+        for d in range(X.shape[0])
+    ]
 
 
 # ----------------------------------------------------------------------------- fitting
@@ -258,7 +261,17 @@ def test_summary_objective_equals_raw_data_objective(bars, family):
     model = TopicModel(alloc, ObsModel("mult", {"lam": np.full(V, 0.2)}))
     S0 = rng.gamma(1.0, 3.0, (K, V))
     glob = model.stats_from_output(
-        {"n_docs": 40, "N": S0.sum(1), "S": S0, "H": np.zeros(K), "P": -rng.random(K) * 30, "P_rem": -50.0, "Q0": 0.0, "Q": np.zeros(K), "Q_rem": 0.0},
+        {
+            "n_docs": 40,
+            "N": S0.sum(1),
+            "S": S0,
+            "H": np.zeros(K),
+            "P": -rng.random(K) * 30,
+            "P_rem": -50.0,
+            "Q0": 0.0,
+            "Q": np.zeros(K),
+            "Q_rem": 0.0,
+        },
         np.arange(K),
     )
     table = np.ascontiguousarray(ref.topic_word_table(model.lam(glob)))
@@ -357,7 +370,7 @@ def test_plot_topics_and_history(bars):
     assert len(fig.axes[0].images) == 1
     plt.close(fig)
     fig = plot_topics(m, n_words=4, vocabulary=[f"w{v}" for v in range(900)], n_show=3)
-    assert [t.get_text() for t in fig.axes[0].get_yticklabels()][0] == f"w{m.top_words(1)[0, 0]}"
+    assert fig.axes[0].get_yticklabels()[0].get_text() == f"w{m.top_words(1)[0, 0]}"
     plt.close(fig)
     fig = plot_history(m)
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
