@@ -25,7 +25,10 @@ def _pyplot():
     try:
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("bnpcore.plotting needs matplotlib: pip install matplotlib (or pip install 'bnpcore[plot]')") from exc
+        raise ImportError(
+            "bnpcore.plotting needs matplotlib: pip install matplotlib "
+            "(or pip install 'bnpcore[plot]')"
+        ) from exc
     return plt
 
 
@@ -90,7 +93,9 @@ def plot_history(model, ax=None, moves=True):
     if "n_components" in history:
         n_components = np.asarray(history["n_components"], dtype=np.float64)
         ax_k = ax.twinx()
-        (k_line,) = ax_k.step(laps, n_components, where="post", color="tab:orange", label="clusters")
+        (k_line,) = ax_k.step(
+            laps, n_components, where="post", color="tab:orange", label="clusters"
+        )
         ax_k.set_ylabel("number of clusters", color="tab:orange")
         ax_k.tick_params(axis="y", labelcolor="tab:orange")
         ax_k.yaxis.get_major_locator().set_params(integer=True)
@@ -101,7 +106,11 @@ def plot_history(model, ax=None, moves=True):
         order = np.argsort(laps, kind="stable")
         for kind, (marker, color, label) in _MOVE_STYLES.items():
             at = np.array(
-                [float(m["lap"]) for m in moves_log if m.get("kind") == kind and bool(m.get("accepted", False))],
+                [
+                    float(m["lap"])
+                    for m in moves_log
+                    if m.get("kind") == kind and bool(m.get("accepted", False))
+                ],
                 dtype=np.float64,
             )
             if at.size == 0:
@@ -210,7 +219,10 @@ def plot_patch_components(model, n_show=16, patch_size=8, kind="eigen", ax=None)
     params = np.asarray(params, dtype=np.float64)
     n_features = patch_size * patch_size
     if params.shape[0] != weights.shape[0] or params.shape[1] != n_features:
-        raise ValueError(f"{attr} has shape {params.shape}; expected ({weights.shape[0]}, {n_features}, ...) for patch_size={patch_size}")
+        raise ValueError(
+            f"{attr} has shape {params.shape}; expected ({weights.shape[0]}, {n_features}, ...) "
+            f"for patch_size={patch_size}"
+        )
     n_show = int(min(n_show, weights.shape[0]))
     if n_show < 1:
         raise ValueError("n_show must be at least 1 and the model must have a cluster")
