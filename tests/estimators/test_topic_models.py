@@ -102,7 +102,7 @@ def test_bars_without_moves_fits_and_scores():
     Xt, _ = make_bars(n_docs=50, n_tokens=100, random_state=1)
     m1 = _fit(HDPTopicModel(50, moves=(), n_batches=3, max_laps=1, random_state=0), X)
     m = _fit(HDPTopicModel(50, moves=(), n_batches=3, max_laps=6, random_state=0), X)
-    assert m.summaries_.K == 50 and m.n_iter_ == 6
+    assert 10 <= m.summaries_.K <= 50 and m.n_iter_ == 6  # no moves: only empty topics are dropped
     assert np.isfinite(m.score(Xt)) and m.score(Xt) > m1.score(Xt)
 
 
