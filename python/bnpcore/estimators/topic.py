@@ -71,14 +71,12 @@ class _BaseTopicModel(VBEstimator):
         check_param("restarts", self.restarts, kind="bool")
         self._validate_engine_params()
         moves = self._moves_tuple()
-        if "birth" in moves:
-            raise ParameterError("birth moves are not available for topic models yet; use moves=('merge', 'delete')")
         if moves and not self._make_alloc().nested:
             raise ParameterError("`moves` need the nested HDP truncation: use HDPTopicModel")
 
     # ------------------------------------------------------------------ building
     def _default_moves(self) -> tuple:
-        return ("merge", "delete") if (self.algorithm == "memoized" and self._make_alloc().nested) else ()
+        return ("birth", "merge", "delete") if (self.algorithm == "memoized" and self._make_alloc().nested) else ()
 
     def _doc_options(self) -> dict:
         return {"max_iter": int(self.doc_max_iter), "tol": float(self.doc_tol), "restarts": bool(self.restarts)}
@@ -127,8 +125,8 @@ class _BaseTopicModel(VBEstimator):
         kinds = self._moves_tuple()
         config = TopicMoveConfig(
             kinds=kinds,
-            start_lap={"merge": self.merge_start_lap, "delete": self.delete_start_lap},
-            max_per_lap={"merge": self.max_merges_per_lap, "delete": self.max_deletes_per_lap},
+            start_lap={"birth": self.birth_start_lap, "merge": self.merge_start_lap, "delete": self.delete_start_lap},
+            max_per_lap={"birth": self.max_births_per_lap, "merge": self.max_merges_per_lap, "delete": self.max_deletes_per_lap},
             options=dict(self.move_options or {}),
             n_threads=self.n_threads,
         )
@@ -368,19 +366,20 @@ _DOC_COMMON = """
         chosen by Bregman (KL) k-means++.
     init_subsample : int, default=100000
         Documents read to choose the initial topics.
-    moves : None or subset of ("merge", "delete")
-        Proposal moves (HDP only); None means merge and delete for ``algorithm="memoized"``
-        and none otherwise. (Birth moves are not available for topic models yet.)
-    merge_start_lap, delete_start_lap : int, default=2
+    moves : None or subset of ("birth", "merge", "delete")
+        Proposal moves (HDP only; :mod:`bnpcore.moves.topic`); None means all three for
+        ``algorithm="memoized"`` and none otherwise.
+    birth_start_lap, merge_start_lap, delete_start_lap : int, default=2
     max_merges_per_lap : int, default=25
         Candidate pairs tracked per lap.
     max_deletes_per_lap : int, default=2
         Delete candidates evaluated per lap (each costs two document-step passes).
-    birth_start_lap, max_births_per_lap
-        Accepted for a uniform interface; unused.
+    max_births_per_lap : int, default=1
+        Birth proposals per lap (each costs two document-step passes); 0 disables them.
     move_options : dict or None
-        ``accept_rtol``, ``merge_max_per_topic``, ``delete_passes``, ``delete_max_size``
-        (see :class:`bnpcore.moves.topic.TopicMoveConfig`).
+        Advanced move settings, keys of
+        :attr:`bnpcore.moves.topic.TopicMoveManager.DEFAULT_OPTIONS` (e.g. ``birth_n_new``,
+        the number of topics a birth proposes, default 10).
     top_l : int or None, default=None
         L-sparse document steps: each word type keeps its ``top_l`` most responsible topics
         (thesis Alg. 7.4). None is dense.
@@ -449,7 +448,7 @@ class HDPTopicModel(_BaseTopicModel):
     Parameters
     ----------
     n_components : int, default=50
-        Initial number of topics K (moves can only lower it).
+        Initial number of topics K (moves change it).
     alpha : float, default=0.5
         Document-level concentration.
     gamma : float, default=10.0
@@ -486,7 +485,7 @@ class HDPTopicModel(_BaseTopicModel):
         birth_start_lap=2,
         merge_start_lap=2,
         delete_start_lap=2,
-        max_births_per_lap=0,
+        max_births_per_lap=1,
         max_merges_per_lap=25,
         max_deletes_per_lap=2,
         move_options=None,
@@ -577,7 +576,7 @@ class FiniteTopicModel(_BaseTopicModel):
         birth_start_lap=2,
         merge_start_lap=2,
         delete_start_lap=2,
-        max_births_per_lap=0,
+        max_births_per_lap=1,
         max_merges_per_lap=25,
         max_deletes_per_lap=2,
         move_options=None,

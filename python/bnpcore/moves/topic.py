@@ -1,6 +1,6 @@
-r"""Proposal moves of the HDP topic model (Hughes thesis §5.5): merge and delete, each accepted
-only when the exact objective of the whole-dataset summaries rises, plus the monotone batch
-update of memoized learning.
+r"""Proposal moves of the HDP topic model (Hughes thesis §5.5): birth, merge and delete, each
+accepted only when the exact objective of the whole-dataset summaries rises, plus the monotone
+batch update of memoized learning.
 
 :class:`TopicMoveManager` is driven by the unchanged memoized lap through the hooks every move
 manager has (``start_lap``, ``batch_options``, ``after_batch``, ``end_lap``, ``busy``,
@@ -29,6 +29,17 @@ document step is rerun on every batch with the remaining :math:`K-1` topics (glo
 summaries without :math:`j`), twice, and the objective of the resulting summaries is compared
 with the current one. Candidates are the smallest topics (by :math:`N_k`) that did not fail
 since the last accepted move. Deletes need every batch to be revisitable (no frozen memos).
+
+**Birth** (thesis §5.5.3, whole-dataset version). The target is the largest topic that has not
+failed a birth since the last accepted move. During the lap, every document using it
+(:math:`N_{dt}>1`, at most ``birth_max_docs``) contributes its target histogram: its word counts
+weighted by the plug-in responsibility :math:`\hat\pi_{dt}\hat\phi_{tv}/\sum_k\hat\pi_{dk}\hat\phi_{kv}`
+(the document step does not keep per-word responsibilities). Bregman (KL) k-means on these
+histograms gives up to ``birth_n_new`` new topics; the target keeps ``birth_keep_fraction`` of its
+counts and the new topics share the rest. The document step is then rerun on every batch with the
+enlarged set (``birth_passes`` passes) and the proposal is accepted iff the objective of the
+resulting summaries is higher. Merges are evaluated first (their per-batch statistics describe the
+lap's memos), then deletes, then the birth; a topic takes part in at most one move per lap.
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ from bnpcore.moves._base import ACCEPT_RTOL, accepts
 
 __all__ = ["TOPIC_MOVE_KINDS", "TopicMoveConfig", "TopicMoveManager"]
 
-TOPIC_MOVE_KINDS = ("merge", "delete")
+TOPIC_MOVE_KINDS = ("birth", "merge", "delete")
 
 
 @dataclass(frozen=True)
@@ -52,17 +63,19 @@ class TopicMoveConfig:
     Parameters
     ----------
     kinds : tuple of str
-        Subset of ``("merge", "delete")``.
+        Subset of ``("birth", "merge", "delete")``.
     start_lap : dict of str to int
         First lap at which each kind is evaluated (default 2).
     max_per_lap : dict of str to int
-        Merge: candidate pairs tracked per lap (default 25); delete: candidates evaluated per
-        lap (default 2).
+        Birth: 0 disables births, otherwise one proposal per lap (default 1); merge: candidate
+        pairs tracked per lap (default 25); delete: candidates evaluated per lap (default 2).
     options : dict
-        ``accept_rtol`` (acceptance ``ΔL > accept_rtol |L|``), ``merge_max_per_topic``
-        (default 5), ``delete_passes`` (document-step passes of a delete candidate, default 2),
-        ``delete_max_size`` (only topics with ``N_k`` below this fraction of the tokens,
-        default 0.2).
+        Keys of :attr:`TopicMoveManager.DEFAULT_OPTIONS`: ``accept_rtol`` (acceptance
+        ``ΔL > accept_rtol |L|``), ``merge_max_per_topic`` (default 5), ``delete_passes``
+        (document-step passes of a delete candidate, default 2), ``delete_max_size`` (only
+        topics with ``N_k`` below this fraction of the tokens, default 0.2), and the birth
+        settings ``birth_n_new`` (10), ``birth_passes`` (2), ``birth_max_docs`` (2000),
+        ``birth_min_count`` (1), ``birth_kmeans_iters`` (10), ``birth_keep_fraction`` (0.1).
     monotone : bool
         Keep a batch's memo when its new summaries lower the objective (module docstring).
     n_threads : int or None
@@ -83,8 +96,19 @@ class TopicMoveManager:
     ``kind``, ``uids``, ``elbo_before``, ``elbo_after``, ``elbo_gain`` and ``accepted``.
     """
 
-    DEFAULT_OPTIONS: ClassVar[dict] = {"accept_rtol": ACCEPT_RTOL, "merge_max_per_topic": 5, "delete_passes": 2, "delete_max_size": 0.2}
-    DEFAULT_MAX_PER_LAP: ClassVar[dict] = {"merge": 25, "delete": 2}
+    DEFAULT_OPTIONS: ClassVar[dict] = {
+        "accept_rtol": ACCEPT_RTOL,
+        "merge_max_per_topic": 5,
+        "delete_passes": 2,
+        "delete_max_size": 0.2,
+        "birth_n_new": 10,
+        "birth_passes": 2,
+        "birth_max_docs": 2000,
+        "birth_min_count": 1.0,
+        "birth_kmeans_iters": 10,
+        "birth_keep_fraction": 0.1,
+    }
+    DEFAULT_MAX_PER_LAP: ClassVar[dict] = {"birth": 1, "merge": 25, "delete": 2}
 
     def __init__(self, config: TopicMoveConfig):
         from bnpcore.exceptions import ParameterError
@@ -101,6 +125,7 @@ class TopicMoveManager:
         self.n_threads = config.n_threads
         self.structure_version = 0
         self.delete_failed: dict = {}
+        self.birth_failed: dict = {}
         self._reset_lap()
 
     def _reset_lap(self):
@@ -112,6 +137,9 @@ class TopicMoveManager:
         self._lap = 0
         self._exact = False
         self._stale = False
+        self._birth_target = None
+        self._birth_hist: list = []
+        self._birth_docs = 0
 
     def _start(self, kind: str) -> int:
         return int(self.config.start_lap.get(kind, 2))
@@ -126,19 +154,28 @@ class TopicMoveManager:
         self._exact = all(m is not None for m in state.memos)
         lap_top_l = model.top_l
         self._guard = self.config.monotone and self._exact and lap_top_l == state.last_top_l
-        if "merge" in self.kinds and self._exact and self._lap >= self._start("merge") and model.alloc.nested and not state.frozen:
+        movable = self._exact and model.alloc.nested and not state.frozen
+        if "merge" in self.kinds and movable and self._lap >= self._start("merge"):
             self._pairs = self._plan_merges(model, state.stats)
+        if "birth" in self.kinds and movable and self._lap >= self._start("birth") and self._source is not None and self._cap("birth") > 0:
+            self._birth_target = self._plan_birth(state.stats)
 
     def batch_options(self, model, state, b) -> dict:
         if self._guard:
             self._old = state.memos[b]
             self._old_elbo = model.elbo(state.stats)
+        opts = {}
         if self._pairs:
             pos = state.stats.positions([u for pair in self._pairs for u in pair]).reshape(-1, 2)
-            return {"merge_pairs": [(int(a), int(c)) for a, c in pos]}
-        return {}
+            opts["merge_pairs"] = [(int(a), int(c)) for a, c in pos]
+        if self._birth_target is not None:
+            opts["return_doc_topic"] = True
+            self._birth_glob = state.stats
+        return opts
 
     def after_batch(self, model, state, b, out, X=None) -> None:
+        if self._birth_target is not None and X is not None and "doc_topic" in out:
+            self._collect_birth(model, self._birth_glob, X, out["doc_topic"])
         if self._pairs:
             self._pair_stats[b] = (np.asarray(out["merge_H"]), np.asarray(out["merge_P"]), np.asarray(out["merge_Q"]))
         if self._guard and self._old is not None:
@@ -160,6 +197,9 @@ class TopicMoveManager:
         if "delete" in self.kinds and self._exact and self._lap >= self._start("delete") and model.alloc.nested and not state.frozen:
             n, elbo = self._evaluate_deletes(model, state, elbo, touched)
             accepted += n
+        if self._birth_target is not None and self._birth_target not in touched:
+            n, elbo = self._evaluate_birth(model, state, elbo)
+            accepted += n
         if accepted:
             self.structure_version += 1
         self._reset_lap()
@@ -169,6 +209,7 @@ class TopicMoveManager:
         return {
             "structure_version": int(self.structure_version),
             "delete_failed": {str(k): int(v) for k, v in self.delete_failed.items()},
+            "birth_failed": {str(k): int(v) for k, v in self.birth_failed.items()},
         }
 
     def set_state(self, state) -> None:
@@ -176,6 +217,7 @@ class TopicMoveManager:
             return
         self.structure_version = int(state.get("structure_version", 0))
         self.delete_failed = {int(k): int(v) for k, v in (state.get("delete_failed") or {}).items()}
+        self.birth_failed = {int(k): int(v) for k, v in (state.get("birth_failed") or {}).items()}
 
     # ---------------------------------------------------------------- helpers
     def _log(self, state, kind, uids, before, after, accepted, **extra):
@@ -311,3 +353,110 @@ class TopicMoveManager:
 
     #: the batch source of the fit (set by the estimator; deletes reread every batch)
     _source = None
+
+    # ------------------------------------------------------------------ birth
+    def _plan_birth(self, G):
+        """The largest topic that has not failed a birth since the last accepted move."""
+        for pos in np.argsort(-G.N, kind="stable"):
+            uid = int(G.uids[pos])
+            if self.birth_failed.get(uid) != self.structure_version and G.N[pos] >= 2 * float(self.options["birth_n_new"]):
+                return uid
+        return None
+
+    def _collect_birth(self, model, glob, X, doc_topic) -> None:
+        r"""Target histograms of this batch: for every document using the target topic
+        :math:`t` (:math:`N_{dt}` above ``birth_min_count``), its word counts weighted by the
+        plug-in responsibility :math:`\hat\pi_{dt}\hat\phi_{tv}/\sum_k\hat\pi_{dk}\hat\phi_{kv}`."""
+        budget = int(self.options["birth_max_docs"]) - self._birth_docs
+        if budget <= 0:
+            return
+        t = int(glob.positions([self._birth_target])[0])
+        docs = np.flatnonzero(doc_topic[:, t] > float(self.options["birth_min_count"]))[:budget]
+        if docs.size == 0:
+            return
+        a, _ = model.alloc.doc_prior(glob)
+        theta = doc_topic[docs] + a[None, :]
+        pi = theta / theta.sum(axis=1, keepdims=True)
+        lam = model.lam(glob)
+        phi = lam / lam.sum(axis=1, keepdims=True)
+        for i, d in enumerate(docs):
+            lo, hi = int(X.indptr[d]), int(X.indptr[d + 1])
+            w = np.asarray(X.indices[lo:hi], dtype=np.int64)
+            num = pi[i, t] * phi[t, w]
+            den = pi[i] @ phi[:, w]
+            self._birth_hist.append((w, X.data[lo:hi] * num / np.maximum(den, 1e-300)))
+        self._birth_docs += docs.size
+
+    def _cluster_histograms(self, V: int, J: int, rng) -> np.ndarray:
+        """Bregman (KL) k-means of the collected target histograms into ``J`` clusters
+        (k-means++ seeding, ``birth_kmeans_iters`` Lloyd iterations); returns the cluster sums
+        (J, V)."""
+        from bnpcore._validation import make_csr
+        from bnpcore.topic import _kmeanspp_docs
+
+        n = len(self._birth_hist)
+        indptr = np.concatenate([[0], np.cumsum([w.size for w, _ in self._birth_hist])])
+        H = make_csr(np.concatenate([c for _, c in self._birth_hist]), np.concatenate([w for w, _ in self._birth_hist]), indptr, (n, V))
+        J = min(J, n)
+        seeds = _kmeanspp_docs(H, J, 0.1, rng)
+        from bnpcore.topic import csr_rows_dense
+
+        centers = csr_rows_dense(H, seeds)
+        labels = None
+        for _ in range(int(self.options["birth_kmeans_iters"])):
+            mu = centers + 0.1
+            log_mu = np.log(mu / mu.sum(axis=1, keepdims=True))
+            new = np.argmax(np.asarray(H @ log_mu.T), axis=1)
+            if labels is not None and np.array_equal(new, labels):
+                break
+            labels = new
+            centers = np.zeros((J, V))
+            for j in range(J):
+                rows = np.flatnonzero(labels == j)
+                if rows.size:
+                    centers[j] = np.asarray(H[rows].sum(axis=0)).ravel()
+        return centers[centers.sum(axis=1) > 0]
+
+    def _evaluate_birth(self, model, state, elbo) -> tuple[int, float]:
+        """Split the target into new topics built from the clusters of its histograms, rerun
+        the document step on every batch with the enlarged set (``birth_passes`` passes) and
+        accept iff the objective of the resulting summaries is higher."""
+        uid = self._birth_target
+        G = state.stats
+        if uid not in set(G.uids.tolist()) or len(self._birth_hist) < 2:
+            return 0, elbo
+        t = int(G.positions([uid])[0])
+        sums = self._cluster_histograms(G.S.shape[1], int(self.options["birth_n_new"]), state.rng_moves)
+        if sums.shape[0] < 2:
+            self.birth_failed[uid] = self.structure_version
+            return 0, elbo
+        keep = float(self.options["birth_keep_fraction"])
+        scale = (1.0 - keep) * G.N[t] / sums.sum()
+        S_new = sums * scale
+        J = S_new.shape[0]
+        new_uids = np.arange(state.next_uid, state.next_uid + J, dtype=np.int64)
+        glob = G.copy()
+        glob.S = np.concatenate([G.S[:t], keep * G.S[t : t + 1], G.S[t + 1 :]])
+        glob.N = glob.S.sum(axis=1)
+        extra = {"P": np.full(J, G["P"][t]), "Q": np.full(J, G["Q"][t])}
+        glob = glob.append(N=S_new.sum(axis=1), S=S_new, H=np.zeros(J), uids=new_uids, **extra)
+        memos = None
+        for _ in range(int(self.options["birth_passes"])):
+            memos = []
+            for b in range(len(self._source)):
+                out = model.local_step(self._source.get(b), glob, n_threads=self.n_threads)
+                memos.append(model.stats_from_output(out, glob.uids))
+            total = memos[0]
+            for s in memos[1:]:
+                total = total + s
+            glob = total
+        new = model.elbo(glob)
+        ok = self._accepts(elbo, new)
+        self._log(state, "birth", [uid], elbo, new, ok, new_uids=[int(u) for u in new_uids] if ok else [])
+        if not ok:
+            self.birth_failed[uid] = self.structure_version
+            return 0, elbo
+        state.new_uids(J)
+        state.memos = memos
+        state.recompute_total()
+        return 1, model.elbo(state.stats)
