@@ -426,3 +426,15 @@ def test_bars_birth_merge_delete_from_one_topic():
     assert np.all(H[rows, cols] < 0.15), H[rows, cols]
     births = [r for r in m.moves_log_ if r["kind"] == "birth" and r["accepted"]]
     assert births and all(r["elbo_after"] > r["elbo_before"] for r in births)
+
+
+def test_pickle_round_trip_keeps_no_data(bars, held_out):
+    import pickle
+
+    X, _ = bars
+    m = _fit(_small(max_laps=3), X)
+    blob = pickle.dumps(m)
+    assert len(blob) < 20 * X.data.nbytes + 2_000_000  # summaries, not the corpus source
+    m2 = pickle.loads(blob)
+    np.testing.assert_array_equal(m2.transform(held_out), m.transform(held_out))
+    assert getattr(m.moves_manager_, "_source", None) is None

@@ -140,6 +140,9 @@ class _BaseTopicModel(VBEstimator):
             super()._run(model, source, n_laps)
         finally:
             self._fit_source = None
+            manager = getattr(self, "moves_manager_", None)
+            if manager is not None:
+                manager._source = None  # the fitted model keeps no reference to the data
 
     def _set_fitted(self, model, G) -> None:
         lam = model.lam(G)
