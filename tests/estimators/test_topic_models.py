@@ -438,3 +438,57 @@ def test_pickle_round_trip_keeps_no_data(bars, held_out):
     m2 = pickle.loads(blob)
     np.testing.assert_array_equal(m2.transform(held_out), m.transform(held_out))
     assert getattr(m.moves_manager_, "_source", None) is None
+
+
+# ------------------------------------------------------------- spec properties (model level)
+def _topic_model(K=6, V=900, seed=0, alloc=None):
+    rng = np.random.default_rng(seed)
+    alloc = alloc or HDPTopicAlloc(0.5, 10.0)
+    model = TopicModel(alloc, ObsModel("mult", {"lam": np.full(V, 0.1)}))
+    S0 = rng.gamma(1.0, 3.0, (K, V))
+    glob = model.stats_from_output(
+        {"n_docs": 50, "N": S0.sum(1), "S": S0, "H": np.zeros(K), "P": -rng.random(K) * 30, "P_rem": -60.0, "Q0": 0.0, "Q": np.zeros(K), "Q_rem": 0.0},
+        np.arange(K),
+    )
+    return model, glob
+
+
+def test_batches_sum_to_the_whole_corpus_and_order_does_not_matter(bars):
+    """Memoized = full after a lap with fixed globals (spec P7), and permuting documents
+    leaves the summaries unchanged (P14)."""
+    X, _ = bars
+    model, glob = _topic_model()
+    whole = model.stats_from_output(model.local_step(X, glob), glob.uids)
+    src = bnpcore.data.document_source(X, 4)
+    parts = [model.stats_from_output(model.local_step(src.get(b), glob), glob.uids) for b in range(4)]
+    total = parts[0] + parts[1] + parts[2] + parts[3]
+    perm = np.random.default_rng(0).permutation(X.shape[0])
+    shuffled = model.stats_from_output(model.local_step(sp.csr_array(X[perm]), glob), glob.uids)
+    for other in (total, shuffled):
+        for name in ("N", "S", "H", "P", "Q", "D", "Q0", "P_rem", "Q_rem"):
+            np.testing.assert_allclose(other[name], whole[name], rtol=1e-9, atol=1e-9)
+        assert model.elbo(other) == pytest.approx(model.elbo(whole), rel=1e-12)
+
+
+def test_sticks_without_documents_are_the_prior():
+    """With D = 0 the optimal sticks are the prior's: ρ_k = 1/(1+γ) (spec P12)."""
+    model, glob = _topic_model(K=4)
+    glob["D"] = 0.0
+    glob["P"] = np.zeros(4)
+    glob["P_rem"] = 0.0
+    rho, omega = model.alloc.sticks(glob)
+    np.testing.assert_allclose(rho, 1.0 / 11.0, rtol=1e-6)
+    np.testing.assert_allclose(omega, 11.0)
+
+
+def test_empty_topics_lower_the_objective(bars):
+    """Appending empty topics to a fitted state and re-running the document step lowers the
+    objective (the surrogate penalises unused topics; spec P9)."""
+    X, _ = bars
+    m = _fit(HDPTopicModel(6, moves=(), n_batches=1, algorithm="full", max_laps=8, random_state=0), X)
+    model = m._make_model(m.obs_model_)
+    G = m.summaries_
+    base = model.elbo(model.stats_from_output(model.local_step(X, G), G.uids))
+    bigger = G.append(uids=np.arange(100, 103), P=np.full(3, G["P"].min()), Q=np.zeros(3))
+    grown = model.stats_from_output(model.local_step(X, bigger), bigger.uids)
+    assert model.elbo(grown) < base
