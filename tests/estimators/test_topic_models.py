@@ -413,17 +413,17 @@ def test_bars_merge_delete_from_50_recovers_the_ten_bars():
 
 @pytest.mark.slow
 def test_bars_birth_merge_delete_from_one_topic():
-    """From K = 1 with birth, merge and delete, the fit ends with exactly the 10 bars (the
-    births reach an objective within 0.02 % of the fixed point from the true topics; Hellinger
-    0.09-0.12, see the previous test for the threshold)."""
+    """From K = 1 with birth, merge and delete (the defaults), the fit ends with exactly the 10
+    bars, each within Hellinger distance 0.1 of its bar (measured 0.090-0.099; the objective
+    ends slightly above the fixed point reached from the true topics)."""
     from scipy.optimize import linear_sum_assignment
 
     X, topics = make_bars(n_docs=1000, random_state=0)
-    m = _fit(HDPTopicModel(1, n_batches=5, max_laps=20, tol=1e-7, random_state=0), X)
+    m = _fit(HDPTopicModel(1, n_batches=5, max_laps=30, tol=1e-7, random_state=0), X)
     assert m.summaries_.K == 10
     H = _hellinger(m.topics_, topics)
     rows, cols = linear_sum_assignment(H)
-    assert np.all(H[rows, cols] < 0.15), H[rows, cols]
+    assert np.all(H[rows, cols] < 0.1), H[rows, cols]
     births = [r for r in m.moves_log_ if r["kind"] == "birth" and r["accepted"]]
     assert births and all(r["elbo_after"] > r["elbo_before"] for r in births)
 

@@ -376,9 +376,9 @@ _DOC_COMMON = """
     max_merges_per_lap : int, default=25
         Candidate pairs tracked per lap.
     max_deletes_per_lap : int, default=2
-        Delete candidates evaluated per lap (each costs two document-step passes).
+        Delete candidates evaluated per lap (each costs one document-step pass over the data).
     max_births_per_lap : int, default=1
-        Birth proposals per lap (each costs two document-step passes); 0 disables them.
+        Birth proposals per lap (each costs one document-step pass over the data); 0 disables them.
     move_options : dict or None
         Advanced move settings, keys of
         :attr:`bnpcore.moves.topic.TopicMoveManager.DEFAULT_OPTIONS` (e.g. ``birth_n_new``,

@@ -26,7 +26,7 @@ a topic that already merged this lap is skipped.
 
 **Delete** (thesis §5.5.2, whole-dataset version). The candidate removes topic :math:`j`: the
 document step is rerun on every batch with the remaining :math:`K-1` topics (globals from the
-summaries without :math:`j`), twice, and the objective of the resulting summaries is compared
+summaries without :math:`j`; ``delete_passes`` passes, default one), and the objective of the resulting summaries is compared
 with the current one. Candidates are the smallest topics (by :math:`N_k`) that did not fail
 since the last accepted move. Deletes need every batch to be revisitable (no frozen memos).
 
@@ -72,9 +72,9 @@ class TopicMoveConfig:
     options : dict
         Keys of :attr:`TopicMoveManager.DEFAULT_OPTIONS`: ``accept_rtol`` (acceptance
         ``ΔL > accept_rtol |L|``), ``merge_max_per_topic`` (default 5), ``delete_passes``
-        (document-step passes of a delete candidate, default 2), ``delete_max_size`` (only
+        (document-step passes of a delete candidate, default 1), ``delete_max_size`` (only
         topics with ``N_k`` below this fraction of the tokens, default 0.2), and the birth
-        settings ``birth_n_new`` (10), ``birth_passes`` (2), ``birth_max_docs`` (2000),
+        settings ``birth_n_new`` (10), ``birth_passes`` (1), ``birth_max_docs`` (2000),
         ``birth_min_count`` (1), ``birth_kmeans_iters`` (10), ``birth_keep_fraction`` (0.1).
     monotone : bool
         Keep a batch's memo when its new summaries lower the objective (module docstring).
@@ -99,10 +99,10 @@ class TopicMoveManager:
     DEFAULT_OPTIONS: ClassVar[dict] = {
         "accept_rtol": ACCEPT_RTOL,
         "merge_max_per_topic": 5,
-        "delete_passes": 2,
+        "delete_passes": 1,
         "delete_max_size": 0.2,
         "birth_n_new": 10,
-        "birth_passes": 2,
+        "birth_passes": 1,
         "birth_max_docs": 2000,
         "birth_min_count": 1.0,
         "birth_kmeans_iters": 10,
