@@ -492,3 +492,12 @@ def test_empty_topics_lower_the_objective(bars):
     bigger = G.append(uids=np.arange(100, 103), P=np.full(3, G["P"].min()), Q=np.zeros(3))
     grown = model.stats_from_output(model.local_step(X, bigger), bigger.uids)
     assert model.elbo(grown) < base
+
+
+def test_docstring_examples():
+    import doctest
+
+    import bnpcore.estimators.topic
+
+    result = doctest.testmod(bnpcore.estimators.topic, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0

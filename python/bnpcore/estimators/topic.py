@@ -463,10 +463,13 @@ class HDPTopicModel(_BaseTopicModel):
     --------
     >>> from bnpcore import HDPTopicModel
     >>> from bnpcore.datasets import make_bars
-    >>> X, true_topics = make_bars(n_docs=300, random_state=0)
-    >>> model = HDPTopicModel(n_components=20, random_state=0, max_laps=40).fit(X)  # doctest: +SKIP
-    >>> model.topics_.shape[1]  # doctest: +SKIP
-    900
+    >>> X, true_topics = make_bars(n_docs=200, random_state=0)  # 10 bar topics, 900 words
+    >>> model = HDPTopicModel(n_components=1, n_batches=2, random_state=0).fit(X)
+    >>> model.n_components_  # births, merges and deletes find the 10 bars
+    10
+    >>> X_test, _ = make_bars(n_docs=50, random_state=1)
+    >>> round(model.score(X_test), 2)  # held-out nats per token (document completion)
+    -5.83
 """
     )
 
