@@ -501,3 +501,19 @@ def test_docstring_examples():
 
     result = doctest.testmod(bnpcore.estimators.topic, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.parametrize("algorithm", ["full", "memoized"])
+def test_l_sparse_documents(bars, held_out, algorithm):
+    """top_l: after the dense laps the document steps keep at most L topics per word type;
+    the objective is monotone from the end of the first L-sparse lap on."""
+    X, _ = bars
+    kw = dict(n_components=10, algorithm=algorithm, n_batches=3, max_laps=6, tol=0, random_state=0, moves=())
+    m = _fit(HDPTopicModel(top_l=2, **kw), X)
+    e = m.history_["elbo"]
+    assert np.all(np.diff(e[2:]) >= -1e-9 * np.abs(e[3:]))
+    assert np.isfinite(m.score(held_out))
+    dense = _fit(HDPTopicModel(**kw), X)
+    assert not np.array_equal(m.topics_, dense.topics_)
+    b = _fit(HDPTopicModel(top_l=2, n_threads=1, **kw), X)
+    np.testing.assert_array_equal(b.history_["elbo"], e)
