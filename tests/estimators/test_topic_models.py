@@ -517,3 +517,15 @@ def test_l_sparse_documents(bars, held_out, algorithm):
     assert not np.array_equal(m.topics_, dense.topics_)
     b = _fit(HDPTopicModel(top_l=2, n_threads=1, **kw), X)
     np.testing.assert_array_equal(b.history_["elbo"], e)
+
+
+def test_kmeanspp_init_and_sklearn_clone(bars):
+    from sklearn.base import clone
+
+    X, _ = bars
+    a = _fit(_small(init="kmeans++", max_laps=2), X)
+    b = _fit(clone(a), X)
+    np.testing.assert_array_equal(a.topics_, b.topics_)
+    assert clone(a).get_params() == a.get_params()
+    c = _fit(_small(init="random_docs", max_laps=2), X)
+    assert not np.array_equal(a.topics_, c.topics_)
