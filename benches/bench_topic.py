@@ -112,7 +112,7 @@ def run_methods(X, Xt, k_lda, laps):
                 for doc in _bow(X):
                     mdl.add_doc([str(w) for w, c in doc for _ in range(c)])
                 t = time.perf_counter()
-                mdl.train(laps * 10)
+                mdl.train(laps * 10, workers=2)
                 sec = time.perf_counter() - t
                 vocab = list(mdl.used_vocabs)
                 col = np.array([int(w) for w in vocab])
@@ -120,8 +120,12 @@ def run_methods(X, Xt, k_lda, laps):
                 phi = np.full((len(ks), X.shape[1]), 1e-12)
                 for i, k in enumerate(ks):
                     phi[i, col] = mdl.get_topic_word_dist(k)
-                prior = np.asarray(mdl.alpha)[ks] if np.ndim(mdl.alpha) else np.full(len(ks), mdl.alpha)
-                record(name, sec, phi, prior, None, len(ks))
+                if name.endswith("HDPModel"):  # document prior alpha * (global topic shares)
+                    n_k = np.asarray(mdl.get_count_by_topics(), dtype=np.float64)[ks]
+                    prior = float(mdl.alpha) * n_k / n_k.sum()
+                else:
+                    prior = np.asarray(mdl.alpha)[ks] if np.ndim(mdl.alpha) else np.full(len(ks), mdl.alpha)
+                record(name, sec, phi, np.maximum(prior, 1e-12), None, len(ks))
     return rows
 
 

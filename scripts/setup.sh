@@ -10,7 +10,7 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 python -m pip install -q --upgrade pip >/dev/null
-python -m pip install -q "maturin>=1.5,<2" numpy scipy tqdm "scikit-learn>=1.4" pandas matplotlib pytest hypothesis psutil threadpoolctl mlxtend ruff
+python -m pip install -q "maturin>=1.5,<2" numpy scipy tqdm "scikit-learn>=1.4" pandas matplotlib pytest hypothesis psutil threadpoolctl mlxtend "dask[array,dataframe,distributed]" ruff
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo (Rust) is required: https://rustup.rs" >&2
   exit 1

@@ -7,6 +7,7 @@ a user sees derives from :class:`BnpcoreError` and from the matching built-in ex
 from sklearn.exceptions import NotFittedError as _SklearnNotFittedError
 
 __all__ = [
+    "BackendError",
     "BnpcoreError",
     "ConvergenceWarning",
     "DataError",
@@ -56,6 +57,11 @@ class NotFittedError(BnpcoreError, _SklearnNotFittedError):
 
 class ModelFileError(BnpcoreError, ValueError):
     """A saved model or checkpoint is corrupted or has an unsupported format version."""
+
+
+class BackendError(BnpcoreError, RuntimeError):
+    """The distributed backend cannot run the fit: no workers, workers that cannot import
+    bnpcore, data a worker cannot read (see :mod:`bnpcore.distributed`)."""
 
 
 class ConvergenceWarning(UserWarning):

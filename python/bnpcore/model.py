@@ -28,6 +28,13 @@ class Model:
         self.obs = obs
         self.top_l = top_l
 
+    def prepare(self, X):
+        """A batch in the model's coordinates (the observation model may centre far-from-origin
+        Gaussian data, :func:`bnpcore.obs.data_shift`); every kernel call on user data goes
+        through it."""
+        to_model = getattr(self.obs, "to_model", None)
+        return X if to_model is None else to_model(X)
+
     # ----------------------------------------------------------------- local step
     def local_step(self, X, glob: SuffStats, *, n_threads=None, **options) -> dict:
         """Fused local step + summaries of a batch with global parameters ``glob`` (Rust).

@@ -14,7 +14,7 @@ import numpy as np
 from bnpcore import _core
 from bnpcore.exceptions import DataError, ParameterError
 
-__all__ = ["OBS_KINDS", "ObsModel", "check_magnitude", "default_prior"]
+__all__ = ["OBS_KINDS", "SHIFT_RATIO", "ObsModel", "check_magnitude", "data_shift", "default_prior"]
 
 OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 
@@ -204,6 +204,37 @@ def default_prior(
     return {"lam1": lam1, "lam0": lam0}
 
 
+#: a column whose mean is this many standard deviations from 0 makes Gaussian data centred
+SHIFT_RATIO = 1e3
+
+
+def data_shift(kind: str, X):
+    r"""The translation under which a Gaussian model (with a mean) works on far-from-origin data.
+
+    For ``gauss`` and ``diag_gauss``, when some column's mean lies more than
+    :data:`SHIFT_RATIO` of its standard deviations from 0 (e.g. ``1e7 + N(0, 1e-3)``), the
+    model is fitted to ``X - shift`` with ``shift`` the column means of ``X``. Summaries of such
+    data in the user's coordinates would lose every significant digit to cancellation
+    (:math:`\sum x x^\top - N\bar x\bar x^\top`); centred, they keep them. The model is
+    translation-equivariant (the Normal prior's mean is translated with the data, the ELBO has
+    unit Jacobian), so the fit is the same model, and every reported parameter is translated
+    back to the user's coordinates. Other models, and data near the origin, get None (no shift).
+    """
+    if kind not in ("gauss", "diag_gauss"):
+        return None
+    X = np.asarray(X, dtype=np.float64)
+    if X.shape[0] == 0:
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = X.mean(axis=0)
+        sd = X.std(axis=0)
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(sd))):
+        return None  # overflowing data: the support checks report them
+    if not np.any(np.abs(mean) > SHIFT_RATIO * sd):
+        return None
+    return np.ascontiguousarray(mean)
+
+
 class ObsModel:
     """An observation model: ``kind`` plus prior hyperparameters, with the Rust kernels attached.
 
@@ -214,14 +245,22 @@ class ObsModel:
         Prior hyperparameters in the layout of docs/internals.md.
     """
 
-    def __init__(self, kind: str, prior: dict):
+    def __init__(self, kind: str, prior: dict, shift=None):
         if kind not in OBS_KINDS:
             raise ParameterError(f"`obs` must be one of {OBS_KINDS}, got {kind!r}")
         self.kind = kind
         self.prior = {
             k: (float(v) if np.isscalar(v) else np.ascontiguousarray(v, dtype=np.float64)) for k, v in prior.items()
         }
+        self.shift = None if shift is None else np.ascontiguousarray(shift, dtype=np.float64)
         self._core = _core.ObsModel(kind, self.prior)
+
+    def to_model(self, X):
+        """``X`` in the model's coordinates: ``X - shift`` when the data were centred (see
+        :func:`data_shift`), ``X`` itself otherwise."""
+        if self.shift is None:
+            return X
+        return np.ascontiguousarray(X - self.shift)
 
     @classmethod
     def from_data(cls, kind: str, X: np.ndarray, **hyper) -> ObsModel:
@@ -242,10 +281,10 @@ class ObsModel:
         return self._core
 
     def __getstate__(self):
-        return {"kind": self.kind, "prior": self.prior}
+        return {"kind": self.kind, "prior": self.prior, "shift": self.shift}
 
     def __setstate__(self, state):
-        self.__init__(state["kind"], state["prior"])
+        self.__init__(state["kind"], state["prior"], state.get("shift"))
 
     def __repr__(self) -> str:
         return f"ObsModel({self.kind!r}, n_features={self.n_features})"

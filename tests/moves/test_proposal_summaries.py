@@ -187,3 +187,34 @@ def test_reservoir_is_uniform_and_capped():
         hits[res.X[:, 0].astype(int)] += 1
     # each row kept with probability 20/200 = 0.1: 40 expected of 400, sd ≈ 6
     assert hits.min() > 15 and hits.max() < 70
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_neighbour_screening_scores_exactly_and_keeps_duplicates(kind):
+    """At large K only neighbour pairs are scored (issue 13 item 4): every scored pair's m-score
+    equals the all-pairs one, and clusters split in two (the merges a fit needs) are found."""
+    from bnpcore.moves.merge import neighbour_pairs
+
+    rng = np.random.default_rng(5)
+    X = np.ascontiguousarray(_data(kind, rng, n=600))
+    obs = ObsModel.from_data(kind, X)
+    model = Model(DPAlloc(GAMMA), obs)
+    K = 60
+    R = rng.dirichlet(np.full(K // 2, 0.05), size=X.shape[0])
+    R = np.repeat(R, 2, axis=1) / 2.0  # cluster 2c and 2c+1 are identical halves
+    N, S = obs.core.summarize(X, R)
+    G = SuffStats(N, S, np.zeros(K), 0.0, np.arange(K))
+    dd, da = merge_scores(model, G)
+    i, j = neighbour_pairs(G, np.ones(K, dtype=bool), 4)
+    assert np.all(i < j) and len(set(zip(i.tolist(), j.tolist()))) == i.size
+    dd2, _ = merge_scores(model, G, pairs=(i, j))
+    assert np.array_equal(dd2[i, j], dd[i, j])
+    assert np.all(np.isneginf(dd2[~np.isin(np.arange(K)[:, None] * K + np.arange(K)[None, :], i * K + j)]))
+    scored = set(zip(i.tolist(), j.tolist()))
+    assert all((2 * c, 2 * c + 1) in scored for c in range(K // 2))
+    full = candidate_pairs(model, G, max_pairs=5, max_scored_pairs=10**9)
+    screened = candidate_pairs(model, G, max_pairs=5, max_scored_pairs=10, n_neighbours=4)
+    sc = [dd[a, b] + da[a, b] for a, b in screened]
+    assert all(v > 0 for v in sc) and sc == sorted(sc, reverse=True)
+    best_duplicate = max(dd[2 * c, 2 * c + 1] + da[2 * c, 2 * c + 1] for c in range(K // 2))
+    assert sc[0] >= best_duplicate and len(screened) == len(full)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bnpcore.algorithms._base import FitState
+from bnpcore.algorithms.executor import SCHEDULES
 from bnpcore.algorithms.memoized import MONOTONE_RTOL, run_memoized_lap
 from bnpcore.algorithms.stochastic import StochasticConfig, run_stochastic_lap
 from bnpcore.exceptions import ConvergenceWarning, ELBODecreaseWarning
@@ -51,6 +52,9 @@ class FitConfig:
         Learning rate and evaluation schedule of ``algorithm="stochastic"``.
     name : str
         Name used in warnings (the estimator's class name).
+    schedule : {"sequential", "parallel"}
+        Visiting order of a memoized lap (see
+        :func:`~bnpcore.algorithms.memoized.run_memoized_lap`).
     """
 
     algorithm: str = "full"
@@ -62,10 +66,13 @@ class FitConfig:
     n_threads: int | None = None
     stochastic: StochasticConfig = field(default_factory=StochasticConfig)
     name: str = "model"
+    schedule: str = "sequential"
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"`algorithm` must be one of {ALGORITHMS}, got {self.algorithm!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"`schedule` must be one of {SCHEDULES}, got {self.schedule!r}")
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,9 @@ def lap_top_l(config: FitConfig, state: FitState | None):
     return config.top_l
 
 
-def run_laps(model, source, state: FitState, config: FitConfig, *, moves=None, on_lap=None, progress=None) -> bool:
+def run_laps(
+    model, source, state: FitState, config: FitConfig, *, moves=None, on_lap=None, progress=None, executor=None
+) -> bool:
     """Run at most ``config.max_laps`` laps; returns True if converged.
 
     Parameters
@@ -103,6 +112,8 @@ def run_laps(model, source, state: FitState, config: FitConfig, *, moves=None, o
         Called after each lap (after the history entry is recorded); returning ``True`` stops
         the loop after that lap (the fit is then not converged).
     progress : object with ``update(n)`` and ``set_postfix(**kw)``, or None
+    executor : executor or None
+        Where the local steps run (:mod:`bnpcore.algorithms.executor`); None: in this process.
 
     Warns
     -----
@@ -131,10 +142,19 @@ def run_laps(model, source, state: FitState, config: FitConfig, *, moves=None, o
             shrinks = state.lap > 0 and lap_l is not None and (state.last_top_l is None or lap_l < state.last_top_l)
             model.top_l = lap_l
             if stochastic:
-                res = run_stochastic_lap(model, source, state, config.stochastic, n_threads=config.n_threads)
+                res = run_stochastic_lap(
+                    model, source, state, config.stochastic, n_threads=config.n_threads, executor=executor
+                )
             else:
                 res = run_memoized_lap(
-                    model, source, state, n_threads=config.n_threads, moves=moves, check_monotone=not shrinks
+                    model,
+                    source,
+                    state,
+                    n_threads=config.n_threads,
+                    moves=moves,
+                    check_monotone=not shrinks,
+                    schedule=config.schedule,
+                    executor=executor,
                 )
             state.last_top_l = lap_l
             if moves is not None:

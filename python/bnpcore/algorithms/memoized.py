@@ -33,38 +33,74 @@ def _check_monotone(prev: float | None, new: float, where: str) -> None:
 
 
 def run_memoized_lap(
-    model, source, state: FitState, *, n_threads=None, moves=None, on_batch=None, check_monotone=True
+    model,
+    source,
+    state: FitState,
+    *,
+    n_threads=None,
+    moves=None,
+    on_batch=None,
+    check_monotone=True,
+    schedule: str = "sequential",
+    executor=None,
 ) -> dict:
     """One lap: visit every batch once in a fresh seeded random order, then the end-of-lap
     moves, empty-cluster removal and sorting. Returns ``{"elbo", "accepted"}``.
 
     ``check_monotone=False`` skips the per-batch ELBO check for a lap whose local steps use a
     smaller family of responsibilities than the memos they replace (the first L-sparse lap
-    after dense ones): such a visit can lower the ELBO by up to the mass the top L drop."""
+    after dense ones): such a visit can lower the ELBO by up to the mass the top L drop.
+
+    ``schedule="sequential"`` visits the batches one after the other, each with the global
+    parameters left by the previous visit (Hughes & Sudderth 2013, Alg. 1).
+    ``schedule="parallel"`` runs the local steps of every batch against the lap's starting
+    global parameters, then replaces the memos in the same visiting order: what a cluster of
+    machines runs. It is coordinate ascent too — given the global parameters the local
+    factors of different batches are independent, so updating them together is one block
+    update, followed by the exact global step — so the ELBO still never decreases from lap to
+    lap (it may between two batch replacements, which are not checked).
+
+    ``executor`` runs the local steps (:class:`~bnpcore.algorithms.executor.LocalExecutor` over
+    ``source`` by default); a distributed executor runs them where the data are."""
+    from bnpcore.algorithms.executor import LocalExecutor
+
     timer = Timer()
     B = len(source)
     order = state.rng_order.permutation(B) if B > 1 else np.zeros(1, dtype=np.int64)
     exact = all(m is not None for m in state.memos)
+    if executor is None:
+        executor = LocalExecutor(source)
     if moves is not None:
         moves.start_lap(model, state)
     prev_batch = model.elbo(state.stats) if exact else None
-    for b in order:
-        b = int(b)
-        Xb = source.get(b)
-        opts = moves.batch_options(model, state, b) if moves is not None else {}
-        out = model.local_step(Xb, state.stats, n_threads=n_threads, **opts)
+
+    def absorb(res) -> None:
+        nonlocal prev_batch
+        b, out = res.b, res.out
         new = model.stats_from_output(out, state.stats.uids)
         state.set_memo(b, new)  # G = tree sum of the memos (exact global step follows)
         if moves is not None:
-            moves.after_batch(model, state, b, out, X=Xb)
+            moves.after_batch(model, state, b, out, X=res.X)
         if exact:
             cur = model.elbo(state.stats)
-            if check_monotone:
+            if check_monotone and schedule == "sequential":
                 _check_monotone(prev_batch, cur, f"after visiting batch {b} in lap {state.lap + 1}")
             state.batch_elbo.append(cur)
             prev_batch = cur
         if on_batch is not None:
             on_batch(b)
+
+    if schedule == "parallel":
+        glob = state.stats
+        items = [(int(b), moves.batch_options(model, state, int(b)) if moves is not None else {}) for b in order]
+        for res in executor.run(model, glob, items, n_threads=n_threads):
+            absorb(res)
+    else:
+        for b in order:
+            b = int(b)
+            opts = moves.batch_options(model, state, b) if moves is not None else {}
+            (res,) = executor.run(model, state.stats, [(b, opts)], n_threads=n_threads)
+            absorb(res)
     # G is already the fixed-tree sum of the memos (set_memo), so no end-of-lap re-summation
     elbo = model.elbo(state.stats)
     accepted = 0
@@ -81,7 +117,9 @@ def stream_batch(model, state: FitState, X, *, n_threads=None) -> float:
     local step with the current globals, its summaries appended to ``state.frozen``, G
     re-summed, then empty-cluster removal and sorting. Returns the exact ELBO of everything
     seen so far. Does not count a lap."""
-    out = model.local_step(X, state.stats, n_threads=n_threads)
+    from bnpcore.algorithms.executor import prepare
+
+    out = model.local_step(prepare(model, X), state.stats, n_threads=n_threads)
     new = model.stats_from_output(out, state.stats.uids)
     state.frozen.append(new)
     state.recompute_total()  # G = tree sum of the revisitable memos + the frozen ones

@@ -78,19 +78,22 @@ def learning_rate(t: int, delay: float, decay: float) -> float:
     return float((t + delay) ** (-decay))
 
 
-def evaluate_elbo(model, source, stats, *, n_threads=None) -> float:
+def evaluate_elbo(model, source, stats, *, n_threads=None, executor=None) -> float:
     """ELBO of one local step over every batch with the globals ``stats`` frozen (spec 01 §5.2):
     the summaries of all batches are summed in batch order and the exact ELBO at optimal
     globals (spec 01 §3.4) of those responsibilities is returned."""
+    from bnpcore.algorithms.executor import LocalExecutor
+
+    if executor is None:
+        executor = LocalExecutor(source)
     total = None
-    for b in range(len(source)):
-        out = model.local_step(source.get(b), stats, n_threads=n_threads)
-        new = model.stats_from_output(out, stats.uids)
+    for res in executor.run(model, stats, [(b, {}) for b in range(len(source))], n_threads=n_threads):
+        new = model.stats_from_output(res.out, stats.uids)
         total = new if total is None else total + new
     return model.elbo(total)
 
 
-def run_stochastic_lap(model, source, state: FitState, config: StochasticConfig, *, n_threads=None) -> dict:
+def run_stochastic_lap(model, source, state: FitState, config: StochasticConfig, *, n_threads=None, executor=None) -> dict:
     r"""One lap of stochastic variational inference: ``len(source)`` steps of
     :math:`G\leftarrow(1-\rho_t)\,G+\rho_t\,\tfrac{N}{N_b}\,G_b` on every summary field (see
     :meth:`~bnpcore.stats.SuffStats.interpolate`) in a fresh seeded random batch order, then
@@ -104,6 +107,8 @@ def run_stochastic_lap(model, source, state: FitState, config: StochasticConfig,
         ``state.stats`` holds the effective summaries; ``state.stochastic_step`` is t.
     config : StochasticConfig
     n_threads : int or None
+    executor : executor or None
+        Where the local steps run (:mod:`bnpcore.algorithms.executor`); None: in this process.
 
     Returns
     -------
@@ -115,21 +120,24 @@ def run_stochastic_lap(model, source, state: FitState, config: StochasticConfig,
     n_total = float(source.n_rows)
     order = state.rng_order.permutation(B) if B > 1 else np.zeros(1, dtype=np.int64)
     delay, decay = float(config.delay), float(config.decay)
+    from bnpcore.algorithms.executor import LocalExecutor
+
+    if executor is None:
+        executor = LocalExecutor(source)
     for b in order:
         b = int(b)
-        Xb = source.get(b)
-        out = model.local_step(Xb, state.stats, n_threads=n_threads)
-        batch = model.stats_from_output(out, state.stats.uids)
+        (res,) = executor.run(model, state.stats, [(b, {})], n_threads=n_threads)
+        batch = model.stats_from_output(res.out, state.stats.uids)
         t = state.stochastic_step + 1
         rho = learning_rate(t, delay, decay)
-        scale = n_total / Xb.shape[0]
+        scale = n_total / res.n_rows
         # commit the step (state after this batch) in one assignment each
         state.stats = state.stats.interpolate(batch, rho, scale)
         state.stochastic_step = t
     state.lap += 1
     state.seconds += timer.elapsed()
     if config.eval_every >= 1 and state.lap % config.eval_every == 0:
-        elbo = evaluate_elbo(model, source, state.stats, n_threads=n_threads)
+        elbo = evaluate_elbo(model, source, state.stats, n_threads=n_threads, executor=executor)
     else:
         elbo = float("nan")
     return {"elbo": elbo, "accepted": 0}

@@ -32,7 +32,9 @@ The parameters the engine reads (subclasses take them in ``__init__`` under thes
 ``moves``, ``{birth,merge,delete}_start_lap``, ``max_{births,merges,deletes}_per_lap``,
 ``move_options``, ``top_l``, ``dense_laps``, ``learning_rate_delay``, ``learning_rate_decay``,
 ``random_state``, ``n_threads``, ``verbose``, ``warm_start``, ``callback`` and
-``checkpoint_path``.
+``checkpoint_path``; and, when the family has them, ``schedule`` (``"sequential"`` or
+``"parallel"``), ``backend`` (``"local"`` or ``"dask"``) and ``client``. A family that runs on
+Dask supplies ``_make_dask_source(X, seed, client)`` (see :mod:`bnpcore.distributed`).
 """
 
 from __future__ import annotations
@@ -133,6 +135,34 @@ class VBEstimator(BaseEstimator):
             check_param(name, getattr(self, name), kind="int", low=0, low_inclusive=True)
         if self._moves_tuple() and self.algorithm == "stochastic":
             raise ParameterError("`moves` cannot be used with algorithm='stochastic' (its ELBO is not exact)")
+        from bnpcore.algorithms.executor import SCHEDULES
+        from bnpcore.distributed import BACKENDS
+
+        check_param("schedule", self._schedule(), kind="str", options=SCHEDULES)
+        check_param("backend", self._backend(), kind="str", options=BACKENDS)
+        client = getattr(self, "client", None)
+        if client is not None and not isinstance(client, str) and not hasattr(client, "submit"):
+            raise ParameterError(f"`client` must be a dask.distributed.Client, a scheduler address or None, got {client!r}")
+        if self._backend() == "dask" and self.algorithm == "full":
+            raise ParameterError("backend='dask' distributes batches: use algorithm='memoized' (or 'stochastic') with n_batches >= 2")
+
+    def _schedule(self) -> str:
+        return getattr(self, "schedule", "sequential")
+
+    def _backend(self) -> str:
+        return getattr(self, "backend", "local")
+
+    def _make_dask_source(self, X, seed, client):
+        """Batches on the Dask workers. By default the family's own in-memory source is built
+        (same batches as ``backend="local"``) and its batches are scattered once; families
+        whose data the workers can read themselves override this (see
+        :func:`bnpcore.distributed.row_batches_on_dask`)."""
+        from bnpcore.distributed import row_batches_on_dask
+
+        local = self._make_source(X, seed)
+        if len(local) < 2:
+            raise ParameterError("backend='dask' needs at least 2 batches: set n_batches >= 2")
+        return row_batches_on_dask(client, None, local_source=local)
 
     def _moves_tuple(self) -> tuple:
         if self.moves is None:
@@ -161,6 +191,7 @@ class VBEstimator(BaseEstimator):
             n_threads=self.n_threads,
             stochastic=StochasticConfig(delay=float(self.learning_rate_delay), decay=float(self.learning_rate_decay)),
             name=type(self).__name__,
+            schedule=self._schedule(),
         )
 
     def _move_config(self) -> MoveConfig:
@@ -204,7 +235,8 @@ class VBEstimator(BaseEstimator):
         X0 = source.sample_for_init(self.init_subsample, rng_init)
         self.obs_model_ = self._make_obs(X0)
         model = self._make_model(self.obs_model_)
-        init_stats = self._init_stats(model, X0, rng_init)
+        prep = getattr(model, "prepare", None)
+        init_stats = self._init_stats(model, X0 if prep is None else prep(X0), rng_init)
         self.state_ = FitState(
             stats=init_stats,
             memos=[None] * len(source) if revisit else [],
@@ -226,11 +258,22 @@ class VBEstimator(BaseEstimator):
         """
         self._validate_params()
         if self._is_one_shot(X):
+            if self._backend() == "dask":
+                raise ParameterError("backend='dask' needs data the workers can read again: a list of .npy paths or a dask array")
             return self._fit_stream(X)
+        if self._backend() == "dask":
+            from bnpcore.distributed import dask_session
+
+            with dask_session(getattr(self, "client", None), verbose=bool(self.verbose)) as client:
+                return self._fit_source(X, client)
+        return self._fit_source(X, None)
+
+    def _fit_source(self, X, client):
+        """``fit`` on revisitable data, in this process (``client`` None) or on Dask."""
         continuing = self._continuing()
         seeds = None if continuing else self._seeds()
         seed = self.state_.batch_seed if continuing else _seed_int(seeds[3])
-        source = self._make_source(X, seed)
+        source = self._make_source(X, seed) if client is None else self._make_dask_source(X, seed, client)
         if not continuing:
             self._initialize(source, seeds)
         elif not self.state_.memos and self.algorithm != "stochastic":
@@ -246,10 +289,19 @@ class VBEstimator(BaseEstimator):
         if check is not None:  # sources validate each batch against the observation model
             check.check_data = self.obs_model_.core.check_data
         model = self._make_model(self.obs_model_)
-        self._run(model, source, self.max_laps)
+        executor = None
+        if client is not None:
+            from bnpcore.distributed import DaskExecutor
+
+            executor = DaskExecutor(client, source)
+        try:
+            self._run(model, source, self.max_laps, executor=executor)
+        finally:
+            if executor is not None:
+                executor.close()
         return self
 
-    def _run(self, model, source, n_laps: int) -> None:
+    def _run(self, model, source, n_laps: int, executor=None) -> None:
         """``n_laps`` laps of the lap loop, with the fitted attributes, the callback and the
         checkpoint refreshed after every lap."""
         st = self.state_
@@ -257,6 +309,8 @@ class VBEstimator(BaseEstimator):
         if moves is not None:
             moves.set_state(st.moves_state)
         self.moves_manager_ = moves
+        if executor is not None and moves is not None:
+            executor.collect_threshold = float(moves.options["birth_collect_threshold"])
         config = dataclasses.replace(self._fit_config(), max_laps=int(n_laps))
         lap0 = st.lap
         bar = self._progress(n_laps)
@@ -277,7 +331,7 @@ class VBEstimator(BaseEstimator):
             return stop
 
         try:
-            converged = run_laps(model, source, st, config, moves=moves, on_lap=on_lap, progress=bar)
+            converged = run_laps(model, source, st, config, moves=moves, on_lap=on_lap, progress=bar, executor=executor)
         except BaseException:
             # the lap loop made G the sum of the memos of the completed batches again: keep the
             # model usable and saveable in that state

@@ -14,7 +14,7 @@ from bnpcore.exceptions import DataError, ParameterError
 from bnpcore.io import register_model_type
 from bnpcore.model import Model
 from bnpcore.moves.manager import MOVE_KINDS
-from bnpcore.obs import OBS_KINDS, ObsModel, check_magnitude, default_prior
+from bnpcore.obs import OBS_KINDS, ObsModel, check_magnitude, data_shift, default_prior
 
 __all__ = ["DPMixture", "FiniteMixture"]
 
@@ -66,6 +66,9 @@ class _BaseMixture(VBEstimator):
         warm_start=False,
         callback=None,
         checkpoint_path=None,
+        schedule="sequential",
+        backend="local",
+        client=None,
         prior_dof=None,
         prior_mean_precision=None,
         prior_mean="data",
@@ -101,6 +104,9 @@ class _BaseMixture(VBEstimator):
         self.warm_start = warm_start
         self.callback = callback
         self.checkpoint_path = checkpoint_path
+        self.schedule = schedule
+        self.backend = backend
+        self.client = client
         self.prior_dof = prior_dof
         self.prior_mean_precision = prior_mean_precision
         self.prior_mean = prior_mean
@@ -133,7 +139,15 @@ class _BaseMixture(VBEstimator):
         return tuple(MOVE_KINDS) if (self.algorithm == "memoized" and self._make_alloc().nested) else ()
 
     def _make_obs(self, X0) -> ObsModel:
-        obs_model = ObsModel(self.obs, default_prior(self.obs, X0, **self._prior_hyper()))
+        # far-from-origin Gaussian data are fitted centred (bnpcore.obs.data_shift); a prior
+        # mean given in the user's coordinates is translated with them
+        shift = data_shift(self.obs, X0)
+        hyper = self._prior_hyper()
+        if shift is not None:
+            X0 = X0 - shift
+            if not isinstance(hyper["prior_mean"], str):
+                hyper["prior_mean"] = np.broadcast_to(np.asarray(hyper["prior_mean"], dtype=np.float64), shift.shape) - shift
+        obs_model = ObsModel(self.obs, default_prior(self.obs, X0, **hyper), shift=shift)
         # validate the whole first sample against the model's support (counts, binary...)
         obs_model.core.check_data(X0, "X")
         return obs_model
@@ -169,6 +183,20 @@ class _BaseMixture(VBEstimator):
             raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
         return ArrayBatches(X, n_batches, seed=seed, validated=True)
 
+    def _make_dask_source(self, X, seed, client):
+        """Row batches on the Dask workers (:func:`bnpcore.distributed.row_batches_on_dask`):
+        a list of ``.npy`` paths (one batch each, read by the workers), a dask array or
+        DataFrame (its row chunks), or an in-memory array (split into ``n_batches`` exactly as
+        for ``backend="local"``, then scattered once)."""
+        from bnpcore.distributed import _is_dask_collection, row_batches_on_dask
+
+        n_features = self.n_features_in_ if self._continuing() else None
+        if isinstance(X, (list, tuple)) and X and all(isinstance(x, (str, os.PathLike)) for x in X):
+            return row_batches_on_dask(client, list(X), n_features=n_features)
+        if _is_dask_collection(X, "array") or _is_dask_collection(X, "dataframe"):
+            return row_batches_on_dask(client, X, n_features=n_features)
+        return super()._make_dask_source(X, seed, client)
+
     def _check_batch(self, X, name: str):
         fitted = hasattr(self, "state_")
         Xb = check_array(X, name=name, n_features=self.n_features_in_ if fitted else None, obs=self.obs)
@@ -182,6 +210,9 @@ class _BaseMixture(VBEstimator):
     def _set_fitted(self, model: Model, G) -> None:
         self.weights_ = model.alloc.weights(G)
         pe = self.obs_model_.core.point_estimates(G.N, G.S)
+        shift = getattr(self.obs_model_, "shift", None)
+        if shift is not None and "means" in pe:  # back to the user's coordinates
+            pe = dict(pe, means=pe["means"] + shift)
         for name in ("means", "covariances"):
             if name in pe:
                 setattr(self, name + "_", pe[name])
@@ -290,7 +321,7 @@ class _BaseMixture(VBEstimator):
         X = check_array(X, name="X", n_features=self.n_features_in_, obs=self.obs)
         self.obs_model_.core.check_data(X)
         check_magnitude(self.obs, X)
-        return X
+        return self.obs_model_.to_model(X)
 
     def predict_proba(self, X) -> np.ndarray:
         """Variational responsibilities r_nk of one local step with the fitted globals.
@@ -501,6 +532,19 @@ _DOC_PARAMS = """
         Write a checkpoint there after every lap, atomically (temporary file + rename). To
         resume a killed run: ``m = bnpcore.load(path); m.set_params(warm_start=True,
         max_laps=remaining); m.fit(X)`` — this reproduces the uninterrupted run exactly.
+    schedule : {"sequential", "parallel"}, default="sequential"
+        Visiting order of a memoized lap: each batch with the globals left by the previous one
+        (Hughes & Sudderth 2013), or every batch of a lap against the lap's starting globals
+        (what a cluster runs; still monotone lap to lap).
+    backend : {"local", "dask"}, default="local"
+        Where the local steps run: rayon threads in this process, or the workers of a Dask
+        cluster (``docs/distributed.md``). With ``"dask"``, ``X`` may be a list of ``.npy``
+        paths the workers read, a ``dask.array.Array`` or a ``dask.dataframe.DataFrame``
+        (row chunks are the batches). For the same batches, ``schedule`` and
+        ``random_state`` the result equals the local one.
+    client : dask.distributed.Client, str or None
+        The Dask client (or scheduler address) of ``backend="dask"``; None starts a
+        ``LocalCluster`` for the fit and closes it afterwards. Not saved in model files.
     prior_dof, prior_mean_precision, prior_mean, prior_covariance, prior_scale, prior_count
         Prior hyperparameters; see :func:`bnpcore.obs.default_prior` for the data-scaled defaults.
 

@@ -131,15 +131,17 @@ class _BaseTopicModel(VBEstimator):
             n_threads=self.n_threads,
         )
         manager = TopicMoveManager(config)
-        manager._source = getattr(self, "_fit_source", None)
+        manager._source = getattr(self, "_train_source", None)
         return manager
 
-    def _run(self, model, source, n_laps: int) -> None:
-        self._fit_source = source
+    def _run(self, model, source, n_laps: int, executor=None) -> None:
+        if executor is not None:
+            raise ParameterError("topic models run in this process only (backend='local')")
+        self._train_source = source
         try:
             super()._run(model, source, n_laps)
         finally:
-            self._fit_source = None
+            self._train_source = None
             manager = getattr(self, "moves_manager_", None)
             if manager is not None:
                 manager._source = None  # the fitted model keeps no reference to the data

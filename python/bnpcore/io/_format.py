@@ -170,6 +170,9 @@ def _collect(est) -> tuple[dict, dict]:
         else:
             arrays[f"obs/prior/{k}"] = np.asarray(v, dtype=np.float64)
     meta["obs"] = {"kind": obs.kind, "prior_scalars": scalars, "prior_arrays": sorted(k for k in obs.prior if np.ndim(obs.prior[k]) > 0)}
+    if getattr(obs, "shift", None) is not None:  # optional: files without it load unshifted
+        arrays["obs/shift"] = np.asarray(obs.shift, dtype=np.float64)
+        meta["obs"]["shift"] = True
     meta["n_features_in"] = int(est.n_features_in_)
     if getattr(est, "feature_names_in_", None) is not None:  # optional: files without it load as before
         meta["feature_names_in"] = [str(c) for c in est.feature_names_in_]
@@ -327,7 +330,7 @@ def _build(cls, meta: dict, arrays: dict):
     prior = dict(o["prior_scalars"])
     for k in o["prior_arrays"]:
         prior[k] = np.array(arrays[f"obs/prior/{k}"])
-    est.obs_model_ = ObsModel(o["kind"], prior)
+    est.obs_model_ = ObsModel(o["kind"], prior, shift=np.array(arrays["obs/shift"]) if o.get("shift") else None)
     s = meta["state"]
     history = {}
     for k in s["history_keys"]:

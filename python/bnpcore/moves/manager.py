@@ -89,6 +89,8 @@ class MoveManager:
         "birth_laps": 1,
         # merge (spec 01 §6.1)
         "merge_allpairs_max_K": 300,
+        "merge_max_scored_pairs": 5000,
+        "merge_neighbours": 16,
         "merge_retry_change": 0.1,
         # delete (spec 01 §6.3)
         "delete_max_absorb": 10,
@@ -119,6 +121,7 @@ class MoveManager:
         self.structure_version = 0
         self._ctx: LapContext | None = None
         self._visit = 0
+        self._planned = 0
         self._routes: dict = {}
         self._batch_X = None
         #: with one batch: {0: (X, globals used for the visit)} of the current lap
@@ -144,6 +147,7 @@ class MoveManager:
             ctx.involved.update(int(u) for u, n in zip(fm.uids, fm.N) if n != 0.0)
         self._ctx = ctx
         self._visit = 0
+        self._planned = 0
         self.visit_inputs = {}
         # births first (a birth's proposal was prepared during the previous lap), then the
         # proposals carried over from the previous lap, then new merges and deletes
@@ -160,14 +164,20 @@ class MoveManager:
             m.plan_next(ctx)
 
     def batch_options(self, model, state, b) -> dict:
+        """Extra options of batch ``b``'s local step (the statistics the moves need). Called in
+        visiting order, either just before each visit (sequential schedule) or for every batch
+        of the lap before any visit (parallel schedule): the requests depend only on what was
+        planned at the start of the lap."""
         ctx = self._ctx
         if ctx.n_batches == 1:
             self._visit_glob = state.stats  # SuffStats are replaced, never mutated, by the engine
         pairs, props = [], []
         collect = cooccur = None
         routes = []
+        visit = self._planned
+        self._planned += 1
         for m in self.moves:
-            req = m.batch_request(ctx, b, self._visit)
+            req = m.batch_request(ctx, b, visit)
             if req is None:
                 routes.append((m, 0, 0, 0, 0, False, False))
                 continue
@@ -180,7 +190,7 @@ class MoveManager:
             if req.cooccur_col is not None and cooccur is None:
                 cooccur, own_co = int(req.cooccur_col), True
             routes.append((m, p0, len(pairs), q0, len(props), own_col, own_co))
-        self._routes[b] = routes
+        self._routes[b] = (visit, routes)
         opts = {}
         if pairs:
             opts["merge_pairs"] = pairs
@@ -199,7 +209,7 @@ class MoveManager:
         self._batch_X = X
         if ctx.n_batches == 1 and X is not None:
             self.visit_inputs = {0: (X, self._visit_glob)}
-        routes = self._routes.pop(b, [])
+        visit, routes = self._routes.pop(b, (self._visit, []))
         for m, p0, p1, q0, q1, own_col, own_co in routes:
             res = {
                 "pair_H": np.asarray(out.get("pair_H", np.zeros(0)))[p0:p1],
@@ -207,7 +217,7 @@ class MoveManager:
                 "col": out.get("col") if own_col else None,
                 "cooccur": out.get("cooccur") if own_co else None,
             }
-            m.after_batch(ctx, b, self._visit, res)
+            m.after_batch(ctx, b, visit, res)
         self._batch_X = None
         self._visit += 1
 

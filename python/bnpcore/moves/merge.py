@@ -21,9 +21,9 @@ from bnpcore.moves._base import BatchRequest, LapContext, Move, accepts
 __all__ = ["MergeMove", "candidate_pairs", "merge_scores"]
 
 
-def merge_scores(model, G, chunk: int = 4096):
+def merge_scores(model, G, chunk: int = 4096, pairs=None):
     r"""Exact :math:`\Delta_{\rm data}` and :math:`\Delta_{\rm alloc}` of merging every pair
-    ``i < j`` (positions) of the summaries ``G`` (spec 01 §6.1.2).
+    ``i < j`` (positions) of the summaries ``G`` (spec 01 §6.1.2), or only the ``pairs`` given.
 
     .. math::
         \Delta_{\rm data}&=c(\hat\lambda_i)+c(\hat\lambda_j)-c(\bar\lambda)-c\big(\bar\lambda\oplus(N_i+N_j,S_i+S_j)\big)\\
@@ -33,12 +33,17 @@ def merge_scores(model, G, chunk: int = 4096):
     with :math:`\hat\eta_k=(1+N_k,\gamma+N^>_k)` and :math:`c_B(a,b)=\ln\Gamma(a+b)-\ln\Gamma(a)-\ln\Gamma(b)`
     for the DP mixture. :math:`\Delta_{\rm alloc}` comes from the allocation model's core
     (``model.alloc.core.merge_delta``, all pairs in :math:`O(K^2)`), :math:`\Delta_{\rm data}`
-    from the observation model's log normalisers.
+    from the observation model's log normalisers (one per scored pair: the expensive part).
+
+    Parameters
+    ----------
+    pairs : tuple of two int arrays or None
+        Positions ``(i, j)`` with ``i < j`` to score; None scores all pairs.
 
     Returns
     -------
     d_data, d_alloc : ndarray of shape (K, K)
-        Entries ``[i, j]`` with ``i < j``; the rest is ``-inf``.
+        Entries ``[i, j]`` with ``i < j`` (of the scored pairs for ``d_data``); the rest is ``-inf``.
     """
     N = np.asarray(G.N, dtype=np.float64)
     S = np.asarray(G.S, dtype=np.float64)
@@ -48,7 +53,7 @@ def merge_scores(model, G, chunk: int = 4096):
         return d_data, np.full((K, K), -np.inf)
     core = model.obs.core
     single = np.asarray(core.elbo_data_per_cluster(N, S))
-    iu, ju = np.triu_indices(K, 1)
+    iu, ju = np.triu_indices(K, 1) if pairs is None else (np.asarray(pairs[0], dtype=np.intp), np.asarray(pairs[1], dtype=np.intp))
     merged = np.empty(iu.shape[0])
     for lo in range(0, iu.shape[0], chunk):
         a, b = iu[lo : lo + chunk], ju[lo : lo + chunk]
@@ -61,23 +66,62 @@ def merge_scores(model, G, chunk: int = 4096):
     return d_data, d_alloc
 
 
-def candidate_pairs(model, G, *, exclude=(), max_pairs: int = 25, max_K: int = 300, skip=None):
+def neighbour_pairs(G, eligible, n_neighbours: int):
+    r"""Pairs ``(i, j)``, ``i < j``, of eligible clusters where ``j`` is among the
+    ``n_neighbours`` nearest clusters of ``i`` or the reverse.
+
+    Distance: Euclidean between the clusters' average sufficient statistics
+    :math:`S_k/N_k` (means and second moments for Gaussians, word frequencies for multinomials,
+    feature frequencies for binary data), each coordinate divided by its spread across the
+    clusters. Clusters that merge well have similar statistics, so scoring only neighbour pairs
+    exactly keeps the good candidates while the cost grows as :math:`K\,m` instead of
+    :math:`K^2/2` log-normalisers. Only the choice of candidates depends on it: every merge is
+    still accepted only if the exact ELBO rises.
+    """
+    idx = np.flatnonzero(eligible)
+    m = idx.size
+    if m < 2:
+        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp)
+    Z = np.asarray(G.S, dtype=np.float64)[idx] / np.maximum(np.asarray(G.N, dtype=np.float64)[idx], 1e-300)[:, None]
+    sd = Z.std(axis=0)
+    Z = Z[:, sd > 0] / sd[sd > 0]
+    sq = np.einsum("ij,ij->i", Z, Z)
+    dist = sq[:, None] + sq[None, :] - 2.0 * (Z @ Z.T)
+    np.fill_diagonal(dist, np.inf)
+    nn = min(int(n_neighbours), m - 1)
+    near = np.argpartition(dist, nn - 1, axis=1)[:, :nn]
+    a = np.repeat(np.arange(m), nn)
+    b = near.ravel()
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    keys = np.unique(lo * m + hi)
+    return idx[keys // m], idx[keys % m]
+
+
+def candidate_pairs(model, G, *, exclude=(), max_pairs: int = 25, max_K: int = 300, skip=None,
+                    max_scored_pairs: int = 5000, n_neighbours: int = 16):
     """Merge candidates: pairs of positions ``(i, j)``, ``i < j``, with m-score > 0, none in
     ``exclude`` (positions), sorted by decreasing m-score, at most ``max_pairs``.
 
-    With more than ``max_K`` clusters only the ``max_K`` largest are paired (the m-score costs
-    one log-normaliser per pair). ``skip(i, j)`` may veto pairs (e.g. recent failures)."""
+    With more than ``max_K`` clusters only the ``max_K`` largest are paired. When the eligible
+    clusters form more than ``max_scored_pairs`` pairs, only neighbour pairs
+    (:func:`neighbour_pairs`, ``n_neighbours`` per cluster) are scored, so the cost of the
+    m-scores (one log-normaliser per scored pair) grows linearly in K. ``skip(i, j)`` may veto
+    pairs (e.g. recent failures)."""
     K = G.K
     if K < 2 or max_pairs < 1:
         return []
-    d_data, d_alloc = merge_scores(model, G)
-    score = d_data + d_alloc
-    ok = np.isfinite(score) & (score > 0)
     bad = np.zeros(K, dtype=bool)
     bad[list(exclude)] = True
     if max_K < K:
         small = np.argsort(-G.N, kind="stable")[max_K:]
         bad[small] = True
+    n_ok = int(np.sum(~bad))
+    scored = None
+    if n_ok * (n_ok - 1) // 2 > max_scored_pairs:
+        scored = neighbour_pairs(G, ~bad, n_neighbours)
+    d_data, d_alloc = merge_scores(model, G, pairs=scored)
+    score = d_data + d_alloc
+    ok = np.isfinite(score) & (score > 0)
     ok &= ~bad[:, None] & ~bad[None, :]
     ii, jj = np.nonzero(ok)
     if ii.size == 0:
@@ -128,7 +172,8 @@ class MergeMove(Move):
         opts = self.manager.options
         pos = candidate_pairs(
             ctx.model, G, exclude=excl, max_pairs=self.max_per_lap, max_K=int(opts["merge_allpairs_max_K"]),
-            skip=lambda i, j: self._failed(G, i, j),
+            skip=lambda i, j: self._failed(G, i, j), max_scored_pairs=int(opts["merge_max_scored_pairs"]),
+            n_neighbours=int(opts["merge_neighbours"]),
         )
         self.pairs = [(int(G.uids[i]), int(G.uids[j])) for i, j in pos]
         for a, b in self.pairs:
@@ -160,17 +205,43 @@ class MergeMove(Move):
             pa, pb = sorted(int(p) for p in ctx.pos([ua, ub]))
             return ctx.G.merge(pa, pb, float(totals[m]))
 
-        # greedy in order of the exact gain with the end-of-lap summaries
-        gains = np.array([model.elbo(candidate(m)) - elbo for m in range(len(self.pairs))])
+        def all_gains(elbo, used=frozenset()):
+            """ELBO change of each candidate not touching ``used`` with the current summaries
+            (−inf for the others): from the merge scores (one log-normaliser per pair, Δdata +
+            Δalloc + merged − separate entropies) when the model has them, else one whole ELBO
+            per candidate."""
+            live = [m for m, pr in enumerate(self.pairs) if not (set(pr) & used)]
+            out = np.full(len(self.pairs), -np.inf)
+            if not live:
+                return out
+            try:
+                pos = np.array([sorted(int(p) for p in ctx.pos(list(self.pairs[m]))) for m in live], dtype=np.intp)
+                dd, da = merge_scores(model, ctx.G, pairs=(pos[:, 0], pos[:, 1]))
+                H = np.asarray(ctx.G.H, dtype=np.float64)
+                i, j = pos[:, 0], pos[:, 1]
+                out[live] = dd[i, j] + da[i, j] + totals[live] - H[i] - H[j]
+            except (AttributeError, NotImplementedError):  # a family without merge scores
+                out[live] = [model.elbo(candidate(m)) - elbo for m in live]
+            return out
+
+        # greedy in order of the gain with the end-of-lap summaries; the decision of each pair
+        # that could rise the ELBO is taken on the exact whole ELBO of the candidate
+        gains = all_gains(elbo)
         order = np.lexsort((np.arange(len(self.pairs)), -gains))
+        slack = 1e-6 + 10.0 * mgr.accept_rtol * abs(elbo)
         used: set = set()
         accepted = 0
         for m in order:
             ua, ub = self.pairs[m]
             if ua in used or ub in used:
                 continue
-            after = model.elbo(candidate(m))
-            if accepts(elbo, after, mgr.accept_rtol):
+            if gains[m] < -slack:
+                # clearly negative (the gain is exact up to round-off): rejected without a
+                # whole-ELBO evaluation
+                after = elbo + float(gains[m])
+            else:
+                after = model.elbo(candidate(m))
+            if accepts(elbo, after, mgr.accept_rtol) and gains[m] >= -slack:
                 pa, pb = sorted(int(p) for p in ctx.pos([ua, ub]))
                 new = mgr.apply(
                     ctx, lambda s, h, pa=pa, pb=pb: s.merge(pa, pb, float(h)), [self.pair_H[b][m] for b in range(B)],
@@ -180,6 +251,8 @@ class MergeMove(Move):
                 elbo = new
                 used.update((ua, ub))
                 accepted += 1
+                # the allocation term of the other pairs changed (cluster order, sizes)
+                gains = all_gains(elbo, frozenset(used))
             else:
                 mgr.log(ctx, "merge", [ua, ub], elbo, after, False)
                 pa, pb = sorted(int(p) for p in ctx.pos([ua, ub]))

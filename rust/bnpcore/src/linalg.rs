@@ -54,26 +54,41 @@ pub fn sgemm_rows(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f
 /// with `component` and `what`) if a pivot is not strictly positive or not finite.
 pub fn cholesky(a: ArrayView2<f64>, component: usize, what: &str) -> Result<Array2<f64>> {
     let d = a.nrows();
-    let mut l = Array2::<f64>::zeros((d, d));
+    let mut l = vec![0.0f64; d * d];
+    // row-major slices (no bounds checks in the inner products); the operation order is the
+    // textbook one, so the factor is bit-identical to the indexed version it replaces
     for j in 0..d {
+        let (_, rest) = l.split_at_mut(j * d);
+        let (row_j, below) = rest.split_at_mut(d);
         let mut s = a[[j, j]];
-        for p in 0..j {
-            s -= l[[j, p]] * l[[j, p]];
+        for &v in &row_j[..j] {
+            s -= v * v;
         }
         if !(s > 0.0) || !s.is_finite() {
             return Err(Error::NotPositiveDefinite { component, what: what.into() });
         }
         let ljj = s.sqrt();
-        l[[j, j]] = ljj;
-        for i in j + 1..d {
+        row_j[j] = ljj;
+        let lj = &row_j[..j];
+        for (i, row_i) in (j + 1..d).zip(below.chunks_exact_mut(d)) {
             let mut t = a[[i, j]];
-            for p in 0..j {
-                t -= l[[i, p]] * l[[j, p]];
+            for (x, y) in row_i[..j].iter().zip(lj) {
+                t -= x * y;
             }
-            l[[i, j]] = t / ljj;
+            row_i[j] = t / ljj;
         }
     }
-    Ok(l)
+    Ok(Array2::from_shape_vec((d, d), l).expect("d × d"))
+}
+
+/// `ln |A|` of a symmetric positive-definite matrix by Cholesky, without keeping the factor
+/// (same arithmetic as [`cholesky`] followed by [`logdet_from_chol`]).
+///
+/// # Errors
+/// [`Error::NotPositiveDefinite`] as [`cholesky`].
+pub fn logdet_spd(a: ArrayView2<f64>, component: usize, what: &str) -> Result<f64> {
+    let l = cholesky(a, component, what)?;
+    Ok(logdet_from_chol(l.view()))
 }
 
 /// `ln |A| = 2 Σ ln L_dd` from a Cholesky factor.
@@ -84,15 +99,24 @@ pub fn logdet_from_chol(l: ArrayView2<f64>) -> f64 {
 /// Inverse of a lower-triangular matrix (forward substitution column by column).
 pub fn inv_lower(l: ArrayView2<f64>) -> Array2<f64> {
     let d = l.nrows();
+    // column j of the inverse in a contiguous buffer; same operation order as the indexed
+    // textbook loop, so the result is bit-identical to it
+    let lc = l.as_standard_layout();
+    let ls = lc.as_slice().expect("standard layout");
     let mut inv = Array2::<f64>::zeros((d, d));
+    let mut col = vec![0.0f64; d];
     for j in 0..d {
-        inv[[j, j]] = 1.0 / l[[j, j]];
+        col[j] = 1.0 / ls[j * d + j];
         for i in j + 1..d {
             let mut s = 0.0;
+            let row_i = &ls[i * d..i * d + d];
             for p in j..i {
-                s -= l[[i, p]] * inv[[p, j]];
+                s -= row_i[p] * col[p];
             }
-            inv[[i, j]] = s / l[[i, i]];
+            col[i] = s / row_i[i];
+        }
+        for i in j..d {
+            inv[[i, j]] = col[i];
         }
     }
     inv

@@ -19,7 +19,7 @@ use rayon::prelude::*;
 
 use super::{FeatureMap, LogLikTable, ObsModel};
 use crate::error::{Error, Result};
-use crate::linalg::{cholesky, gemm, inv_lower, logdet_from_chol, trace_inv_times};
+use crate::linalg::{cholesky, gemm, inv_lower, logdet_from_chol, logdet_spd, trace_inv_times};
 use crate::special::{multidigamma_sum, multigammaln};
 
 /// Gaussian observation model (full covariance, optionally zero mean).
@@ -253,6 +253,34 @@ impl ObsModel for Gauss {
 
     fn c_post(&self, post: &GaussPost) -> Array1<f64> {
         Array1::from_iter((0..post.nu.len()).map(|k| self.c_func(post.nu[k], post.kappa[k], post.logdet[k])))
+    }
+
+    fn c_post_from_stats(&self, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Result<Array1<f64>> {
+        // the arithmetic of `posterior` up to the log-determinant (no inverse factor, no stored
+        // matrices), then `c_post`'s formula: bit-identical to `c_post(&posterior(n, s)?)`
+        let d = self.d;
+        let off = self.sxx_offset();
+        let per: Vec<Result<f64>> = (0..n.len())
+            .into_par_iter()
+            .map(|j| {
+                let nk = n[j].max(0.0);
+                let row = s.row(j);
+                let sxx = sxx_block(row, off, d);
+                let nu = self.nu + nk;
+                let (kappa, b) = if self.zero_mean {
+                    (self.kappa, &self.b + &sxx)
+                } else {
+                    let kappa = self.kappa + nk;
+                    let mean = (&self.m * self.kappa + row.slice(s![0..d])) / kappa;
+                    let mc = mean.view().insert_axis(Axis(1));
+                    (kappa, &self.b + &sxx + &self.kmm - &(mc.dot(&mc.t()) * kappa))
+                };
+                let b = (&b + &b.t()) * 0.5;
+                let logdet = logdet_spd(b.view(), j, "posterior scale B")?;
+                Ok(self.c_func(nu, kappa, logdet))
+            })
+            .collect();
+        per.into_iter().collect::<Result<Vec<f64>>>().map(Array1::from)
     }
 
     fn e_log_lik_table(&self, post: &GaussPost) -> LogLikTable {

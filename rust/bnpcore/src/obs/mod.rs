@@ -236,6 +236,15 @@ pub trait ObsModel: Send + Sync {
     fn c_prior(&self) -> f64;
     /// Log normalisers `c(λ̂_k)` of every posterior cluster.
     fn c_post(&self, post: &Self::Post) -> Array1<f64>;
+    /// `c(λ̂_k)` straight from summaries, equal to `c_post(&posterior(n, s)?)` bit for bit; models
+    /// whose posterior keeps more than the normaliser needs (inverse factors) override it so
+    /// that objective-only evaluations (the ELBO, all-pairs merge scores) skip that work.
+    ///
+    /// # Errors
+    /// As [`ObsModel::posterior`].
+    fn c_post_from_stats(&self, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Result<Array1<f64>> {
+        Ok(self.c_post(&self.posterior(n, s)?))
+    }
     /// Table of `E_q[log F(x | φ_k)]`.
     fn e_log_lik_table(&self, post: &Self::Post) -> LogLikTable;
     /// Table of the plug-in `log F(x | φ̂_k)` at the posterior-mean point estimates.
@@ -410,9 +419,8 @@ impl Obs {
     pub fn elbo_data_per_cluster(&self, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Result<Array1<f64>> {
         check_summaries(n, s, self.stat_dim())?;
         with_obs!(self, m => {
-            let p = m.posterior(n, s)?;
             let c0 = m.c_prior();
-            Ok(m.c_post(&p).mapv(|c| c0 - c))
+            Ok(m.c_post_from_stats(n, s)?.mapv(|c| c0 - c))
         })
     }
 

@@ -1,0 +1,93 @@
+"""Where the local steps of a lap run: in this process (:class:`LocalExecutor`) or on the
+workers of a distributed engine (:class:`bnpcore.distributed.DaskExecutor`).
+
+The memoized lap (:func:`bnpcore.algorithms.memoized.run_memoized_lap`) hands an executor a
+list of *items* ``(b, options)`` — batch ``b`` and the extra options of its local step (the
+statistics the moves ask for) — and the global summaries to use; the executor returns, in the
+same order, what each local step produced. The lap never touches the data itself, so the same
+lap runs whether the batches live in this process or on other machines.
+
+With the ``"sequential"`` schedule the lap calls :meth:`run` with one item at a time (each batch
+sees the globals updated by the previous one); with ``"parallel"`` it calls it once with every
+batch of the lap against the lap's starting globals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SCHEDULES", "BatchResult", "LocalExecutor", "prepare", "select_collected_rows"]
+
+#: visiting orders of a memoized lap
+SCHEDULES = ("sequential", "parallel")
+
+
+class BatchResult:
+    """What the lap needs from one local step: the output dict of ``model.local_step`` and the
+    batch's rows for the moves (``X``: the whole batch locally; on a cluster only the rows a
+    birth collects, see :func:`select_collected_rows`)."""
+
+    __slots__ = ("X", "_n_rows", "b", "out")
+
+    def __init__(self, b: int, out: dict, X, n_rows: int | None = None):
+        self.b = int(b)
+        self.out = out
+        self.X = X
+        self._n_rows = n_rows
+
+    @property
+    def n_rows(self) -> int:
+        """Rows of the batch (the stochastic step scales its summaries by N / n_rows)."""
+        return int(self.X.shape[0] if self._n_rows is None else self._n_rows)
+
+
+def select_collected_rows(out: dict, X, threshold: float):
+    """Keep only the rows a birth collects from a batch (responsibility of the collected
+    cluster above ``threshold``): returns ``(out', rows)`` where ``out'["col"]`` holds those
+    rows' responsibilities only, in row order, and ``rows`` the rows themselves.
+
+    Birth (:mod:`bnpcore.moves.birth`) selects ``flatnonzero(col > threshold)`` and copies
+    ``X[rows]``; on the reduced pair it selects every entry, so it sees the same rows with the
+    same weights in the same order while only those rows leave the worker."""
+    col = out.get("col")
+    if col is None:
+        return out, None
+    col = np.asarray(col)
+    rows = np.flatnonzero(col > threshold)
+    out = dict(out)
+    out["col"] = np.ascontiguousarray(col[rows])
+    return out, np.ascontiguousarray(X[rows])
+
+
+def prepare(model, X):
+    """``model.prepare(X)`` (the batch in the model's coordinates) for models that have it."""
+    fn = getattr(model, "prepare", None)
+    return X if fn is None else fn(X)
+
+
+class LocalExecutor:
+    """Local steps in this process (the Rust kernels use ``n_threads`` threads).
+
+    Parameters
+    ----------
+    source : batch source
+        ``source.get(b)`` gives batch ``b``.
+    """
+
+    backend = "local"
+
+    def __init__(self, source):
+        self.source = source
+
+    def run(self, model, glob, items, *, n_threads=None) -> list[BatchResult]:
+        """Local steps of ``items`` (list of ``(b, options)``) against the globals ``glob``, in
+        order."""
+        results = []
+        for b, opts in items:
+            Xb = prepare(model, self.source.get(int(b)))
+            out = model.local_step(Xb, glob, n_threads=n_threads, **opts)
+            results.append(BatchResult(b, out, Xb))
+        return results
+
+    def close(self) -> None:
+        """Nothing to release."""

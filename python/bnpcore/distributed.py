@@ -1,0 +1,348 @@
+r"""Memoized variational inference on a Dask cluster (``backend="dask"``).
+
+Memoized VI is a map-reduce (Hughes & Sudderth 2013, §3): the local step of a batch needs
+only the global parameters, and the batch's summaries add up to the whole-dataset summaries.
+With ``backend="dask"`` an estimator keeps that split across machines:
+
+* **the data stay on the workers.** Each batch is a Dask future: a ``.npy`` file read by a
+  worker (``np.load`` there, never on the driver), a row chunk of a ``dask.array.Array`` or of a
+  ``dask.dataframe.DataFrame`` of numeric columns, or (for an in-memory array) a batch scattered
+  once at the start of the fit;
+* **only K-sized summaries travel.** Per lap the driver broadcasts the model and the global
+  summaries once (one copy per worker), every batch's local step runs on the worker that holds
+  the batch (the Rust kernels release the GIL), and the batch summaries come back. The driver
+  keeps the batch memos (they are K-sized) and sums them by the same fixed binary tree over the
+  batch index as on one machine, so the result does not depend on which worker finished first;
+* **moves** ask for their statistics through the same local step (merge pair entropies,
+  birth and delete proposal summaries), so those too are computed where the data are; a birth
+  copies only the rows it collects (at most ``birth_max_subsample`` per lap) to the driver.
+
+For the same batches, ``schedule`` and ``random_state`` the fit equals the local backend's fit
+bit for bit: the same local steps run on the same inputs in the same order of reduction.
+
+**Faults.** A worker lost mid-lap: the scheduler recomputes its batches elsewhere (a ``.npy``
+file is read again, a dask-array chunk recomputed from its graph) and the lap's local steps are
+re-run on the same inputs, so the fit ends in the same model. Batches scattered from an
+in-memory array have no recipe to recompute them: to survive worker loss give files or a dask
+array. A killed driver resumes from ``checkpoint_path`` exactly as on one machine.
+
+**Timeouts.** Waiting for a first worker is bounded by :data:`WORKER_TIMEOUT` seconds
+(environment variable ``BNPCORE_DASK_TIMEOUT``); a cluster without workers, workers that
+cannot import bnpcore, or files a worker cannot read raise :class:`~bnpcore.exceptions.BackendError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+
+import numpy as np
+
+from bnpcore.algorithms.executor import BatchResult, prepare, select_collected_rows
+from bnpcore.exceptions import BackendError, ParameterError, ShapeError
+
+__all__ = ["BACKENDS", "WORKER_TIMEOUT", "DaskBatches", "DaskExecutor", "dask_session", "row_batches_on_dask"]
+
+#: accepted values of the estimators' ``backend``
+BACKENDS = ("local", "dask")
+
+#: seconds to wait for the first worker of a cluster (``BNPCORE_DASK_TIMEOUT`` overrides it)
+WORKER_TIMEOUT = float(os.environ.get("BNPCORE_DASK_TIMEOUT", "60"))
+
+
+def _require_dask():
+    try:
+        import distributed  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise BackendError(
+            "backend='dask' needs dask.distributed: pip install 'dask[distributed]'"
+        ) from exc
+
+
+# ----------------------------------------------------------------- tasks run on the workers
+def _validated(X, label: str, n_features=None) -> np.ndarray:
+    from bnpcore._validation import check_array
+
+    if getattr(X, "ndim", 2) != 2:
+        raise ShapeError(f"{label} must be 2-D (n_samples, n_features), got shape {getattr(X, 'shape', None)}")
+    out = check_array(X, name=label, n_features=n_features)
+    if out.shape[0] < 1:
+        raise ShapeError(f"{label} has no rows")
+    return out
+
+
+def _load_npy(path: str, b: int, n_features=None) -> np.ndarray:
+    """Read and validate batch ``b`` from ``path`` (runs on a worker)."""
+    try:
+        X = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise BackendError(f"a Dask worker could not read batch {b} of `X` from {path!r}: {exc}") from None
+    return _validated(X, f"X (batch {b}, {os.path.basename(str(path))})", n_features)
+
+
+def _validate_block(X, b: int, n_features=None) -> np.ndarray:
+    return _validated(np.asarray(X), f"X (batch {b})", n_features)
+
+
+def _n_rows(X) -> int:
+    return int(X.shape[0])
+
+
+def _n_cols(X) -> int:
+    return int(X.shape[1])
+
+
+def _rows(X, idx) -> np.ndarray:
+    return np.ascontiguousarray(X[np.asarray(idx, dtype=np.intp)])
+
+
+def _probe() -> str:
+    import bnpcore
+
+    return bnpcore.__version__
+
+
+def _local_step(model, X, glob, opts, n_threads, b, collect_threshold):
+    """One batch's local step where the batch lives; only K-sized outputs (and the rows a
+    birth collects) are returned."""
+    obs_core = getattr(getattr(model, "obs", None), "core", None)
+    if isinstance(X, np.ndarray) and hasattr(obs_core, "check_data"):
+        obs_core.check_data(X, f"X (batch {b})")
+    X = prepare(model, X)
+    out = model.local_step(X, glob, n_threads=n_threads, **opts)
+    rows = None
+    if collect_threshold is not None and out.get("col") is not None:
+        out, rows = select_collected_rows(out, X, collect_threshold)
+    shape = getattr(X, "shape", None)
+    return out, rows, None if shape is None else int(shape[0])
+
+
+# ------------------------------------------------------------------------ the driver side
+@contextlib.contextmanager
+def dask_session(client=None, *, verbose: bool = False):
+    """The client of a fit: ``client`` itself (left open), or a ``LocalCluster`` started here
+    and closed when the fit ends (one worker process per core, one thread each).
+
+    Raises
+    ------
+    BackendError
+        No worker joined within :data:`WORKER_TIMEOUT` seconds, or a worker cannot import
+        bnpcore.
+    """
+    _require_dask()
+    from distributed import Client, LocalCluster
+
+    own = client is None
+    cluster = None
+    if own:
+        n = max(1, min(os.cpu_count() or 1, 4))
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
+        client = Client(cluster)
+    elif isinstance(client, str):
+        client, own = Client(client, timeout=WORKER_TIMEOUT), True
+    try:
+        try:
+            client.wait_for_workers(1, timeout=WORKER_TIMEOUT)
+        except (TimeoutError, OSError) as exc:
+            raise BackendError(
+                f"no Dask worker joined within {WORKER_TIMEOUT:g} s (set BNPCORE_DASK_TIMEOUT to wait longer)"
+            ) from exc
+        try:
+            client.run(_probe)
+        except (ImportError, AttributeError) as exc:
+            raise BackendError(
+                f"a Dask worker cannot import bnpcore ({exc}); install bnpcore in the workers' environment"
+            ) from exc
+        if verbose:
+            link = getattr(client, "dashboard_link", None)
+            print(f"bnpcore: Dask client {client!r}" + (f", dashboard {link}" if link else ""))
+        yield client
+    finally:
+        if own:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+class DaskBatches:
+    """A :class:`~bnpcore.data.BatchSource` of row batches held by Dask workers.
+
+    ``futures[b]`` is the validated batch ``b`` on some worker; the driver knows only the batch
+    sizes. Build it with :func:`row_batches_on_dask`.
+    """
+
+    segment = "row"
+    shuffles = False
+
+    def __init__(self, client, futures, sizes, n_features: int, init_sampler=None):
+        self.client = client
+        self.futures = list(futures)
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
+        self._n_features = int(n_features)
+        self._init_sampler = init_sampler
+        self._check = None
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def n_segments(self) -> int:
+        return self.n_rows
+
+    @property
+    def n_features(self) -> int:
+        return self._n_features
+
+    def __len__(self) -> int:
+        return len(self.futures)
+
+    def batch_size(self, b: int) -> int:
+        return int(self.sizes[b])
+
+    def get(self, b: int) -> np.ndarray:
+        """Batch ``b`` copied to the driver (the fit itself never calls this)."""
+        return self.client.gather(self.futures[b])
+
+    def sample_for_init(self, max_rows: int, rng) -> np.ndarray:
+        """A uniform subsample of at most ``max_rows`` rows across all batches, drawn exactly as
+        :meth:`bnpcore.data.sources.ListBatches.sample_for_init` draws it; only those rows are
+        copied to the driver."""
+        if self._init_sampler is not None:
+            return self._init_sampler(max_rows, rng)
+        n = self.n_rows
+        idx = np.arange(n) if n <= max_rows else np.sort(rng.choice(n, size=max_rows, replace=False))
+        which = np.searchsorted(self.offsets, idx, side="right") - 1
+        futs = []
+        for b in np.unique(which):
+            local = idx[which == b] - self.offsets[b]
+            futs.append(self.client.submit(_rows, self.futures[int(b)], local, pure=False))
+        return np.concatenate(_gather(self.client, futs), axis=0)
+
+
+def _gather(client, futures):
+    try:
+        return client.gather(futures)
+    except BackendError:
+        raise
+    except (ImportError, AttributeError) as exc:
+        if "bnpcore" in str(exc):
+            raise BackendError(f"a Dask worker cannot import bnpcore ({exc})") from exc
+        raise
+
+
+def _is_dask_collection(X, kind: str) -> bool:
+    mod = type(X).__module__
+    return mod.startswith("dask.") and hasattr(X, "__dask_graph__") and (kind in mod)
+
+
+def row_batches_on_dask(client, X, *, local_source=None, n_features=None) -> DaskBatches:
+    """Row batches of ``X`` on the workers of ``client``.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    X : list of ``.npy`` paths, dask.array.Array, dask.dataframe.DataFrame, or None
+        Paths are read by the workers (one batch per file); a dask array's row chunks are the
+        batches (columns are put in one chunk); a DataFrame of numeric columns is converted to
+        a dask array with known chunk sizes. None: use ``local_source``.
+    local_source : batch source or None
+        An in-memory source of any family (rows, documents, sequences; e.g.
+        :class:`~bnpcore.data.sources.ArrayBatches`) whose batches are scattered to the
+        workers once; its ``sample_for_init`` is used unchanged.
+    n_features : int or None
+        Expected number of columns (warm start).
+    """
+    tag = uuid.uuid4().hex[:8]
+    if local_source is not None:
+        futures = [client.scatter(local_source.get(b), hash=False) for b in range(len(local_source))]
+        sizes = [local_source.batch_size(b) for b in range(len(local_source))]
+        out = DaskBatches(client, futures, sizes, local_source.n_features, init_sampler=local_source.sample_for_init)
+        out.segment = getattr(local_source, "segment", "row")
+        return out
+    if isinstance(X, (list, tuple)):
+        futures = [
+            client.submit(_load_npy, os.fspath(p), b, n_features, pure=False, key=f"bnpcore-batch-{tag}-{b}")
+            for b, p in enumerate(X)
+        ]
+    else:
+        if _is_dask_collection(X, "dataframe"):
+            X = X.to_dask_array(lengths=True)
+        if not _is_dask_collection(X, "array"):
+            raise ParameterError(
+                "backend='dask' takes a list of .npy paths, a dask.array.Array, a dask.dataframe.DataFrame "
+                f"or an in-memory array; got {type(X).__name__}"
+            )
+        if X.ndim != 2:
+            raise ShapeError(f"`X` must be 2-D (n_samples, n_features), got shape {X.shape}")
+        X = X.rechunk({1: -1})
+        blocks = [X.blocks[i] for i in range(X.numblocks[0])]
+        raw = client.compute(blocks)
+        futures = [
+            client.submit(_validate_block, f, b, n_features, pure=False, key=f"bnpcore-batch-{tag}-{b}")
+            for b, f in enumerate(raw)
+        ]
+    if len(futures) < 2:
+        raise ParameterError(f"backend='dask' needs at least 2 batches, got {len(futures)}; use backend='local'")
+    sizes = _gather(client, [client.submit(_n_rows, f, pure=False) for f in futures])
+    d = n_features
+    if d is None:
+        d = int(_gather(client, client.submit(_n_cols, futures[0], pure=False)))
+    return DaskBatches(client, futures, sizes, d)
+
+
+class DaskExecutor:
+    """Runs the lap's local steps on the workers that hold the batches (see the module
+    docstring). ``collect_threshold`` is the birth move's collection threshold (set by the
+    estimator when births are on)."""
+
+    backend = "dask"
+
+    def __init__(self, client, source: DaskBatches, collect_threshold=None):
+        self.client = client
+        self.source = source
+        self.collect_threshold = collect_threshold
+
+    #: attempts of a lap's local steps when workers are lost while they run
+    attempts = 4
+
+    def run(self, model, glob, items, *, n_threads=None) -> list[BatchResult]:
+        """Local steps of ``items`` on the workers, against ``glob``; outputs in item order.
+
+        A worker lost during the call (its connection closes, the scheduler declares it
+        killed, or the broadcast copy of the globals it held disappears) makes the call start
+        again on the remaining workers: the local steps are pure functions of their inputs, so
+        the outputs are the same."""
+        import asyncio
+        import time
+
+        from distributed import KilledWorker
+
+        lost = (OSError, KilledWorker, asyncio.CancelledError)
+        for attempt in range(self.attempts):
+            try:
+                return self._run_once(model, glob, items, n_threads)
+            except lost:
+                if attempt == self.attempts - 1:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _run_once(self, model, glob, items, n_threads) -> list[BatchResult]:
+        client = self.client
+        model_f, glob_f = client.scatter([model, glob], broadcast=True, hash=False)
+        futures = []
+        for b, opts in items:
+            thr = self.collect_threshold if "collect_col" in opts else None
+            futures.append(
+                client.submit(
+                    _local_step, model_f, self.source.futures[int(b)], glob_f, opts, n_threads, int(b), thr, pure=False
+                )
+            )
+        outs = _gather(client, futures)
+        return [BatchResult(b, out, rows, n) for (b, _), (out, rows, n) in zip(items, outs)]
+
+    def close(self) -> None:
+        self.source.futures = []

@@ -1,0 +1,242 @@
+"""backend="dask": the same fit as the local backend, data read by the workers, moves, faults,
+bad cluster states (bnpcore.distributed)."""
+
+import os
+import signal
+import warnings
+
+import bnpcore
+import numpy as np
+import pytest
+from _helpers import seeded_data
+from bnpcore import DPMixture, FiniteMixture
+from bnpcore.exceptions import BackendError, ConvergenceWarning, ParameterError
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+
+OBS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
+
+
+def _fit(est, X):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return est.fit(X)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """An in-process cluster of 2 workers (fast to start; the fault tests use processes)."""
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0"
+    ) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def _same_fit(a, b):
+    assert np.array_equal(a.history_["elbo"], b.history_["elbo"])
+    assert np.array_equal(a.history_["n_components"], b.history_["n_components"])
+    for name in ("N", "S", "H"):
+        assert np.array_equal(getattr(a.summaries_, name), getattr(b.summaries_, name))
+    assert np.array_equal(a.summaries_.uids, b.summaries_.uids)
+    assert a.moves_log_ == b.moves_log_
+
+
+# ------------------------------------------------------------------- the parallel schedule
+@pytest.mark.parametrize("obs", OBS)
+@pytest.mark.parametrize("moves", [None, ()])
+def test_parallel_schedule_is_monotone_lap_to_lap(obs, moves):
+    X = seeded_data(obs, n=900, d=3, k=5, seed=4)
+    m = _fit(DPMixture(obs, n_components=8, algorithm="memoized", n_batches=3, schedule="parallel", moves=moves,
+                       max_laps=12, tol=0, random_state=2), X)
+    elbo = m.history_["elbo"]
+    assert np.all(np.diff(elbo[1:]) >= -1e-9 * np.abs(elbo[1:-1]))
+    assert np.isfinite(m.elbo_)
+
+
+def test_parallel_schedule_differs_from_sequential():
+    """The schedule is an actual option: visiting batches against the lap's starting globals
+    gives another trajectory than visiting them one after the other."""
+    X = seeded_data("gauss", n=900, k=5, seed=1)
+    kw = dict(n_components=6, algorithm="memoized", n_batches=3, moves=(), max_laps=4, tol=0, random_state=0)
+    a = _fit(DPMixture(schedule="parallel", **kw), X)
+    b = _fit(DPMixture(schedule="sequential", **kw), X)
+    assert not np.array_equal(a.history_["elbo"], b.history_["elbo"])
+
+
+def test_bad_schedule_and_backend():
+    X = seeded_data("gauss", n=100)
+    with pytest.raises(ParameterError, match="schedule"):
+        DPMixture(schedule="random").fit(X)
+    with pytest.raises(ParameterError, match="backend"):
+        DPMixture(backend="spark").fit(X)
+    with pytest.raises(ParameterError, match="client"):
+        DPMixture(backend="dask", algorithm="memoized", client=42).fit(X)
+    with pytest.raises(ParameterError, match="memoized"):
+        DPMixture(backend="dask", algorithm="full").fit(X)
+
+
+# ------------------------------------------------------------- Dask == local, in memory
+@pytest.mark.parametrize("obs", OBS)
+@pytest.mark.parametrize("moves", [None, ()])
+@pytest.mark.parametrize("schedule", ["parallel", "sequential"])
+def test_dask_equals_local(client, obs, moves, schedule):
+    X = seeded_data(obs, n=900, d=3, k=5, seed=7)
+    kw = dict(obs=obs, n_components=4, algorithm="memoized", n_batches=3, schedule=schedule, moves=moves,
+              max_laps=6, tol=0, random_state=5)
+    local = _fit(DPMixture(**kw), X)
+    remote = _fit(DPMixture(backend="dask", client=client, **kw), X)
+    _same_fit(local, remote)
+    assert remote.predict(X).tolist() == local.predict(X).tolist()
+
+
+def test_dask_equals_local_with_births_collected_on_workers(client):
+    """From one cluster, births must collect rows on the workers: the accepted births and the
+    whole trajectory are those of the local fit."""
+    X = seeded_data("gauss", n=1200, d=2, k=6, seed=3)
+    kw = dict(n_components=1, algorithm="memoized", n_batches=4, schedule="parallel", max_laps=10, tol=0, random_state=1)
+    local = _fit(DPMixture(**kw), X)
+    remote = _fit(DPMixture(backend="dask", client=client, **kw), X)
+    assert any(r["kind"] == "birth" and r["accepted"] for r in local.moves_log_)
+    _same_fit(local, remote)
+
+
+def test_dask_stochastic_and_finite(client):
+    X = seeded_data("diag_gauss", n=600, seed=2)
+    for est in (
+        dict(cls=DPMixture, algorithm="stochastic"),
+        dict(cls=FiniteMixture, algorithm="memoized", schedule="parallel"),
+    ):
+        cls = est.pop("cls")
+        kw = dict(obs="diag_gauss", n_components=4, n_batches=3, max_laps=4, tol=0, random_state=0, **est)
+        _same_fit(_fit(cls(**kw), X), _fit(cls(backend="dask", client=client, **kw), X))
+
+
+# ------------------------------------------------------ data the workers read themselves
+def _npy_batches(tmp_path, X, sizes):
+    paths, lo = [], 0
+    for b, n in enumerate(sizes):
+        p = tmp_path / f"batch{b}.npy"
+        np.save(p, X[lo : lo + n])
+        paths.append(str(p))
+        lo += n
+    return paths
+
+
+def test_npy_paths_equal_local_list_of_paths(client, tmp_path):
+    X = seeded_data("gauss", n=900, k=4, seed=11)
+    paths = _npy_batches(tmp_path, X, [300, 250, 350])
+    kw = dict(n_components=3, algorithm="memoized", schedule="parallel", max_laps=6, tol=0, random_state=3)
+    _same_fit(_fit(DPMixture(**kw), paths), _fit(DPMixture(backend="dask", client=client, **kw), paths))
+
+
+def test_dask_array_and_dataframe_chunks_are_the_batches(client):
+    X = seeded_data("gauss", n=900, k=4, seed=12)
+    chunks = [X[:400], X[400:700], X[700:]]
+    kw = dict(n_components=3, algorithm="memoized", schedule="parallel", max_laps=5, tol=0, random_state=4)
+    local = _fit(DPMixture(**kw), chunks)
+    arr = da.concatenate([da.from_array(c, chunks=c.shape) for c in chunks])
+    _same_fit(local, _fit(DPMixture(backend="dask", client=client, **kw), arr))
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    frame = dd.concat([dd.from_pandas(pd.DataFrame(c, columns=["a", "b", "c"]), npartitions=1) for c in chunks])
+    _same_fit(local, _fit(DPMixture(backend="dask", client=client, **kw), frame))
+
+
+def test_bad_data_on_workers_is_a_clear_error(client, tmp_path):
+    X = seeded_data("gauss", n=300)
+    paths = _npy_batches(tmp_path, X, [150, 150])
+    with pytest.raises(BackendError, match="could not read batch 1"):
+        DPMixture(algorithm="memoized", backend="dask", client=client).fit([paths[0], str(tmp_path / "missing.npy")])
+    Y = X.copy()
+    Y[200, 1] = np.nan
+    bad = _npy_batches(tmp_path, Y, [150, 150])
+    with pytest.raises(ValueError, match=r"batch 1"):
+        DPMixture(algorithm="memoized", backend="dask", client=client).fit(bad)
+    with pytest.raises(ParameterError, match="at least 2 batches"):
+        DPMixture(algorithm="memoized", backend="dask", client=client).fit(paths[:1])
+    with pytest.raises(ParameterError, match="read again"):
+        DPMixture(algorithm="memoized", backend="dask", client=client).fit(iter([X]))
+
+
+def test_save_load_and_resume_after_a_dask_fit(client, tmp_path):
+    X = seeded_data("gauss", n=900, k=5, seed=9)
+    kw = dict(n_components=2, algorithm="memoized", n_batches=3, schedule="parallel", tol=0, random_state=8)
+    straight = _fit(DPMixture(max_laps=6, **kw), X)
+    part = _fit(DPMixture(max_laps=3, backend="dask", client=client, checkpoint_path=str(tmp_path / "ck.npz"), **kw), X)
+    loaded = bnpcore.load(tmp_path / "ck.npz")
+    assert loaded.backend == "dask" and loaded.client is None
+    assert np.array_equal(loaded.history_["elbo"], part.history_["elbo"])
+    loaded.set_params(warm_start=True, max_laps=3, client=client)
+    _same_fit(straight, _fit(loaded, X))
+
+
+# --------------------------------------------------------------------------- bad clusters
+def test_cluster_without_workers_times_out(monkeypatch):
+    monkeypatch.setattr("bnpcore.distributed.WORKER_TIMEOUT", 1.0)
+    X = seeded_data("gauss", n=200)
+    with (
+        distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster,
+        distributed.Client(cluster) as c,
+        pytest.raises(BackendError, match="no Dask worker"),
+    ):
+        DPMixture(algorithm="memoized", n_batches=2, backend="dask", client=c).fit(X)
+
+
+def test_worker_that_cannot_import_bnpcore(client, monkeypatch):
+    def broken():
+        raise ModuleNotFoundError("No module named 'bnpcore'")
+
+    monkeypatch.setattr("bnpcore.distributed._probe", broken)
+    with pytest.raises(BackendError, match="cannot import bnpcore"):
+        DPMixture(algorithm="memoized", n_batches=2, backend="dask", client=client).fit(seeded_data("gauss", n=200))
+
+
+# ------------------------------------------------------------------- worker processes, faults
+@pytest.fixture(scope="module")
+def process_client():
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+    ) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def test_embedded_local_cluster_is_started_and_closed():
+    X = seeded_data("gauss", n=400, seed=5)
+    kw = dict(n_components=3, algorithm="memoized", n_batches=2, schedule="parallel", max_laps=3, tol=0, random_state=0)
+    _same_fit(_fit(DPMixture(**kw), X), _fit(DPMixture(backend="dask", **kw), X))
+
+
+def test_workers_read_the_files_and_a_killed_worker_changes_nothing(process_client, tmp_path, monkeypatch):
+    """The driver never reads the batches (np.load fails on the driver), and killing a worker
+    process in the middle of the fit ends in the same model as the uninterrupted local fit."""
+    X = seeded_data("gauss", n=1500, k=5, seed=21)
+    paths = _npy_batches(tmp_path, X, [500, 500, 500])
+    kw = dict(n_components=2, algorithm="memoized", schedule="parallel", max_laps=6, tol=0, random_state=6)
+    local = _fit(DPMixture(**kw), paths)
+
+    killed = []
+
+    def kill_one(model, info):
+        if info["lap"] == 2 and not killed:
+            pids = process_client.run(os.getpid)
+            pid = sorted(pids.values())[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    def no_driver_reads(*a, **k):
+        raise AssertionError("the driver read a batch")
+
+    monkeypatch.setattr(np, "load", no_driver_reads)
+    remote = _fit(DPMixture(backend="dask", client=process_client, callback=kill_one, **kw), paths)
+    monkeypatch.undo()
+    assert killed
+    _same_fit(local, remote)
+
+
+def test_far_from_origin_data_are_centred_on_the_workers_too(client):
+    X = 1e7 + 1e-3 * seeded_data("gauss", n=900, k=4, seed=13)
+    kw = dict(n_components=3, algorithm="memoized", n_batches=3, schedule="parallel", max_laps=5, tol=0, random_state=2)
+    local = _fit(DPMixture(**kw), X)
+    assert local.obs_model_.shift is not None
+    _same_fit(local, _fit(DPMixture(backend="dask", client=client, **kw), X))
