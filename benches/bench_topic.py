@@ -117,9 +117,15 @@ def run_methods(X, Xt, k_lda, laps):
                 vocab = list(mdl.used_vocabs)
                 col = np.array([int(w) for w in vocab])
                 ks = [k for k in range(mdl.k) if (not hasattr(mdl, "is_live_topic") or mdl.is_live_topic(k))]
-                phi = np.full((len(ks), X.shape[1]), 1e-12)
+                # tomotopy's topics cover the words seen in training; the others get the
+                # posterior-mean mass eta / (n_k + V eta) of a word never assigned to the topic
+                n_all = np.asarray(mdl.get_count_by_topics(), dtype=np.float64)
+                V = X.shape[1]
+                phi = np.empty((len(ks), V))
                 for i, k in enumerate(ks):
-                    phi[i, col] = mdl.get_topic_word_dist(k)
+                    unseen = 0.1 / (n_all[k] + V * 0.1)
+                    phi[i] = unseen
+                    phi[i, col] = np.asarray(mdl.get_topic_word_dist(k)) * (1.0 - (V - col.size) * unseen)
                 if name.endswith("HDPModel"):  # document prior alpha * (global topic shares)
                     n_k = np.asarray(mdl.get_count_by_topics(), dtype=np.float64)[ks]
                     prior = float(mdl.alpha) * n_k / n_k.sum()

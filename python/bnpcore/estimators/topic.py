@@ -56,8 +56,6 @@ class _BaseTopicModel(VBEstimator):
     """Topic models over bag-of-words documents on the generic engine; subclasses pick the
     allocation model."""
 
-    _default_n_components = 50
-
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
         check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True)
