@@ -12,7 +12,7 @@ its α vector), the dense document step of bnpcore on the observed half gives E[
 score is the mean log probability of the held-out tokens (nats per token, higher is better).
 
 Methods (peers are skipped when not installed): bnpcore ``HDPTopicModel`` (memoized, default
-birth/merge/delete, from K = 50) and ``FiniteTopicModel`` (K = true number or 20), scikit-learn
+birth/merge/delete, growing from one topic) and ``FiniteTopicModel`` (K = true number or 20), scikit-learn
 ``LatentDirichletAllocation`` (batch, same K), gensim ``LdaModel`` and ``HdpModel``, tomotopy
 ``HDPModel`` and ``LDAModel``.
 
@@ -75,7 +75,7 @@ def run_methods(X, Xt, k_lda, laps):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t = time.perf_counter()
-        m = bnpcore.HDPTopicModel(50, n_batches=5, max_laps=laps, random_state=0).fit(X)
+        m = bnpcore.HDPTopicModel(n_batches=5, max_laps=laps, random_state=0).fit(X)
         sec = time.perf_counter() - t
         beta, beta_rem = m._make_model(m.obs_model_).alloc.beta(m.summaries_)
         record("bnpcore HDPTopicModel", sec, m.topics_, m.alpha * beta, m.alpha * beta_rem, m.n_components_)

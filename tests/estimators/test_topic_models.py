@@ -529,3 +529,16 @@ def test_kmeanspp_init_and_sklearn_clone(bars):
     assert clone(a).get_params() == a.get_params()
     c = _fit(_small(init="random_docs", max_laps=2), X)
     assert not np.array_equal(a.topics_, c.topics_)
+
+
+def test_default_initial_topics(bars):
+    X, _ = bars
+    m = _fit(HDPTopicModel(n_batches=3, max_laps=3, random_state=0), X)
+    assert m.history_["n_components"][0] == 1 and m.history_["n_components"].max() > 1  # grown by births
+    assert any(r["kind"] == "birth" and r["accepted"] for r in m.moves_log_)
+    s = _fit(HDPTopicModel(algorithm="stochastic", n_batches=3, max_laps=1, random_state=0), X)
+    assert s.summaries_.K == 50
+    assert HDPTopicModel()._initial_components() == 1
+    assert HDPTopicModel(moves=("merge",))._initial_components() == 50
+    with pytest.raises(ParameterError, match="n_components"):
+        FiniteTopicModel(n_components=None).fit(X)

@@ -58,7 +58,7 @@ class _BaseTopicModel(VBEstimator):
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
-        check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True)
+        check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True, allow_none=self._make_alloc().nested)
         check_param("alpha", self.alpha, kind="real", low=0)
         if hasattr(self, "gamma"):
             check_param("gamma", self.gamma, kind="real", low=0)
@@ -74,7 +74,13 @@ class _BaseTopicModel(VBEstimator):
 
     # ------------------------------------------------------------------ building
     def _default_moves(self) -> tuple:
-        return ("birth", "merge", "delete") if (self.algorithm == "memoized" and self._make_alloc().nested) else ()
+        return ("birth", "merge", "delete") if (self.algorithm in ("full", "memoized") and self._make_alloc().nested) else ()
+
+    def _initial_components(self) -> int:
+        """``n_components``, or when it is None: 1 if births can grow the model, else 50."""
+        if self.n_components is not None:
+            return int(self.n_components)
+        return 1 if "birth" in self._moves_tuple() and int(self.max_births_per_lap) > 0 else 50
 
     def _doc_options(self) -> dict:
         return {"max_iter": int(self.doc_max_iter), "tol": float(self.doc_tol), "restarts": bool(self.restarts)}
@@ -92,7 +98,7 @@ class _BaseTopicModel(VBEstimator):
     def _init_stats(self, model, X0, rng):
         return init_topic_stats(
             X0,
-            int(self.n_components),
+            self._initial_components(),
             self.init,
             rng,
             n_docs=getattr(self, "_init_n_docs", X0.shape[0]),
@@ -371,7 +377,7 @@ _DOC_COMMON = """
         Documents read to choose the initial topics.
     moves : None or subset of ("birth", "merge", "delete")
         Proposal moves (HDP only; :mod:`bnpcore.moves.topic`); None means all three for
-        ``algorithm="memoized"`` and none otherwise.
+        full and memoized learning, none for stochastic learning.
     birth_start_lap, merge_start_lap, delete_start_lap : int, default=2
     max_merges_per_lap : int, default=25
         Candidate pairs tracked per lap.
@@ -450,8 +456,13 @@ class HDPTopicModel(_BaseTopicModel):
 
     Parameters
     ----------
-    n_components : int, default=50
-        Initial number of topics K (moves change it).
+    n_components : int or None, default=None
+        Initial number of topics K (moves change it). None: 1 when birth moves are on (the
+        default for full and memoized learning: births split topics off, merges and deletes
+        remove redundant ones), 50 otherwise. On the toy bars and on gensim's Lee corpus,
+        growing from one topic by births reaches markedly better optima than shrinking from
+        50 random-document topics (Lee: objective about 4 % higher, held-out score −7.49 vs
+        −7.62 nats per token; see docs/topic_models.md).
     alpha : float, default=0.5
         Document-level concentration.
     gamma : float, default=10.0
@@ -475,7 +486,7 @@ class HDPTopicModel(_BaseTopicModel):
 
     def __init__(
         self,
-        n_components=50,
+        n_components=None,
         *,
         alpha=0.5,
         gamma=10.0,

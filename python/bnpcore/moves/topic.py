@@ -186,7 +186,10 @@ class TopicMoveManager:
         self._old = None
 
     def busy(self) -> bool:
-        return False
+        """True while some topic is still to be tried by a birth at the current structure (a
+        fit does not stop before every topic had its chance)."""
+        G = getattr(self, "_last_stats", None)
+        return G is not None and "birth" in self.kinds and self._cap("birth") > 0 and self._source is not None and self._plan_birth(G) is not None
 
     def end_lap(self, model, state, elbo) -> tuple[int, float]:
         accepted = 0
@@ -203,6 +206,7 @@ class TopicMoveManager:
         if accepted:
             self.structure_version += 1
         self._reset_lap()
+        self._last_stats = state.stats if (self._exact and model.alloc.nested and not state.frozen) else None
         return accepted, elbo
 
     def get_state(self) -> dict:
