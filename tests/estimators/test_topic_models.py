@@ -542,3 +542,13 @@ def test_default_initial_topics(bars):
     assert HDPTopicModel(moves=("merge",))._initial_components() == 50
     with pytest.raises(ParameterError, match="n_components"):
         FiniteTopicModel(n_components=None).fit(X)
+
+
+def test_partial_fit_bag_of_words(bars):
+    X, _ = bars
+    docs = _bow(X)
+    a = HDPTopicModel(6, random_state=0).partial_fit(X[:60]).partial_fit(X[60:])
+    b = HDPTopicModel(6, random_state=0).partial_fit(sp.csr_array(X[:60])).partial_fit(docs[60:])
+    np.testing.assert_array_equal(a.topics_, b.topics_)
+    with pytest.raises(DataError, match="word id"):
+        b.partial_fit([[(900, 1)]])

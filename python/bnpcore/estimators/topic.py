@@ -117,8 +117,20 @@ class _BaseTopicModel(VBEstimator):
         return src
 
     def _check_batch(self, X, name: str):
+        """One batch of a stream or of ``partial_fit``: counts (sparse or dense) or a list of
+        bag-of-words documents (vocabulary size: the fitted model's, else the largest word id
+        + 1 of this first batch)."""
         n_vocab = self.n_features_in_ if hasattr(self, "state_") else getattr(self, "_fit_n_vocab", None)
-        return check_counts_csr(X, name=name, n_vocab=n_vocab)
+        if is_sparse(X) or isinstance(X, np.ndarray):
+            return check_counts_csr(X, name=name, n_vocab=n_vocab)
+        try:
+            docs = list(X)
+        except TypeError:
+            raise DataError(f"`{name}` must be a count matrix or a list of bag-of-words documents, got {type(X).__name__}") from None
+        if n_vocab is None:
+            top = [int(w) for doc in docs for w, _ in doc]
+            n_vocab = max(top) + 1 if top else 1
+        return bow_to_csr(docs, int(n_vocab), name=name)
 
     def _batch_source(self, X):
         return DocumentBatches(X, 1)
