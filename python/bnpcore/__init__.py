@@ -8,6 +8,7 @@ import os as _os
 
 from bnpcore import _core
 from bnpcore.estimators.mixture import DPMixture, FiniteMixture
+from bnpcore.estimators.topic import FiniteTopicModel, HDPTopicModel
 from bnpcore.exceptions import (
     BnpcoreError,
     ConvergenceWarning,
@@ -30,6 +31,8 @@ __all__ = [
     "DataError",
     "ELBODecreaseWarning",
     "FiniteMixture",
+    "FiniteTopicModel",
+    "HDPTopicModel",
     "ModelFileError",
     "NonFiniteError",
     "NotFittedError",

@@ -29,7 +29,9 @@ import numpy as np
 __all__ = [
     "load_digits",
     "load_image_patches",
+    "load_lee_corpus",
     "load_mnist_subset",
+    "load_reuters",
     "make_1d_normal",
     "make_bars",
     "make_gaussian_mixture",
@@ -810,3 +812,121 @@ def make_sticky_hmm(variant="gauss", n_seqs=None, seq_len=None, random_state=123
     if return_params:
         return X, lengths, states, params
     return X, lengths, states
+
+
+# --------------------------------------------------------------------------- text corpora
+def _package_file(package: str, *parts: str, what: str) -> str:
+    """Path of a data file inside an installed package, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"{what} needs the corpus shipped with the {package} package: pip install {package}")
+    for root in spec.submodule_search_locations:
+        path = os.path.join(root, *parts)
+        if os.path.exists(path):
+            return path
+    raise ImportError(f"{package} is installed but {'/'.join((package, *parts))} was not found; reinstall {package}")
+
+
+def load_reuters():
+    """The 395 Reuters newswire documents shipped with the ``lda`` package (LDA-C format).
+
+    Reads ``lda/tests/reuters.ldac`` (one document per line: ``n_types word:count ...``) and
+    ``lda/tests/reuters.tokens`` (the vocabulary, one word per line) without importing ``lda``.
+
+    Returns
+    -------
+    counts : scipy.sparse.csr_array of shape (395, 4258)
+        Word counts (float64).
+    vocabulary : list of str
+
+    Raises
+    ------
+    ImportError
+        If the ``lda`` package is not installed.
+    """
+    from bnpcore._validation import check_counts_csr, make_csr
+
+    ldac = _package_file("lda", "tests", "reuters.ldac", what="load_reuters")
+    tokens = _package_file("lda", "tests", "reuters.tokens", what="load_reuters")
+    with open(tokens, encoding="utf-8") as f:
+        vocabulary = [line.strip() for line in f if line.strip()]
+    ids, counts, lengths = [], [], []
+    with open(ldac, encoding="utf-8") as f:
+        for line in f:
+            fields = line.split()
+            if not fields:
+                continue
+            pairs = [p.split(":") for p in fields[1:]]
+            ids.extend(int(a) for a, _ in pairs)
+            counts.extend(float(b) for _, b in pairs)
+            lengths.append(len(pairs))
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    X = make_csr(np.asarray(counts), np.asarray(ids, dtype=np.int64), indptr, (len(lengths), len(vocabulary)))
+    return check_counts_csr(X, name="reuters"), vocabulary
+
+
+#: words left out of the Lee corpus vocabulary (articles, pronouns, auxiliaries, prepositions)
+_STOP_WORDS = frozenset(
+    (
+        "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are",
+        "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by",
+        "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from",
+        "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself",
+        "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most",
+        "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our",
+        "ours", "ourselves", "out", "over", "own", "said", "same", "she", "should", "so", "some", "such",
+        "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they",
+        "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what",
+        "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your",
+        "yours", "yourself", "yourselves",
+    )
+)
+
+
+def load_lee_corpus(min_count=2, background=True):
+    """gensim's Lee news corpus as bag-of-words counts (read from the installed ``gensim``
+    package without importing it).
+
+    Tokenisation: lower-cased runs of letters (``[a-z]+``) of at least 3 characters, minus a
+    short English stop-word list; words occurring fewer than ``min_count`` times in the
+    corpus are dropped; the vocabulary is sorted alphabetically.
+
+    Parameters
+    ----------
+    min_count : int, default=2
+    background : bool, default=True
+        The 300-document background corpus (``lee_background.cor``); False: the 50-document
+        evaluation corpus (``lee.cor``).
+
+    Returns
+    -------
+    counts : scipy.sparse.csr_array of shape (n_docs, n_vocab)
+    vocabulary : list of str
+
+    Raises
+    ------
+    ImportError
+        If gensim is not installed.
+    """
+    import re
+    from collections import Counter
+
+    from bnpcore._validation import check_counts_csr, make_csr
+
+    name = "lee_background.cor" if background else "lee.cor"
+    path = _package_file("gensim", "test", "test_data", name, what="load_lee_corpus")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        docs = [[w for w in re.findall(r"[a-z]+", line.lower()) if len(w) >= 3 and w not in _STOP_WORDS] for line in f if line.strip()]
+    total = Counter(w for d in docs for w in d)
+    vocabulary = sorted(w for w, c in total.items() if c >= min_count)
+    index = {w: i for i, w in enumerate(vocabulary)}
+    ids, counts, lengths = [], [], []
+    for d in docs:
+        c = Counter(index[w] for w in d if w in index)
+        keys = sorted(c)
+        ids.extend(keys)
+        counts.extend(float(c[k]) for k in keys)
+        lengths.append(len(keys))
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    X = make_csr(np.asarray(counts, dtype=np.float64), np.asarray(ids, dtype=np.int64), indptr, (len(docs), len(vocabulary)))
+    return check_counts_csr(X, name="lee"), vocabulary

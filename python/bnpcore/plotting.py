@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_clusters_2d", "plot_history", "plot_patch_components", "plot_top_l_mass"]
+__all__ = ["plot_clusters_2d", "plot_history", "plot_patch_components", "plot_top_l_mass", "plot_topics"]
 
 #: marker, colour and legend label of each accepted move kind in :func:`plot_history`.
 _MOVE_STYLES = {
@@ -384,4 +384,83 @@ def plot_top_l_mass(model, X, top_l=(1, 2, 4, 8, 16), ax=None):
     ax.set_ylabel("fraction of rows")
     ax.set_title(f"mass kept by the top L of {model.summaries_.N.shape[0]} clusters ({n} rows)")
     ax.legend(fontsize="small", loc="lower right")
+    return fig
+
+
+def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=None, min_count=1.0):
+    """Draw the fitted topics of a topic model.
+
+    For an image-like vocabulary (``image_shape`` given, or a square vocabulary such as the
+    30 × 30 bars of :func:`bnpcore.datasets.make_bars` when no ``vocabulary`` is given), every
+    topic's word probabilities are drawn as an image. Otherwise each topic is a panel listing
+    its ``n_words`` most probable words (``vocabulary`` strings, or word ids) with horizontal
+    bars of their probabilities.
+
+    Parameters
+    ----------
+    model : fitted HDPTopicModel or FiniteTopicModel
+        Anything with ``topics_`` (K × n_vocab, rows sum to 1) and optionally ``counts_``.
+    n_words : int, default=10
+        Words listed per topic (word panels).
+    vocabulary : sequence of str or None
+        The words of the vocabulary, in column order.
+    image_shape : tuple of int or None
+        Shape to draw each topic as an image; None: square vocabularies are drawn as images
+        unless a ``vocabulary`` is given.
+    n_show : int or None
+        Draw at most this many topics (the largest first); None: every topic with an
+        expected count of at least ``min_count``.
+    min_count : float, default=1.0
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    """
+    topics = np.asarray(getattr(model, "topics_", None) if hasattr(model, "topics_") else None)
+    if topics is None or topics.ndim != 2:
+        raise ValueError("model has no topics_; fit it first")
+    counts = np.asarray(getattr(model, "counts_", np.ones(topics.shape[0])), dtype=np.float64)
+    order = np.argsort(-counts, kind="stable")
+    order = order[counts[order] >= min_count] if n_show is None else order[: int(n_show)]
+    if order.size == 0:
+        order = np.argsort(-counts, kind="stable")[:1]
+    V = topics.shape[1]
+    side = int(round(np.sqrt(V)))
+    if image_shape is None and vocabulary is None and side * side == V:
+        image_shape = (side, side)
+    plt = _pyplot()
+    n = order.size
+    cols = min(n, 5)
+    rows = int(np.ceil(n / cols))
+    if image_shape is not None:
+        if int(np.prod(image_shape)) != V:
+            raise ValueError(f"`image_shape` {image_shape} does not hold {V} words")
+        fig, axes = plt.subplots(rows, cols, figsize=(1.8 * cols, 1.9 * rows), squeeze=False)
+        for i, ax in enumerate(axes.ravel()):
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if i >= n:
+                ax.axis("off")
+                continue
+            k = order[i]
+            ax.imshow(topics[k].reshape(image_shape), cmap="gray_r", interpolation="nearest")
+            ax.set_title(f"topic {k} (N={counts[k]:.0f})", fontsize=7)
+        fig.tight_layout()
+        return fig
+    if vocabulary is not None and len(vocabulary) != V:
+        raise ValueError(f"`vocabulary` has {len(vocabulary)} words but the model has {V}")
+    fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 0.28 * n_words * rows + 0.6), squeeze=False)
+    for i, ax in enumerate(axes.ravel()):
+        if i >= n:
+            ax.axis("off")
+            continue
+        k = order[i]
+        idx = np.argsort(-topics[k], kind="stable")[: int(n_words)]
+        labels = [str(vocabulary[j]) if vocabulary is not None else str(j) for j in idx]
+        ax.barh(np.arange(idx.size)[::-1], topics[k, idx], color="tab:blue")
+        ax.set_yticks(np.arange(idx.size)[::-1])
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.tick_params(axis="x", labelsize=6)
+        ax.set_title(f"topic {k} (N={counts[k]:.0f})", fontsize=8)
+    fig.tight_layout()
     return fig

@@ -144,6 +144,11 @@ class VBEstimator(BaseEstimator):
     def _make_model(self, obs_model) -> Model:
         return Model(self._make_alloc(), obs_model, top_l=self.top_l)
 
+    def _is_one_shot(self, X) -> bool:
+        """Whether ``fit`` consumes ``X`` once as a stream of batches (:func:`is_one_shot`;
+        a family whose data may be re-iterable corpora narrows it)."""
+        return is_one_shot(X)
+
     # --------------------------------------------------------------- validation
     def _validate_engine_params(self) -> None:
         check_param("algorithm", self.algorithm, kind="str", options=(*ALGORITHMS, "auto"))
@@ -288,7 +293,7 @@ class VBEstimator(BaseEstimator):
         self
         """
         self._validate_params()
-        if is_one_shot(X):
+        if self._is_one_shot(X):
             if self._backend() == "dask":
                 raise ParameterError("backend='dask' needs data the workers can read again: a list of .npy paths or a dask array")
             return self._fit_stream(X)

@@ -1,0 +1,161 @@
+"""HDP topic model and LDA against their peers: fitting time, number of topics and held-out
+document-completion score on the same data with the same evaluation.
+
+Data: the toy bars (``bnpcore.datasets.make_bars``: 2,000 training documents, 200 held out,
+10 true topics, 900 words) and, when gensim is installed, its Lee corpus (250 training / 50
+held-out documents, ``bnpcore.datasets.load_lee_corpus``).
+
+Evaluation (identical for every method): each held-out document's tokens are split by the
+seeded rule of ``HDPTopicModel.score`` (first half observed, second half held out); with each
+method's topic-word probabilities and its document prior (HDP: α β plus the rest mass, LDA:
+its α vector), the dense document step of bnpcore on the observed half gives E[π_d], and the
+score is the mean log probability of the held-out tokens (nats per token, higher is better).
+
+Methods (peers are skipped when not installed): bnpcore ``HDPTopicModel`` (memoized, default
+birth/merge/delete, growing from one topic) and ``FiniteTopicModel`` (K = true number or 20), scikit-learn
+``LatentDirichletAllocation`` (batch, same K), gensim ``LdaModel`` and ``HdpModel``, tomotopy
+``HDPModel`` and ``LDAModel``.
+
+Usage::
+
+    python benches/bench_topic.py
+    python benches/bench_topic.py --docs 1000 --corpus bars
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent.parent / "bench_results"
+
+
+def heldout_score(phi, prior, prior_rem, X, seed=0):
+    """Document-completion score of topics ``phi`` (K × V, rows sum to 1) with document prior
+    pseudocounts ``prior`` (K,) and rest mass ``prior_rem`` (None for LDA)."""
+    from bnpcore import _core
+    from bnpcore.estimators.topic import _split_tokens
+
+    seen, held = _split_tokens(X, np.random.default_rng(seed))
+    table = np.ascontiguousarray(np.asarray(phi, dtype=np.float64).T)
+    out = _core.doc_topic_step(seen.indptr, seen.indices, seen.data, table, np.ascontiguousarray(prior, dtype=np.float64),
+                               alpha_beta_rem=prior_rem, return_doc_topic=True)
+    theta = out["doc_topic"] + np.asarray(prior)[None, :]
+    rem = 0.0 if prior_rem is None else float(prior_rem)
+    tot = theta.sum(axis=1) + rem
+    pi = theta / tot[:, None]
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(held.indptr))
+    p = np.einsum("ij,ji->i", pi[rows], np.asarray(phi)[:, held.indices]) + (rem / tot)[rows] / X.shape[1]
+    return float(held.data @ np.log(p) / held.data.sum())
+
+
+def _bow(X):
+    return [list(zip(X.indices[X.indptr[d]:X.indptr[d + 1]].tolist(), X.data[X.indptr[d]:X.indptr[d + 1]].astype(int).tolist()))
+            for d in range(X.shape[0])]
+
+
+def run_methods(X, Xt, k_lda, laps):
+    import bnpcore
+
+    rows = []
+
+    def record(name, seconds, phi, prior, prior_rem, k):
+        phi = np.asarray(phi, dtype=np.float64)
+        phi = phi / phi.sum(axis=1, keepdims=True)
+        rows.append({"method": name, "seconds": round(seconds, 3), "n_topics": int(k),
+                     "heldout_per_token": heldout_score(phi, prior, prior_rem, Xt)})
+        print(json.dumps(rows[-1]), flush=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = time.perf_counter()
+        m = bnpcore.HDPTopicModel(n_batches=5, max_laps=laps, random_state=0).fit(X)
+        sec = time.perf_counter() - t
+        beta, beta_rem = m._make_model(m.obs_model_).alloc.beta(m.summaries_)
+        record("bnpcore HDPTopicModel", sec, m.topics_, m.alpha * beta, m.alpha * beta_rem, m.n_components_)
+        t = time.perf_counter()
+        f = bnpcore.FiniteTopicModel(k_lda, n_batches=5, max_laps=laps, random_state=0).fit(X)
+        record("bnpcore FiniteTopicModel", time.perf_counter() - t, f.topics_, np.full(k_lda, f.alpha / k_lda), None, k_lda)
+
+        from sklearn.decomposition import LatentDirichletAllocation
+
+        t = time.perf_counter()
+        sk = LatentDirichletAllocation(k_lda, doc_topic_prior=0.5 / k_lda, topic_word_prior=0.1, learning_method="batch",
+                                       max_iter=laps, random_state=0).fit(X)
+        record("sklearn LatentDirichletAllocation", time.perf_counter() - t, sk.components_, np.full(k_lda, 0.5 / k_lda), None, k_lda)
+
+        if importlib.util.find_spec("gensim") is not None:
+            from gensim.models import HdpModel, LdaModel
+
+            corpus = _bow(X)
+            vocab = {i: str(i) for i in range(X.shape[1])}
+            t = time.perf_counter()
+            lda = LdaModel(corpus, num_topics=k_lda, id2word=vocab, alpha=0.5 / k_lda, eta=0.1, passes=laps, random_state=0)
+            record("gensim LdaModel", time.perf_counter() - t, lda.get_topics(), np.full(k_lda, 0.5 / k_lda), None, k_lda)
+            t = time.perf_counter()
+            hdp = HdpModel(corpus, id2word=vocab, random_state=0)
+            sec = time.perf_counter() - t
+            alpha, beta = hdp.hdp_to_lda()
+            used = np.flatnonzero(alpha > 1e-3)
+            record("gensim HdpModel", sec, beta[used], alpha[used], None, used.size)
+        if importlib.util.find_spec("tomotopy") is not None:
+            import tomotopy as tp
+
+            for name, mdl in (("tomotopy HDPModel", tp.HDPModel(initial_k=50, alpha=0.5, eta=0.1, gamma=10.0, seed=0)),
+                              ("tomotopy LDAModel", tp.LDAModel(k=k_lda, alpha=0.5 / k_lda, eta=0.1, seed=0))):
+                for doc in _bow(X):
+                    mdl.add_doc([str(w) for w, c in doc for _ in range(c)])
+                t = time.perf_counter()
+                mdl.train(laps * 10, workers=2)
+                sec = time.perf_counter() - t
+                vocab = list(mdl.used_vocabs)
+                col = np.array([int(w) for w in vocab])
+                ks = [k for k in range(mdl.k) if (not hasattr(mdl, "is_live_topic") or mdl.is_live_topic(k))]
+                # tomotopy's topics cover the words seen in training; the others get the
+                # posterior-mean mass eta / (n_k + V eta) of a word never assigned to the topic
+                n_all = np.asarray(mdl.get_count_by_topics(), dtype=np.float64)
+                V = X.shape[1]
+                phi = np.empty((len(ks), V))
+                for i, k in enumerate(ks):
+                    unseen = 0.1 / (n_all[k] + V * 0.1)
+                    phi[i] = unseen
+                    phi[i, col] = np.asarray(mdl.get_topic_word_dist(k)) * (1.0 - (V - col.size) * unseen)
+                if name.endswith("HDPModel"):  # document prior alpha * (global topic shares)
+                    n_k = np.asarray(mdl.get_count_by_topics(), dtype=np.float64)[ks]
+                    prior = float(mdl.alpha) * n_k / n_k.sum()
+                else:
+                    prior = np.asarray(mdl.alpha)[ks] if np.ndim(mdl.alpha) else np.full(len(ks), mdl.alpha)
+                record(name, sec, phi, np.maximum(prior, 1e-12), None, len(ks))
+    return rows
+
+
+def main() -> None:
+    from bnpcore.datasets import load_lee_corpus, make_bars
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--docs", type=int, default=2000)
+    ap.add_argument("--laps", type=int, default=50)
+    ap.add_argument("--corpus", choices=("bars", "lee", "all"), default="all")
+    args = ap.parse_args()
+    out = {}
+    if args.corpus in ("bars", "all"):
+        X, _ = make_bars(n_docs=args.docs, random_state=0)
+        Xt, _ = make_bars(n_docs=max(args.docs // 10, 50), random_state=1)
+        print(f"# toy bars: {X.shape[0]} training docs, {Xt.shape[0]} held out", flush=True)
+        out["bars"] = run_methods(X, Xt, 10, args.laps)
+    if args.corpus in ("lee", "all") and importlib.util.find_spec("gensim") is not None:
+        X, _ = load_lee_corpus()
+        print("# Lee corpus: 250 training docs, 50 held out", flush=True)
+        out["lee"] = run_methods(X[:250], X[250:], 20, args.laps)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "bench_topic.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,466 @@
+r"""Proposal moves of the HDP topic model (Hughes thesis §5.5): birth, merge and delete, each
+accepted only when the exact objective of the whole-dataset summaries rises, plus the monotone
+batch update of memoized learning.
+
+:class:`TopicMoveManager` is driven by the unchanged memoized lap through the hooks every move
+manager has (``start_lap``, ``batch_options``, ``after_batch``, ``end_lap``, ``busy``,
+``get_state``/``set_state``). It works on the summaries of :class:`bnpcore.topic.TopicModel`.
+
+**Monotone batch update.** The document step is started cold, so a revisited batch can come
+back with a slightly lower objective than its memo (the per-document problem is non-convex;
+thesis §5.3.3, "Memoized algorithm and monotonicity guarantee"). Both the memo and the new
+summaries describe valid local parameters of the batch, so after every visit the manager keeps
+whichever gives the larger whole-dataset objective (a block coordinate-ascent step over the
+two candidates). With it, full-dataset and memoized learning never decrease the objective once
+every batch has a memo. The choice is skipped in the first lap of a smaller family of
+responsibilities (dense → L-sparse), whose memos must be replaced.
+
+**Merge** (thesis §5.5.1). Before a lap, candidate pairs :math:`(k_A,k_B)` are ranked by the
+exact change of the data term :math:`\sum_k[c_{\rm Dir}(\bar\lambda)-c_{\rm Dir}(\bar\lambda+S_k)]`
+(the part of the objective computable from global summaries); during the lap the document
+step computes, per batch and pair, the merged entropy, :math:`P` and :math:`Q` of
+:math:`\tilde r=r_A+r_B`, :math:`\tilde\theta=\theta_A+\theta_B` (``merge_H``, ``merge_P``,
+``merge_Q``). These are the exact summaries of the merged local parameters, so the merged
+objective (with its own optimal sticks) is exact. Pairs are accepted greedily; a pair touching
+a topic that already merged this lap is skipped.
+
+**Delete** (thesis §5.5.2, whole-dataset version). The candidate removes topic :math:`j`: the
+document step is rerun on every batch with the remaining :math:`K-1` topics (globals from the
+summaries without :math:`j`; ``delete_passes`` passes, default one), and the objective of the resulting summaries is compared
+with the current one. Candidates are the smallest topics (by :math:`N_k`) that did not fail
+since the last accepted move. Deletes need every batch to be revisitable (no frozen memos).
+
+**Birth** (thesis §5.5.3, whole-dataset version). The target is the largest topic that has not
+failed a birth since the last accepted move. During the lap, every document using it
+(:math:`N_{dt}>1`, at most ``birth_max_docs``) contributes its target histogram: its word counts
+weighted by the plug-in responsibility :math:`\hat\pi_{dt}\hat\phi_{tv}/\sum_k\hat\pi_{dk}\hat\phi_{kv}`
+(the document step does not keep per-word responsibilities). Bregman (KL) k-means on these
+histograms gives up to ``birth_n_new`` new topics; the target keeps ``birth_keep_fraction`` of its
+counts and the new topics share the rest. The document step is then rerun on every batch with the
+enlarged set (``birth_passes`` passes) and the proposal is accepted iff the objective of the
+resulting summaries is higher. Merges are evaluated first (their per-batch statistics describe the
+lap's memos), then deletes, then the birth; a topic takes part in at most one move per lap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from bnpcore.moves._base import ACCEPT_RTOL, accepts
+
+__all__ = ["TOPIC_MOVE_KINDS", "TopicMoveConfig", "TopicMoveManager"]
+
+TOPIC_MOVE_KINDS = ("birth", "merge", "delete")
+
+
+@dataclass(frozen=True)
+class TopicMoveConfig:
+    """Options of the topic moves.
+
+    Parameters
+    ----------
+    kinds : tuple of str
+        Subset of ``("birth", "merge", "delete")``.
+    start_lap : dict of str to int
+        First lap at which each kind is evaluated (default 2).
+    max_per_lap : dict of str to int
+        Birth: 0 disables births, otherwise one proposal per lap (default 1); merge: candidate
+        pairs tracked per lap (default 25); delete: candidates evaluated per lap (default 2).
+    options : dict
+        Keys of :attr:`TopicMoveManager.DEFAULT_OPTIONS`: ``accept_rtol`` (acceptance
+        ``ΔL > accept_rtol |L|``), ``merge_max_per_topic`` (default 5), ``delete_passes``
+        (document-step passes of a delete candidate, default 1), ``delete_max_size`` (only
+        topics with ``N_k`` below this fraction of the tokens, default 0.2), and the birth
+        settings ``birth_n_new`` (10), ``birth_passes`` (1), ``birth_max_docs`` (2000),
+        ``birth_min_count`` (1), ``birth_kmeans_iters`` (10), ``birth_keep_fraction`` (0.1).
+    monotone : bool
+        Keep a batch's memo when its new summaries lower the objective (module docstring).
+    n_threads : int or None
+    """
+
+    kinds: tuple = TOPIC_MOVE_KINDS
+    start_lap: dict = field(default_factory=dict)
+    max_per_lap: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    monotone: bool = True
+    n_threads: int | None = None
+
+
+class TopicMoveManager:
+    """Merge/delete moves and the monotone batch update for topic models (module docstring).
+
+    Every evaluated proposal is recorded in ``state.moves_log`` as a dict with ``lap``,
+    ``kind``, ``uids``, ``elbo_before``, ``elbo_after``, ``elbo_gain`` and ``accepted``.
+    """
+
+    DEFAULT_OPTIONS: ClassVar[dict] = {
+        "accept_rtol": ACCEPT_RTOL,
+        "merge_max_per_topic": 5,
+        "delete_passes": 1,
+        "delete_max_size": 0.2,
+        "birth_n_new": 10,
+        "birth_passes": 1,
+        "birth_max_docs": 2000,
+        "birth_min_count": 1.0,
+        "birth_kmeans_iters": 10,
+        "birth_keep_fraction": 0.1,
+    }
+    DEFAULT_MAX_PER_LAP: ClassVar[dict] = {"birth": 1, "merge": 25, "delete": 2}
+
+    def __init__(self, config: TopicMoveConfig):
+        from bnpcore.exceptions import ParameterError
+
+        unknown = set(config.options) - set(self.DEFAULT_OPTIONS)
+        if unknown:
+            raise ParameterError(f"`move_options` has unknown keys {sorted(unknown)}; known: {sorted(self.DEFAULT_OPTIONS)}")
+        bad = [k for k in config.kinds if k not in TOPIC_MOVE_KINDS]
+        if bad:
+            raise ParameterError(f"topic models support the moves {TOPIC_MOVE_KINDS}, got {bad}")
+        self.config = config
+        self.kinds = tuple(config.kinds)
+        self.options = {**self.DEFAULT_OPTIONS, **config.options}
+        self.n_threads = config.n_threads
+        self.structure_version = 0
+        self.delete_failed: dict = {}
+        self.birth_failed: dict = {}
+        self._reset_lap()
+
+    def _reset_lap(self):
+        self._pairs: list = []  # (uid_a, uid_b) planned for this lap
+        self._pair_stats: dict = {}  # b -> (merge_H, merge_P, merge_Q)
+        self._old = None
+        self._old_elbo = None
+        self._guard = False
+        self._lap = 0
+        self._exact = False
+        self._stale = False
+        self._birth_target = None
+        self._birth_hist: list = []
+        self._birth_docs = 0
+
+    def _start(self, kind: str) -> int:
+        return int(self.config.start_lap.get(kind, 2))
+
+    def _cap(self, kind: str) -> int:
+        return int(self.config.max_per_lap.get(kind, self.DEFAULT_MAX_PER_LAP[kind]))
+
+    # ------------------------------------------------------------------ hooks
+    def start_lap(self, model, state) -> None:
+        self._reset_lap()
+        self._lap = state.lap + 1
+        self._exact = all(m is not None for m in state.memos)
+        lap_top_l = model.top_l
+        self._guard = self.config.monotone and self._exact and lap_top_l == state.last_top_l
+        movable = self._exact and model.alloc.nested and not state.frozen
+        if "merge" in self.kinds and movable and self._lap >= self._start("merge"):
+            self._pairs = self._plan_merges(model, state.stats)
+        if "birth" in self.kinds and movable and self._lap >= self._start("birth") and self._source is not None and self._cap("birth") > 0:
+            self._birth_target = self._plan_birth(state.stats)
+
+    def batch_options(self, model, state, b) -> dict:
+        if self._guard:
+            self._old = state.memos[b]
+            self._old_elbo = model.elbo(state.stats)
+        opts = {}
+        if self._pairs:
+            pos = state.stats.positions([u for pair in self._pairs for u in pair]).reshape(-1, 2)
+            opts["merge_pairs"] = [(int(a), int(c)) for a, c in pos]
+        if self._birth_target is not None:
+            opts["return_doc_topic"] = True
+            self._birth_glob = state.stats
+        return opts
+
+    def after_batch(self, model, state, b, out, X=None) -> None:
+        if self._birth_target is not None and X is not None and "doc_topic" in out:
+            self._collect_birth(model, self._birth_glob, X, out["doc_topic"])
+        if self._pairs:
+            self._pair_stats[b] = (np.asarray(out["merge_H"]), np.asarray(out["merge_P"]), np.asarray(out["merge_Q"]))
+        if self._guard and self._old is not None:
+            new = model.elbo(state.stats)
+            if new < self._old_elbo:
+                state.set_memo(b, self._old)
+                self._stale = True  # the merge statistics of this batch describe the rejected summaries
+        self._old = None
+
+    def busy(self) -> bool:
+        """True while some topic is still to be tried by a birth at the current structure (a
+        fit does not stop before every topic had its chance)."""
+        G = getattr(self, "_last_stats", None)
+        return G is not None and "birth" in self.kinds and self._cap("birth") > 0 and self._source is not None and self._plan_birth(G) is not None
+
+    def end_lap(self, model, state, elbo) -> tuple[int, float]:
+        accepted = 0
+        touched: set = set()
+        if self._pairs and not self._stale and len(self._pair_stats) == len(state.memos):
+            n, elbo = self._evaluate_merges(model, state, elbo, touched)
+            accepted += n
+        if "delete" in self.kinds and self._exact and self._lap >= self._start("delete") and model.alloc.nested and not state.frozen:
+            n, elbo = self._evaluate_deletes(model, state, elbo, touched)
+            accepted += n
+        if self._birth_target is not None and self._birth_target not in touched:
+            n, elbo = self._evaluate_birth(model, state, elbo)
+            accepted += n
+        if accepted:
+            self.structure_version += 1
+        self._reset_lap()
+        self._last_stats = state.stats if (self._exact and model.alloc.nested and not state.frozen) else None
+        return accepted, elbo
+
+    def get_state(self) -> dict:
+        return {
+            "structure_version": int(self.structure_version),
+            "delete_failed": {str(k): int(v) for k, v in self.delete_failed.items()},
+            "birth_failed": {str(k): int(v) for k, v in self.birth_failed.items()},
+        }
+
+    def set_state(self, state) -> None:
+        if not state:
+            return
+        self.structure_version = int(state.get("structure_version", 0))
+        self.delete_failed = {int(k): int(v) for k, v in (state.get("delete_failed") or {}).items()}
+        self.birth_failed = {int(k): int(v) for k, v in (state.get("birth_failed") or {}).items()}
+
+    # ---------------------------------------------------------------- helpers
+    def _log(self, state, kind, uids, before, after, accepted, **extra):
+        rec = {
+            "lap": int(self._lap),
+            "kind": kind,
+            "uids": [int(u) for u in uids],
+            "elbo_before": float(before),
+            "elbo_after": float(after),
+            "elbo_gain": float(after - before),
+            "accepted": bool(accepted),
+        }
+        rec.update(extra)
+        state.moves_log.append(rec)
+
+    def _accepts(self, before, after) -> bool:
+        return accepts(before, after, float(self.options["accept_rtol"]))
+
+    # ------------------------------------------------------------------ merge
+    def _plan_merges(self, model, G) -> list:
+        """Up to ``max_per_lap["merge"]`` pairs ranked by the exact change of the data term
+        (at most ``merge_max_per_topic`` pairs per topic)."""
+        K = G.K
+        cap = self._cap("merge")
+        if K < 2 or cap < 1:
+            return []
+        core = model.obs.core
+        N, S = np.ascontiguousarray(G.N), np.ascontiguousarray(G.S)
+        single = core.elbo_data_per_cluster(N, S)
+        ia, ib = np.triu_indices(K, 1)
+        gain = np.empty(ia.size)
+        chunk = max(1, (1 << 22) // max(S.shape[1], 1))
+        for lo in range(0, ia.size, chunk):
+            a, b = ia[lo : lo + chunk], ib[lo : lo + chunk]
+            merged = core.elbo_data_per_cluster(np.ascontiguousarray(N[a] + N[b]), np.ascontiguousarray(S[a] + S[b]))
+            gain[lo : lo + chunk] = merged - single[a] - single[b]
+        order = np.argsort(-gain, kind="stable")
+        per_topic = np.zeros(K, dtype=np.int64)
+        limit = int(self.options["merge_max_per_topic"])
+        pairs = []
+        for m in order:
+            a, b = int(ia[m]), int(ib[m])
+            if per_topic[a] >= limit or per_topic[b] >= limit:
+                continue
+            pairs.append((int(G.uids[a]), int(G.uids[b])))
+            per_topic[a] += 1
+            per_topic[b] += 1
+            if len(pairs) >= cap:
+                break
+        return pairs
+
+    @staticmethod
+    def _merge_stats(s, a: int, b: int, H, P, Q):
+        return s.merge(a, b, H=float(H), P=float(P), Q=float(Q), P_rem=s["P_rem"], Q0=s["Q0"], Q_rem=s["Q_rem"])
+
+    def _evaluate_merges(self, model, state, elbo, touched) -> tuple[int, float]:
+        accepted = 0
+        for m, (ua, ub) in enumerate(self._pairs):
+            if ua in touched or ub in touched:
+                continue
+            G = state.stats
+            a, b = (int(p) for p in G.positions([ua, ub]))
+            memos = [self._merge_stats(s, a, b, *(v[m] for v in self._pair_stats[i])) for i, s in enumerate(state.memos)]
+            cand = memos[0]
+            for s in memos[1:]:
+                cand = cand + s
+            new = model.elbo(cand)
+            ok = self._accepts(elbo, new)
+            self._log(state, "merge", [ua, ub], elbo, new, ok)
+            if ok:
+                state.memos = memos
+                state.recompute_total()
+                elbo = model.elbo(state.stats)
+                touched.update((ua, ub))
+                accepted += 1
+        return accepted, elbo
+
+    # ----------------------------------------------------------------- delete
+    def _evaluate_deletes(self, model, state, elbo, touched) -> tuple[int, float]:
+        cap = self._cap("delete")
+        accepted = tried = 0
+        if cap < 1 or state.stats.K < 2 or self._source is None:
+            return 0, elbo
+        G = state.stats
+        max_size = float(self.options["delete_max_size"]) * float(G.N.sum())
+        for uid in [int(u) for u in G.uids[np.argsort(G.N, kind="stable")]]:
+            if tried >= cap or state.stats.K < 2:
+                break
+            G = state.stats
+            if uid in touched or uid not in set(G.uids.tolist()):
+                continue
+            j = int(G.positions([uid])[0])
+            if G.N[j] > max_size:
+                break
+            if self.delete_failed.get(uid) == self.structure_version:
+                continue
+            tried += 1
+            memos = self._delete_candidate(model, state, j)
+            cand = memos[0]
+            for s in memos[1:]:
+                cand = cand + s
+            new = model.elbo(cand)
+            ok = self._accepts(elbo, new)
+            self._log(state, "delete", [uid], elbo, new, ok)
+            if ok:
+                state.memos = memos
+                state.recompute_total()
+                elbo = model.elbo(state.stats)
+                touched.add(uid)
+                accepted += 1
+                self.delete_failed.pop(uid, None)
+            else:
+                self.delete_failed[uid] = self.structure_version
+        return accepted, elbo
+
+    def _delete_candidate(self, model, state, j: int) -> list:
+        """Batch summaries after ``delete_passes`` document-step passes with topic ``j``
+        removed (the first pass uses the current summaries without ``j`` as globals)."""
+        glob = state.stats.drop([j])
+        memos = None
+        saved_top_l = model.top_l
+        for _ in range(int(self.options["delete_passes"])):
+            memos = []
+            for b in range(len(self._source)):
+                out = model.local_step(self._source.get(b), glob, n_threads=self.n_threads)
+                memos.append(model.stats_from_output(out, glob.uids))
+            total = memos[0]
+            for s in memos[1:]:
+                total = total + s
+            glob = total
+        model.top_l = saved_top_l
+        return memos
+
+    #: the batch source of the fit (set by the estimator; deletes reread every batch)
+    _source = None
+
+    # ------------------------------------------------------------------ birth
+    def _plan_birth(self, G):
+        """The largest topic that has not failed a birth since the last accepted move."""
+        for pos in np.argsort(-G.N, kind="stable"):
+            uid = int(G.uids[pos])
+            if self.birth_failed.get(uid) != self.structure_version and G.N[pos] >= 2 * float(self.options["birth_n_new"]):
+                return uid
+        return None
+
+    def _collect_birth(self, model, glob, X, doc_topic) -> None:
+        r"""Target histograms of this batch: for every document using the target topic
+        :math:`t` (:math:`N_{dt}` above ``birth_min_count``), its word counts weighted by the
+        plug-in responsibility :math:`\hat\pi_{dt}\hat\phi_{tv}/\sum_k\hat\pi_{dk}\hat\phi_{kv}`."""
+        budget = int(self.options["birth_max_docs"]) - self._birth_docs
+        if budget <= 0:
+            return
+        t = int(glob.positions([self._birth_target])[0])
+        docs = np.flatnonzero(doc_topic[:, t] > float(self.options["birth_min_count"]))[:budget]
+        if docs.size == 0:
+            return
+        a, _ = model.alloc.doc_prior(glob)
+        theta = doc_topic[docs] + a[None, :]
+        pi = theta / theta.sum(axis=1, keepdims=True)
+        lam = model.lam(glob)
+        phi = lam / lam.sum(axis=1, keepdims=True)
+        for i, d in enumerate(docs):
+            lo, hi = int(X.indptr[d]), int(X.indptr[d + 1])
+            w = np.asarray(X.indices[lo:hi], dtype=np.int64)
+            num = pi[i, t] * phi[t, w]
+            den = pi[i] @ phi[:, w]
+            self._birth_hist.append((w, X.data[lo:hi] * num / np.maximum(den, 1e-300)))
+        self._birth_docs += docs.size
+
+    def _cluster_histograms(self, V: int, J: int, rng) -> np.ndarray:
+        """Bregman (KL) k-means of the collected target histograms into ``J`` clusters
+        (k-means++ seeding, ``birth_kmeans_iters`` Lloyd iterations); returns the cluster sums
+        (J, V)."""
+        from bnpcore._validation import make_csr
+        from bnpcore.topic import _kmeanspp_docs
+
+        n = len(self._birth_hist)
+        indptr = np.concatenate([[0], np.cumsum([w.size for w, _ in self._birth_hist])])
+        H = make_csr(np.concatenate([c for _, c in self._birth_hist]), np.concatenate([w for w, _ in self._birth_hist]), indptr, (n, V))
+        J = min(J, n)
+        seeds = _kmeanspp_docs(H, J, 0.1, rng)
+        from bnpcore.topic import csr_rows_dense
+
+        centers = csr_rows_dense(H, seeds)
+        labels = None
+        for _ in range(int(self.options["birth_kmeans_iters"])):
+            mu = centers + 0.1
+            log_mu = np.log(mu / mu.sum(axis=1, keepdims=True))
+            new = np.argmax(np.asarray(H @ log_mu.T), axis=1)
+            if labels is not None and np.array_equal(new, labels):
+                break
+            labels = new
+            centers = np.zeros((J, V))
+            for j in range(J):
+                rows = np.flatnonzero(labels == j)
+                if rows.size:
+                    centers[j] = np.asarray(H[rows].sum(axis=0)).ravel()
+        return centers[centers.sum(axis=1) > 0]
+
+    def _evaluate_birth(self, model, state, elbo) -> tuple[int, float]:
+        """Split the target into new topics built from the clusters of its histograms, rerun
+        the document step on every batch with the enlarged set (``birth_passes`` passes) and
+        accept iff the objective of the resulting summaries is higher."""
+        uid = self._birth_target
+        G = state.stats
+        if uid not in set(G.uids.tolist()) or len(self._birth_hist) < 2:
+            return 0, elbo
+        t = int(G.positions([uid])[0])
+        sums = self._cluster_histograms(G.S.shape[1], int(self.options["birth_n_new"]), state.rng_moves)
+        if sums.shape[0] < 2:
+            self.birth_failed[uid] = self.structure_version
+            return 0, elbo
+        keep = float(self.options["birth_keep_fraction"])
+        scale = (1.0 - keep) * G.N[t] / sums.sum()
+        S_new = sums * scale
+        J = S_new.shape[0]
+        new_uids = np.arange(state.next_uid, state.next_uid + J, dtype=np.int64)
+        glob = G.copy()
+        glob.S = np.concatenate([G.S[:t], keep * G.S[t : t + 1], G.S[t + 1 :]])
+        glob.N = glob.S.sum(axis=1)
+        extra = {"P": np.full(J, G["P"][t]), "Q": np.full(J, G["Q"][t])}
+        glob = glob.append(N=S_new.sum(axis=1), S=S_new, H=np.zeros(J), uids=new_uids, **extra)
+        memos = None
+        for _ in range(int(self.options["birth_passes"])):
+            memos = []
+            for b in range(len(self._source)):
+                out = model.local_step(self._source.get(b), glob, n_threads=self.n_threads)
+                memos.append(model.stats_from_output(out, glob.uids))
+            total = memos[0]
+            for s in memos[1:]:
+                total = total + s
+            glob = total
+        new = model.elbo(glob)
+        ok = self._accepts(elbo, new)
+        self._log(state, "birth", [uid], elbo, new, ok, new_uids=[int(u) for u in new_uids] if ok else [])
+        if not ok:
+            self.birth_failed[uid] = self.structure_version
+            return 0, elbo
+        state.new_uids(J)
+        state.memos = memos
+        state.recompute_total()
+        return 1, model.elbo(state.stats)
