@@ -7,6 +7,7 @@ A Rust core (observation models, fused local steps, summaries) driven by a thin 
 import os as _os
 
 from bnpcore import _core
+from bnpcore.estimators.hmm import HDPHMM, FiniteHMM
 from bnpcore.estimators.mixture import DPMixture, FiniteMixture
 from bnpcore.estimators.topic import FiniteTopicModel, HDPTopicModel
 from bnpcore.exceptions import (
@@ -25,11 +26,13 @@ from bnpcore.exceptions import (
 __version__ = _core.__version__
 
 __all__ = [
+    "HDPHMM",
     "BnpcoreError",
     "ConvergenceWarning",
     "DPMixture",
     "DataError",
     "ELBODecreaseWarning",
+    "FiniteHMM",
     "FiniteMixture",
     "FiniteTopicModel",
     "HDPTopicModel",

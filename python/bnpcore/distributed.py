@@ -114,7 +114,7 @@ def _local_step(model, X, glob, opts, n_threads, b, collect_threshold):
     rows = None
     if collect_threshold is not None and out.get("col") is not None:
         out, rows = select_collected_rows(out, X, collect_threshold)
-    shape = getattr(X, "shape", None)
+    shape = getattr(getattr(X, "X", X), "shape", None)  # a SeqBatch counts its rows
     return out, rows, None if shape is None else int(shape[0])
 
 

@@ -240,3 +240,18 @@ def test_far_from_origin_data_are_centred_on_the_workers_too(client):
     local = _fit(DPMixture(**kw), X)
     assert local.obs_model_.shift is not None
     _same_fit(local, _fit(DPMixture(backend="dask", client=client, **kw), X))
+
+
+def test_hmm_on_dask_equals_local(client):
+    """A family other than the mixtures runs on Dask unchanged (its batches of whole sequences
+    are scattered once)."""
+    from bnpcore import HDPHMM
+
+    X, lengths, _ = bnpcore.datasets.make_sticky_hmm(n_seqs=8, seq_len=300, random_state=0)
+    kw = dict(n_components=10, kappa=50.0, algorithm="memoized", n_batches=4, schedule="parallel", max_laps=6, tol=0, random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        local = HDPHMM(**kw).fit(X, lengths)
+        remote = HDPHMM(backend="dask", client=client, **kw).fit(X, lengths)
+    assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])
+    assert np.array_equal(local.transmat_, remote.transmat_)

@@ -38,7 +38,10 @@ class BatchResult:
     @property
     def n_rows(self) -> int:
         """Rows of the batch (the stochastic step scales its summaries by N / n_rows)."""
-        return int(self.X.shape[0] if self._n_rows is None else self._n_rows)
+        if self._n_rows is not None:
+            return int(self._n_rows)
+        X = getattr(self.X, "X", self.X)  # a SeqBatch counts its rows (time steps)
+        return int(X.shape[0])
 
 
 def select_collected_rows(out: dict, X, threshold: float):

@@ -1,0 +1,363 @@
+"""The sticky HDP-HMM and the finite HMM (hmmlearn-style front doors)."""
+
+from __future__ import annotations
+
+import numpy as np
+from bnpcore import _core
+from bnpcore._validation import check_array, check_lengths, check_param
+from bnpcore.data._base import SeqBatch
+from bnpcore.data.sequences import SequenceBatches
+from bnpcore.estimators._engine import VBEstimator
+from bnpcore.exceptions import ParameterError
+from bnpcore.hmm import FiniteHMMAlloc, HDPHMMAlloc, HMMModel, init_hmm_stats
+from bnpcore.io import register_model_type
+from bnpcore.obs import OBS_KINDS, ObsModel, data_shift, default_prior
+
+__all__ = ["HDPHMM", "FiniteHMM"]
+
+
+class _Sequences(SequenceBatches):
+    """Sequence batches whose support check the engine sets (``source._check.check_data``)."""
+
+    @property
+    def _check(self):
+        return self
+
+
+class _BaseHMM(VBEstimator):
+    """HMMs over sequences given as hmmlearn's ``(X, lengths)`` or a list of 2-D arrays."""
+
+    _alloc_class = HDPHMMAlloc
+
+    def __init__(
+        self,
+        obs="gauss",
+        n_components=10,
+        *,
+        gamma=1.0,
+        alpha=1.0,
+        kappa=0.0,
+        start_alpha=1.0,
+        algorithm="memoized",
+        n_batches=1,
+        max_laps=100,
+        min_laps=2,
+        tol=1e-6,
+        init="random_blocks",
+        init_block_len=20,
+        init_subsample=100_000,
+        moves=None,
+        birth_start_lap=2,
+        merge_start_lap=2,
+        delete_start_lap=2,
+        max_births_per_lap=3,
+        max_merges_per_lap=25,
+        max_deletes_per_lap=1,
+        move_options=None,
+        learning_rate_delay=1.0,
+        learning_rate_decay=0.6,
+        random_state=None,
+        n_threads=None,
+        verbose=False,
+        warm_start=False,
+        callback=None,
+        checkpoint_path=None,
+        schedule="sequential",
+        backend="local",
+        client=None,
+        prior_dof=None,
+        prior_mean_precision=None,
+        prior_mean="data",
+        prior_covariance="data",
+        prior_scale=1.0,
+        prior_count=None,
+    ):
+        self.obs = obs
+        self.n_components = n_components
+        self.gamma = gamma
+        self.alpha = alpha
+        self.kappa = kappa
+        self.start_alpha = start_alpha
+        self.algorithm = algorithm
+        self.n_batches = n_batches
+        self.max_laps = max_laps
+        self.min_laps = min_laps
+        self.tol = tol
+        self.init = init
+        self.init_block_len = init_block_len
+        self.init_subsample = init_subsample
+        self.moves = moves
+        self.birth_start_lap = birth_start_lap
+        self.merge_start_lap = merge_start_lap
+        self.delete_start_lap = delete_start_lap
+        self.max_births_per_lap = max_births_per_lap
+        self.max_merges_per_lap = max_merges_per_lap
+        self.max_deletes_per_lap = max_deletes_per_lap
+        self.move_options = move_options
+        self.learning_rate_delay = learning_rate_delay
+        self.learning_rate_decay = learning_rate_decay
+        self.random_state = random_state
+        self.n_threads = n_threads
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.callback = callback
+        self.checkpoint_path = checkpoint_path
+        self.schedule = schedule
+        self.backend = backend
+        self.client = client
+        self.prior_dof = prior_dof
+        self.prior_mean_precision = prior_mean_precision
+        self.prior_mean = prior_mean
+        self.prior_covariance = prior_covariance
+        self.prior_scale = prior_scale
+        self.prior_count = prior_count
+
+    # the engine reads these; forward-backward is dense in the states
+    top_l = None
+    dense_laps = 0
+
+    # ------------------------------------------------------------------ validation
+    def _validate_params(self) -> None:
+        check_param("obs", self.obs, kind="str", options=OBS_KINDS)
+        check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True)
+        for name in ("gamma", "alpha", "start_alpha"):
+            check_param(name, getattr(self, name), kind="real", low=0)
+        check_param("kappa", self.kappa, kind="real", low=0, low_inclusive=True)
+        check_param("init", self.init, kind="str", options=("random_blocks",))
+        check_param("init_block_len", self.init_block_len, kind="int", low=1, low_inclusive=True)
+        self._validate_engine_params()
+        if self._moves_tuple():
+            raise ParameterError(f"`moves` are not available for {type(self).__name__} yet: use moves=()")
+
+    def _default_moves(self) -> tuple:
+        return ()
+
+    def _auto_algorithm(self) -> str:
+        return "memoized"
+
+    # ------------------------------------------------------------------ building
+    def _make_alloc(self):
+        return self._alloc_class(alpha=self.alpha, kappa=self.kappa, gamma=self.gamma, start_alpha=self.start_alpha)
+
+    def _make_model(self, obs_model):
+        return HMMModel(self._make_alloc(), obs_model)
+
+    def _make_obs(self, X0) -> ObsModel:
+        X0 = X0.X if isinstance(X0, SeqBatch) else X0
+        shift = data_shift(self.obs, X0)
+        hyper = dict(prior_dof=self.prior_dof, prior_mean_precision=self.prior_mean_precision, prior_mean=self.prior_mean,
+                     prior_covariance=self.prior_covariance, prior_scale=self.prior_scale, prior_count=self.prior_count)
+        if shift is not None:
+            X0 = X0 - shift
+            if not isinstance(hyper["prior_mean"], str):
+                hyper["prior_mean"] = np.broadcast_to(np.asarray(hyper["prior_mean"], dtype=np.float64), shift.shape) - shift
+        obs_model = ObsModel(self.obs, default_prior(self.obs, X0, **hyper), shift=shift)
+        obs_model.core.check_data(X0, "X")
+        return obs_model
+
+    def _init_stats(self, model, X0, rng):
+        return init_hmm_stats(model.obs, X0, int(self.n_components), rng, block_len=int(self.init_block_len))
+
+    def _make_source(self, X, seed=None):
+        n_features = self.n_features_in_ if self._continuing() else None
+        lengths = getattr(self, "_fit_lengths", None)
+        probe = SequenceBatches(X, lengths, 1, n_features=n_features)
+        B = 1 if self._algorithm() == "full" else self._n_batches(probe.n_rows)
+        B = min(B, probe.n_segments)
+        src = _Sequences(probe.X, probe.lengths, B, n_features=n_features)
+        if hasattr(self, "obs_model_"):
+            src.check_data = self.obs_model_.core.check_data
+        return src
+
+    def _check_batch(self, X, name: str):
+        raise ParameterError(f"{type(self).__name__} does not stream one-shot iterators yet; pass (X, lengths) or a list of sequences")
+
+    def _batch_source(self, X):  # pragma: no cover - streaming is refused above
+        raise NotImplementedError
+
+    def _set_fitted(self, model, G) -> None:
+        self.startprob_ = model.alloc.startprob(G)
+        self.transmat_ = model.alloc.transmat(G)
+        self.weights_ = model.alloc.weights(G)
+        pe = self.obs_model_.core.point_estimates(G.N, G.S)
+        shift = getattr(self.obs_model_, "shift", None)
+        if shift is not None and "means" in pe:
+            pe = dict(pe, means=pe["means"] + shift)
+        for name in ("means", "covariances", "coef"):
+            if name in pe:
+                setattr(self, name + "_", pe[name])
+            elif hasattr(self, name + "_"):
+                delattr(self, name + "_")
+        self.counts_ = np.asarray(G.N, dtype=np.float64).copy()
+
+    # ----------------------------------------------------------------------- fit
+    def fit(self, X, lengths=None):
+        """Fit the model to the sequences ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
+            The rows of all sequences concatenated (hmmlearn's convention), or one array per
+            sequence (then ``lengths`` must be None).
+        lengths : array-like of int or None
+            Length of every sequence (positive, summing to ``len(X)``); None is one sequence.
+
+        Returns
+        -------
+        self
+        """
+        self._fit_lengths = lengths
+        try:
+            return super().fit(X)
+        finally:
+            self._fit_lengths = None
+
+    def partial_fit(self, X, y=None):  # pragma: no cover - documented refusal
+        raise ParameterError(f"{type(self).__name__}.partial_fit is not available yet; use fit (warm_start=True to continue)")
+
+    # ----------------------------------------------------------------- inference
+    def _sequences(self, X, lengths) -> SeqBatch:
+        self._check_fitted()
+        if isinstance(X, (list, tuple)):
+            src = SequenceBatches(X, lengths, 1, n_features=self.n_features_in_)
+        else:
+            Xa = check_array(X, name="X", n_features=self.n_features_in_)
+            lens = np.array([Xa.shape[0]]) if lengths is None else check_lengths(lengths, Xa.shape[0], rows_name="X")
+            src = SequenceBatches(Xa, lens, 1, n_features=self.n_features_in_)
+        batch = src.get(0)
+        self.obs_model_.core.check_data(batch.X, "X")
+        return SeqBatch(self.obs_model_.to_model(batch.X), batch.seq_range)
+
+    def _plugin(self, batch: SeqBatch):
+        """Emission log-densities at the point estimates, log start and log transition
+        probabilities of the fitted model (hmmlearn's point-estimate semantics)."""
+        G = self.summaries_
+        logB = np.asarray(self.obs_model_.core.log_density(batch.X, G.N, G.S, n_threads=self.n_threads))
+        with np.errstate(divide="ignore"):
+            return logB, np.log(self.startprob_), np.log(self.transmat_)
+
+    def predict(self, X, lengths=None) -> np.ndarray:
+        """Most likely state sequence of every sequence (Viterbi at the point estimates)."""
+        return self.decode(X, lengths)[1]
+
+    def decode(self, X, lengths=None):
+        """``(log probability of the best path, states)`` by Viterbi at the point estimates."""
+        batch = self._sequences(X, lengths)
+        logB, ls, lt = self._plugin(batch)
+        states, score = _core.viterbi(logB, batch.seq_range, ls, lt, n_threads=self.n_threads)
+        return float(np.sum(score)), np.asarray(states, dtype=np.int64)
+
+    def score_samples(self, X, lengths=None):
+        """``(log-likelihood, posterior state marginals)`` by forward-backward at the point
+        estimates."""
+        batch = self._sequences(X, lengths)
+        logB, ls, lt = self._plugin(batch)
+        out = _core.forward_backward(logB, batch.seq_range, ls, lt, return_resp=True, n_threads=self.n_threads)
+        return float(out["log_z_sum"]), np.asarray(out["resp"])
+
+    def score(self, X, lengths=None) -> float:
+        """Log-likelihood of ``X`` by the forward algorithm at the point estimates (total nats,
+        as hmmlearn)."""
+        return self.score_samples(X, lengths)[0]
+
+    def predict_proba(self, X, lengths=None) -> np.ndarray:
+        """Posterior state marginals of every time step, shape (n_samples, K)."""
+        return self.score_samples(X, lengths)[1]
+
+    def sample(self, n_samples=1, random_state=None):
+        """Draw one sequence of ``n_samples`` steps from the fitted point-estimate HMM (Gaussian
+        and Bernoulli observation models). Returns ``(X, states)``."""
+        check_param("n_samples", n_samples, kind="int", low=1, low_inclusive=True)
+        self._check_fitted()
+        if self.obs not in ("gauss", "diag_gauss", "zero_mean_gauss", "bern"):
+            raise ParameterError(f"sample() is not available for obs={self.obs!r}")
+        rng = np.random.default_rng(random_state)
+        K = self.transmat_.shape[0]
+        z = np.empty(int(n_samples), dtype=np.int64)
+        z[0] = rng.choice(K, p=self.startprob_)
+        for t in range(1, int(n_samples)):
+            z[t] = rng.choice(K, p=self.transmat_[z[t - 1]])
+        d = self.n_features_in_
+        X = np.empty((int(n_samples), d))
+        for k in range(K):
+            idx = np.flatnonzero(z == k)
+            if idx.size == 0:
+                continue
+            if self.obs == "bern":
+                X[idx] = (rng.random((idx.size, d)) < self.means_[k]).astype(np.float64)
+            elif self.obs == "diag_gauss":
+                X[idx] = self.means_[k] + rng.standard_normal((idx.size, d)) * np.sqrt(self.covariances_[k])
+            else:
+                mean = self.means_[k] if self.obs == "gauss" else np.zeros(d)
+                X[idx] = rng.multivariate_normal(mean, self.covariances_[k], size=idx.size)
+        return X, z
+
+
+_DOC = """
+    Parameters
+    ----------
+    obs : {"gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern"}, default="gauss"
+        Emission model with its conjugate prior (as for the mixtures).
+    n_components : int, default=10
+        Initial number of states K (the HDP-HMM keeps states with expected count ≥ 1).
+    gamma : float, default=1.0
+        Top-level concentration (HDP-HMM only).
+    alpha : float, default=1.0
+        Transition concentration.
+    kappa : float, default=0.0
+        Sticky self-transition mass κ ≥ 0 (Fox et al. 2011).
+    start_alpha : float, default=1.0
+        Concentration of the start distribution.
+    algorithm : {"memoized", "full", "stochastic", "auto"}, default="memoized"
+        Memoized VI over batches of whole sequences (Hughes et al. 2015), full-dataset
+        coordinate ascent, or stochastic VI.
+    n_batches : int or None, default=1
+        Batches of whole sequences, balanced by time steps (at most the number of sequences).
+    init : {"random_blocks"}, default="random_blocks"
+        Random contiguous blocks (Hughes thesis §6.6): state k starts from ``init_block_len``
+        consecutive steps of a randomly chosen sequence.
+    max_laps, min_laps, tol, warm_start, callback, checkpoint_path, random_state, n_threads, verbose
+        As for :class:`bnpcore.DPMixture`.
+    moves : None or ()
+        Birth, merge and delete moves for HMM states are not available yet (None and () both
+        mean none).
+
+    Attributes
+    ----------
+    n_components_ : int
+        States with expected count ≥ 1.
+    startprob_ : ndarray of shape (K,)
+        Expected start distribution.
+    transmat_ : ndarray of shape (K, K)
+        Expected transition matrix (rows sum to 1) over the K represented states.
+    means_, covariances_ : ndarray
+        Posterior-mean emission parameters (Gaussian models; ``means_`` holds word or
+        Bernoulli probabilities for ``mult`` / ``bern``).
+    elbo_, history_, n_iter_, converged_, moves_log_
+        As for :class:`bnpcore.DPMixture`.
+
+    Examples
+    --------
+    >>> import bnpcore
+    >>> X, lengths, z = bnpcore.datasets.make_sticky_hmm(n_seqs=4, seq_len=300, random_state=0)
+    >>> model = bnpcore.HDPHMM(n_components=12, kappa=50.0, random_state=0, max_laps=30).fit(X, lengths)
+    >>> states = model.predict(X, lengths)
+"""
+
+
+class HDPHMM(_BaseHMM):
+    __doc__ = (
+        "Sticky HDP hidden Markov model fitted by memoized variational inference\n"
+        "(Hughes, Stephenson & Sudderth 2015; Fox et al. 2011), with hmmlearn's ``fit(X, lengths)``\n"
+        "conventions.\n" + _DOC
+    )
+    _alloc_class = HDPHMMAlloc
+
+
+class FiniteHMM(_BaseHMM):
+    __doc__ = "Finite hidden Markov model (symmetric Dirichlet transitions) fitted by variational inference.\n" + _DOC
+    _alloc_class = FiniteHMMAlloc
+
+
+register_model_type("HDPHMM", HDPHMM)
+register_model_type("FiniteHMM", FiniteHMM)

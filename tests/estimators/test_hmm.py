@@ -1,0 +1,159 @@
+"""HDPHMM and FiniteHMM: hmmlearn's conventions, the objective from summaries against the numpy
+reference, monotone laps, thread identity, resume, the sticky toy."""
+
+import warnings
+
+import bnpcore
+import bnpcore._reference as ref
+import numpy as np
+import pytest
+from bnpcore import HDPHMM, FiniteHMM
+from bnpcore._reference import hmm as ref_hmm
+from bnpcore.exceptions import ConvergenceWarning, DataError, NotFittedError, ParameterError, ShapeError
+from sklearn.metrics import adjusted_rand_score
+
+OBS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
+
+
+def _fit(est, X, lengths=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return est.fit(X, lengths)
+
+
+def _hmm_data(obs, n_seqs=6, T=120, K=3, seed=0):
+    """Sequences from a sticky K-state HMM with the given emission family."""
+    rng = np.random.default_rng(seed)
+    trans = np.full((K, K), 0.05 / (K - 1))
+    np.fill_diagonal(trans, 0.95)
+    z = []
+    for _ in range(n_seqs):
+        s = [rng.integers(K)]
+        for _ in range(T - 1):
+            s.append(rng.choice(K, p=trans[s[-1]]))
+        z.extend(s)
+    z = np.asarray(z)
+    n, d = z.size, 3
+    if obs in ("gauss", "diag_gauss"):
+        X = 6.0 * rng.standard_normal((K, d))[z] + rng.standard_normal((n, d))
+    elif obs == "zero_mean_gauss":
+        X = rng.standard_normal((n, d)) * np.array([[0.3, 1, 3], [3, 0.3, 1], [1, 3, 0.3]])[z % 3]
+    elif obs == "mult":
+        p = rng.dirichlet(np.full(2 * d, 0.3), size=K)
+        X = np.stack([rng.multinomial(15, p[k]) for k in z]).astype(float)
+    else:
+        p = rng.uniform(0.05, 0.95, size=(K, 2 * d))
+        X = (rng.random((n, 2 * d)) < p[z]).astype(float)
+    return X, np.full(n_seqs, T), z
+
+
+@pytest.mark.parametrize("cls", [HDPHMM, FiniteHMM])
+@pytest.mark.parametrize("obs", OBS)
+def test_api_round_trip(cls, obs):
+    X, lengths, _ = _hmm_data(obs)
+    m = _fit(cls(obs, n_components=5, kappa=10.0, max_laps=15, random_state=0), X, lengths)
+    K = m.transmat_.shape[0]
+    assert m.startprob_.shape == (K,) and np.isclose(m.startprob_.sum(), 1.0)
+    assert np.allclose(m.transmat_.sum(axis=1), 1.0) and np.all(m.transmat_ >= 0)
+    states = m.predict(X, lengths)
+    assert states.shape == (X.shape[0],) and states.min() >= 0 and states.max() < K
+    logp, post = m.score_samples(X, lengths)
+    assert post.shape == (X.shape[0], K) and np.allclose(post.sum(axis=1), 1.0)
+    assert np.isfinite(logp) and np.isclose(m.score(X, lengths), logp)
+    lp, st = m.decode(X, lengths)
+    assert np.array_equal(st, states) and lp <= logp + 1e-9
+    assert np.array_equal(m.predict_proba(X, lengths), post)
+    # a list of 2-D arrays is the same data
+    seqs = np.split(X, np.cumsum(lengths)[:-1])
+    assert np.array_equal(m.predict(seqs), states)
+    assert m.n_components_ >= 1 and len(m.history_["elbo"]) == m.n_iter_
+    if obs in ("gauss", "diag_gauss", "zero_mean_gauss", "bern"):
+        S, zs = m.sample(50, random_state=1)
+        assert S.shape == (50, X.shape[1]) and zs.shape == (50,)
+
+
+def test_sticky_toy_is_recovered_from_more_states():
+    X, lengths, z = bnpcore.datasets.make_sticky_hmm(random_state=1)  # 32 x 1000, 8 states
+    for alg, B in (("full", 1), ("memoized", 4)):
+        m = _fit(HDPHMM(n_components=16, kappa=50.0, algorithm=alg, n_batches=B, max_laps=40, random_state=0), X, lengths)
+        assert m.n_components_ == 8
+        assert adjusted_rand_score(z, m.predict(X, lengths)) > 0.99
+        e = m.history_["elbo"]
+        assert np.all(np.diff(e[1:]) >= -1e-9 * np.abs(e[1:-1]))
+
+
+@pytest.mark.parametrize("obs", OBS)
+@pytest.mark.parametrize("cls", [HDPHMM, FiniteHMM])
+def test_objective_from_summaries_equals_raw_objective(obs, cls):
+    """The ELBO the engine computes from summaries equals the objective of the explicit local
+    parameters (numpy reference forward-backward on the reference E[log F] table) at the same
+    global parameters."""
+    X, lengths, _ = _hmm_data(obs, n_seqs=3, T=40, seed=2)
+    m = _fit(cls(obs, n_components=4, kappa=5.0, max_laps=3, random_state=0), X, lengths)
+    model = m._make_model(m.obs_model_)
+    G = m.summaries_
+    batch = m._sequences(X, lengths)
+    new = model.stats_from_output(model.local_step(batch, G), G.uids)
+    L_sum = model.elbo(new)
+    # reference: forward-backward with the globals of G
+    prior = m.obs_model_.prior
+    C = ref.obs.e_log_lik(obs, prior, G.N, G.S, batch.X)
+    ls, lt = model.alloc.log_potentials(G)
+    fb = ref_hmm.forward_backward(C, batch.seq_range, ls, lt)
+    N, S = ref.obs.summarize(obs, batch.X, fb["resp"])
+    data = ref.obs.elbo_data(obs, prior, N, S, ref.obs.h_sum(obs, batch.X))
+    g = model.alloc.globals(new)
+    if cls is HDPHMM:
+        alloc = ref_hmm.hmm_elbo_alloc(fb["start_count"], fb["trans_count"], fb["h_start"], fb["h_trans"], g["theta"], g["u"],
+                                       g["omega"], m.alpha, m.start_alpha, m.kappa, m.gamma)["total"]
+    else:
+        alloc = ref_hmm.finite_hmm_elbo_alloc(fb["start_count"], fb["trans_count"], fb["h_start"], fb["h_trans"], g["theta"],
+                                              m.alpha, m.start_alpha, m.kappa)["total"]
+    assert np.isclose(L_sum, data + alloc, rtol=1e-9, atol=1e-7)
+
+
+@pytest.mark.parametrize("cls", [HDPHMM, FiniteHMM])
+def test_thread_count_and_resume_are_exact(cls, tmp_path):
+    X, lengths, _ = _hmm_data("gauss", n_seqs=8, T=100, seed=3)
+    kw = dict(n_components=6, kappa=10.0, algorithm="memoized", n_batches=3, tol=0, random_state=4)
+    a = _fit(cls(max_laps=6, n_threads=1, **kw), X, lengths)
+    b = _fit(cls(max_laps=6, n_threads=2, **kw), X, lengths)
+    assert np.array_equal(a.history_["elbo"], b.history_["elbo"])
+    part = _fit(cls(max_laps=3, **kw), X, lengths)
+    part.save(tmp_path / "m.npz")
+    back = bnpcore.load(tmp_path / "m.npz")
+    back.set_params(warm_start=True, max_laps=3)
+    _fit(back, X, lengths)
+    assert np.array_equal(back.history_["elbo"], a.history_["elbo"])
+    assert np.array_equal(back.transmat_, a.transmat_)
+
+
+def test_stochastic_runs():
+    X, lengths, z = _hmm_data("gauss", n_seqs=8, T=100, seed=5)
+    m = _fit(HDPHMM(n_components=6, kappa=10.0, algorithm="stochastic", n_batches=4, max_laps=10, random_state=0), X, lengths)
+    assert np.isfinite(m.elbo_) and adjusted_rand_score(z, m.predict(X, lengths)) > 0.9
+
+
+def test_bad_input_is_a_clear_error():
+    X, lengths, _ = _hmm_data("gauss", n_seqs=3, T=30)
+    with pytest.raises(ValueError, match="lengths"):
+        HDPHMM().fit(X, [30, 30, 31])
+    with pytest.raises(ValueError, match="lengths"):
+        HDPHMM().fit(X, [30, 60, 0])
+    with pytest.raises(ValueError, match="lengths"):
+        HDPHMM().fit(X, [-30, 60, 60])
+    Y = X.copy()
+    Y[5, 1] = np.nan
+    with pytest.raises(ValueError, match="X"):
+        HDPHMM().fit(Y, lengths)
+    with pytest.raises(ParameterError, match="kappa"):
+        HDPHMM(kappa=-1.0).fit(X, lengths)
+    with pytest.raises(ParameterError, match="moves"):
+        HDPHMM(moves=("merge",)).fit(X, lengths)
+    with pytest.raises(NotFittedError):
+        HDPHMM().predict(X, lengths)
+    m = _fit(HDPHMM(n_components=3, max_laps=3, random_state=0), X, lengths)
+    with pytest.raises(ShapeError):
+        m.predict(X[:, :2], lengths)
+    with pytest.raises(DataError):
+        _fit(HDPHMM("mult", n_components=2, max_laps=2), X, lengths)  # negative, non-integer counts
