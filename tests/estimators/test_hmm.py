@@ -53,6 +53,7 @@ def test_api_round_trip(cls, obs):
     X, lengths, _ = _hmm_data(obs)
     m = _fit(cls(obs, n_components=5, kappa=10.0, max_laps=15, random_state=0), X, lengths)
     K = m.transmat_.shape[0]
+    assert m.n_components_ == K or cls is FiniteHMM
     assert m.startprob_.shape == (K,) and np.isclose(m.startprob_.sum(), 1.0)
     assert np.allclose(m.transmat_.sum(axis=1), 1.0) and np.all(m.transmat_ >= 0)
     states = m.predict(X, lengths)
@@ -149,7 +150,9 @@ def test_bad_input_is_a_clear_error():
     with pytest.raises(ParameterError, match="kappa"):
         HDPHMM(kappa=-1.0).fit(X, lengths)
     with pytest.raises(ParameterError, match="moves"):
-        HDPHMM(moves=("merge",)).fit(X, lengths)
+        FiniteHMM(moves=("merge",)).fit(X, lengths)
+    with pytest.raises(ParameterError, match="move_options"):
+        HDPHMM(move_options={"nope": 1}).fit(X, lengths)
     with pytest.raises(NotFittedError):
         HDPHMM().predict(X, lengths)
     m = _fit(HDPHMM(n_components=3, max_laps=3, random_state=0), X, lengths)
@@ -157,3 +160,50 @@ def test_bad_input_is_a_clear_error():
         m.predict(X[:, :2], lengths)
     with pytest.raises(DataError):
         _fit(HDPHMM("mult", n_components=2, max_laps=2), X, lengths)  # negative, non-integer counts
+
+
+# ------------------------------------------------------------------------------ moves
+def _accepted(m):
+    return [r for r in m.moves_log_ if r["accepted"]]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_births_find_the_sticky_toy_from_one_state(seed):
+    """The issue's headline: from K = 1 with the default moves, the 8 true states and Hamming
+    distance 0 after matching (ARI 1) within 20 laps; every accepted move raised the ELBO."""
+    X, lengths, z = bnpcore.datasets.make_sticky_hmm(random_state=seed)
+    m = _fit(HDPHMM(n_components=1, kappa=50.0, n_batches=4, max_laps=20, random_state=seed), X, lengths)
+    assert m.n_components_ == 8 and m.converged_
+    assert adjusted_rand_score(z, m.predict(X, lengths)) == 1.0
+    acc = _accepted(m)
+    assert any(r["kind"] == "birth" for r in acc)
+    assert all(r["elbo_after"] > r["elbo_before"] for r in acc)
+    e = m.history_["elbo"]
+    assert np.all(np.diff(e[1:]) >= -1e-9 * np.abs(e[1:-1]))
+
+
+def test_without_births_one_state_stays_one():
+    X, lengths, _ = bnpcore.datasets.make_sticky_hmm(n_seqs=8, seq_len=400, random_state=0)
+    m = _fit(HDPHMM(n_components=1, kappa=50.0, moves=("merge", "delete"), max_laps=10, random_state=0), X, lengths)
+    assert m.n_components_ == 1
+
+
+def test_merges_and_deletes_remove_extra_states():
+    X, lengths, z = bnpcore.datasets.make_sticky_hmm(random_state=3)
+    m = _fit(HDPHMM(n_components=20, kappa=50.0, moves=("merge", "delete"), n_batches=4, max_laps=20, random_state=0), X, lengths)
+    assert m.n_components_ == 8 and adjusted_rand_score(z, m.predict(X, lengths)) == 1.0
+    kinds = {r["kind"] for r in _accepted(m)}
+    assert "merge" in kinds or "delete" in kinds
+
+
+def test_resume_with_moves_is_exact(tmp_path):
+    X, lengths, _ = bnpcore.datasets.make_sticky_hmm(n_seqs=16, seq_len=500, random_state=4)
+    kw = dict(n_components=1, kappa=50.0, n_batches=4, tol=0, random_state=2)
+    straight = _fit(HDPHMM(max_laps=6, **kw), X, lengths)
+    part = _fit(HDPHMM(max_laps=3, **kw), X, lengths)
+    part.save(tmp_path / "m.npz")
+    back = bnpcore.load(tmp_path / "m.npz")
+    back.set_params(warm_start=True, max_laps=3)
+    _fit(back, X, lengths)
+    assert np.array_equal(back.history_["elbo"], straight.history_["elbo"])
+    assert back.moves_log_ == straight.moves_log_

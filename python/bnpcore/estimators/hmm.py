@@ -11,6 +11,7 @@ from bnpcore.estimators._engine import VBEstimator
 from bnpcore.exceptions import ParameterError
 from bnpcore.hmm import FiniteHMMAlloc, HDPHMMAlloc, HMMModel, init_hmm_stats
 from bnpcore.io import register_model_type
+from bnpcore.moves.hmm import HMM_MOVE_KINDS, HMMMoveConfig, HMMMoveManager
 from bnpcore.obs import OBS_KINDS, ObsModel, data_shift, default_prior
 
 __all__ = ["HDPHMM", "FiniteHMM"]
@@ -50,8 +51,8 @@ class _BaseHMM(VBEstimator):
         birth_start_lap=2,
         merge_start_lap=2,
         delete_start_lap=2,
-        max_births_per_lap=3,
-        max_merges_per_lap=25,
+        max_births_per_lap=1,
+        max_merges_per_lap=3,
         max_deletes_per_lap=1,
         move_options=None,
         learning_rate_delay=1.0,
@@ -126,11 +127,39 @@ class _BaseHMM(VBEstimator):
         check_param("init", self.init, kind="str", options=("random_blocks",))
         check_param("init_block_len", self.init_block_len, kind="int", low=1, low_inclusive=True)
         self._validate_engine_params()
-        if self._moves_tuple():
-            raise ParameterError(f"`moves` are not available for {type(self).__name__} yet: use moves=()")
+        if self._moves_tuple() and not self._make_alloc().nested:
+            raise ParameterError("`moves` need the nested HDP-HMM truncation: use HDPHMM")
 
     def _default_moves(self) -> tuple:
+        """Birth, merge and delete for the HDP-HMM with full or memoized laps; none otherwise."""
+        if self._make_alloc().nested and self._algorithm() in ("full", "memoized"):
+            return HMM_MOVE_KINDS
         return ()
+
+    def _make_moves(self):
+        kinds = self._moves_tuple()
+        if not kinds:
+            return None
+        config = HMMMoveConfig(
+            kinds=kinds,
+            start_lap={"birth": self.birth_start_lap, "merge": self.merge_start_lap, "delete": self.delete_start_lap},
+            max_per_lap={"birth": self.max_births_per_lap, "merge": self.max_merges_per_lap, "delete": self.max_deletes_per_lap},
+            options=dict(self.move_options or {}),
+            n_threads=self.n_threads,
+        )
+        manager = HMMMoveManager(config)
+        manager._source = getattr(self, "_train_source", None)
+        return manager
+
+    def _run(self, model, source, n_laps: int, executor=None) -> None:
+        self._train_source = source  # the moves re-read the batches (whole-dataset candidates)
+        try:
+            super()._run(model, source, n_laps, executor=executor)
+        finally:
+            self._train_source = None
+            manager = getattr(self, "moves_manager_", None)
+            if manager is not None:
+                manager._source = None  # the fitted model keeps no reference to the data
 
     def _auto_algorithm(self) -> str:
         return "memoized"

@@ -1,0 +1,330 @@
+r"""Birth, merge and delete moves for the states of an HDP-HMM (Hughes, Stephenson & Sudderth
+2015, §4; Hughes thesis §6.5).
+
+Every proposal is judged the same way: candidate global parameters (states merged, a state
+removed, or a state replaced by fresh states fitted to the data it explains) are used for
+``passes`` whole-dataset local steps (forward-backward over every sequence); the resulting batch
+summaries describe one valid variational distribution over all state sequences, so their
+objective is exact. The proposal is accepted only if that objective is above the current one;
+then the batch memos are replaced by the candidate's. Nothing of a rejected proposal remains.
+
+* **merge** — pairs whose pooled summaries raise the observation term, ranked by that exact
+  change (:func:`bnpcore.moves.merge.merge_scores` on the observation part), at most
+  ``max_per_lap["merge"]`` evaluated per lap, disjoint;
+* **delete** — the smallest states (at most ``delete_max_size`` of the time steps), removed
+  from the globals so the local step reassigns their time steps;
+* **birth** — during a lap the time steps of one target state (responsibility > 0.5) are
+  reservoir-sampled (at most ``birth_max_rows``); at the end of the lap ``birth_n_fresh`` fresh
+  states are fitted to them with the model's own divergence
+  (:func:`bnpcore.moves.birth.fit_fresh_clusters`) and replace the target. Targets rotate over
+  the states by decreasing size; a state that failed is tried again only after the structure
+  changed. While some state is still to be tried, the fit does not declare convergence.
+
+Each evaluated proposal is logged in ``moves_log_`` (``lap``, ``kind``, ``uids``, ``elbo_before``,
+``elbo_after``, ``elbo_gain``, ``accepted``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from bnpcore.exceptions import ParameterError
+from bnpcore.moves._base import ACCEPT_RTOL, accepts
+from bnpcore.moves.birth import Reservoir
+
+__all__ = ["HMM_MOVE_KINDS", "HMMMoveConfig", "HMMMoveManager"]
+
+HMM_MOVE_KINDS = ("birth", "merge", "delete")
+
+
+@dataclass(frozen=True)
+class HMMMoveConfig:
+    kinds: tuple = HMM_MOVE_KINDS
+    start_lap: dict = field(default_factory=dict)
+    max_per_lap: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    n_threads: int | None = None
+
+
+class _FreshModel:
+    """What the fresh-state fit needs: the observation model and a mixture allocation."""
+
+    def __init__(self, obs):
+        from bnpcore.alloc import DPAlloc
+
+        self.obs = obs
+        self.alloc = DPAlloc(1.0)
+
+
+class HMMMoveManager:
+    """Birth/merge/delete moves of HMM states (module docstring), driven by the memoized lap
+    through ``start_lap``, ``batch_options``, ``after_batch`` and ``end_lap``."""
+
+    DEFAULT_OPTIONS: ClassVar[dict] = {
+        "accept_rtol": ACCEPT_RTOL,
+        "passes": 2,
+        "delete_max_size": 0.1,
+        "birth_n_fresh": 3,
+        "birth_max_rows": 3000,
+        "birth_refine_iters": 20,
+        "birth_collect_threshold": 0.5,
+    }
+    DEFAULT_MAX_PER_LAP: ClassVar[dict] = {"birth": 1, "merge": 3, "delete": 1}
+
+    #: the batch source of the fit (set by the estimator for the length of a fit)
+    _source = None
+
+    def __init__(self, config: HMMMoveConfig):
+        unknown = set(config.options) - set(self.DEFAULT_OPTIONS)
+        if unknown:
+            raise ParameterError(f"`move_options` has unknown keys {sorted(unknown)}; known: {sorted(self.DEFAULT_OPTIONS)}")
+        bad = [k for k in config.kinds if k not in HMM_MOVE_KINDS]
+        if bad:
+            raise ParameterError(f"HMMs support the moves {HMM_MOVE_KINDS}, got {bad}")
+        self.config = config
+        self.kinds = tuple(config.kinds)
+        self.options = {**self.DEFAULT_OPTIONS, **config.options}
+        self.n_threads = config.n_threads
+        self.structure_version = 0
+        self.failed: dict = {}  # (kind, uid or pair) -> structure version of the failure
+        self._target = None
+        self._reservoir = None
+        self._lap = 0
+        self._exact = False
+        self._last_stats = None
+
+    # ------------------------------------------------------------------ helpers
+    def _start(self, kind: str) -> int:
+        return int(self.config.start_lap.get(kind, 2))
+
+    def _cap(self, kind: str) -> int:
+        return int(self.config.max_per_lap.get(kind, self.DEFAULT_MAX_PER_LAP[kind])) if kind in self.kinds else 0
+
+    def _on(self, kind: str) -> bool:
+        return self._cap(kind) > 0 and self._lap >= self._start(kind)
+
+    def _failed(self, key) -> bool:
+        return self.failed.get(key) == self.structure_version
+
+    def _log(self, state, kind, uids, before, after, accepted, **extra):
+        rec = {"lap": int(self._lap), "kind": kind, "uids": [int(u) for u in uids], "elbo_before": float(before),
+               "elbo_after": float(after), "elbo_gain": float(after - before), "accepted": bool(accepted)}
+        rec.update(extra)
+        state.moves_log.append(rec)
+
+    def _birth_target(self, G):
+        """The largest state not yet tried at the current structure (None: all tried)."""
+        if G is None or G.K < 1:
+            return None
+        for i in np.argsort(-G.N, kind="stable"):
+            uid = int(G.uids[i])
+            if G.N[i] >= 2.0 * self.options["birth_n_fresh"] and not self._failed(("birth", uid)):
+                return uid
+        return None
+
+    # ------------------------------------------------------------------ hooks
+    def start_lap(self, model, state) -> None:
+        self._lap = state.lap + 1
+        self._exact = all(m is not None for m in state.memos) and not state.frozen
+        self._target = None
+        self._reservoir = None
+        if self._exact and self._on("birth") and self._source is not None:
+            self._target = self._birth_target(state.stats)
+
+    def batch_options(self, model, state, b) -> dict:
+        if self._target is None:
+            return {}
+        self._glob = state.stats
+        return {"return_resp": True}
+
+    def after_batch(self, model, state, b, out, X=None) -> None:
+        if self._target is None or X is None or "resp" not in out:
+            return
+        glob = self._glob
+        if self._target not in set(glob.uids.tolist()):
+            return
+        col = int(glob.positions([self._target])[0])
+        r = np.asarray(out["resp"])[:, col]
+        rows = np.flatnonzero(r > self.options["birth_collect_threshold"])
+        if rows.size == 0:
+            return
+        Xb = X.X if hasattr(X, "X") else X
+        if self._reservoir is None:
+            self._reservoir = Reservoir(int(self.options["birth_max_rows"]), Xb.shape[1])
+        self._reservoir.add(np.ascontiguousarray(Xb[rows]), r[rows], state.rng_moves)
+
+    def busy(self) -> bool:
+        """True while some state is still to be tried by a birth at the current structure."""
+        return "birth" in self.kinds and self._cap("birth") > 0 and self._source is not None and self._birth_target(self._last_stats) is not None
+
+    def end_lap(self, model, state, elbo) -> tuple[int, float]:
+        accepted = 0
+        if self._exact and self._source is not None and model.alloc.nested:
+            touched: set = set()
+            if self._on("merge"):
+                n, elbo = self._merges(model, state, elbo, touched)
+                accepted += n
+            if self._on("delete"):
+                n, elbo = self._deletes(model, state, elbo, touched)
+                accepted += n
+            if self._target is not None and self._target not in touched:
+                n, elbo = self._birth(model, state, elbo)
+                accepted += n
+        if accepted:
+            self.structure_version += 1
+        self._target = None
+        self._reservoir = None
+        self._last_stats = state.stats if (self._exact and model.alloc.nested) else None
+        return accepted, elbo
+
+    def get_state(self) -> dict:
+        return {"structure_version": int(self.structure_version),
+                "failed": [[k[0], list(k[1]) if isinstance(k[1], tuple) else k[1], int(v)] for k, v in self.failed.items()]}
+
+    def set_state(self, state) -> None:
+        if not state:
+            return
+        self.structure_version = int(state.get("structure_version", 0))
+        self.failed = {}
+        for kind, key, v in state.get("failed", []):
+            self.failed[(kind, tuple(int(x) for x in key) if isinstance(key, list) else int(key))] = int(v)
+
+    # ----------------------------------------------------------- candidates
+    def _resummarize(self, model, glob) -> tuple[list, float]:
+        """``passes`` whole-dataset local steps from the globals ``glob``: the batch summaries
+        of the last pass and their exact objective."""
+        memos = None
+        for _ in range(int(self.options["passes"])):
+            memos = []
+            for b in range(len(self._source)):
+                Xb = model.prepare(self._source.get(b)) if hasattr(model, "prepare") else self._source.get(b)
+                out = model.local_step(Xb, glob, n_threads=self.n_threads)
+                memos.append(model.stats_from_output(out, glob.uids))
+            total = memos[0]
+            for s in memos[1:]:
+                total = total + s
+            glob = total
+        return memos, float(model.elbo(glob))
+
+    def _adopt(self, model, state, memos) -> float:
+        state.memos = memos
+        state.recompute_total()
+        return float(model.elbo(state.stats))
+
+    def _merges(self, model, state, elbo, touched) -> tuple[int, float]:
+        from bnpcore.moves.merge import merge_scores
+
+        G = state.stats
+        if G.K < 2:
+            return 0, elbo
+        d_data, _ = merge_scores(_FreshModel(model.obs), G)
+        # pooling two states that explain the same kind of data raises the observation term;
+        # pairs that lower it are not worth a whole-dataset pass
+        ii, jj = np.nonzero(np.isfinite(d_data) & (d_data > 0))
+        order = np.argsort(-d_data[ii, jj], kind="stable")
+        pairs = []
+        for o in order:
+            a, c = int(G.uids[ii[o]]), int(G.uids[jj[o]])
+            if self._failed(("merge", (a, c))) or a in touched or c in touched:
+                continue
+            if any(a in p or c in p for p in pairs):
+                continue
+            pairs.append((a, c))
+            if len(pairs) >= self._cap("merge"):
+                break
+        accepted = 0
+        for a, c in pairs:
+            G = state.stats
+            if a in touched or c in touched:
+                continue
+            i, j = sorted(int(p) for p in G.positions([a, c]))
+            K1 = G.K - 1
+            glob = G.merge(i, j, 0.0, Hstart=0.0, Htable=np.zeros((K1, K1)))  # entropies unused as globals
+            memos, new = self._resummarize(model, glob)
+            ok = accepts(elbo, new, float(self.options["accept_rtol"]))
+            self._log(state, "merge", [a, c], elbo, new, ok)
+            if ok:
+                elbo = self._adopt(model, state, memos)
+                touched.update((a, c))
+                accepted += 1
+            else:
+                self.failed[("merge", (a, c))] = self.structure_version
+        return accepted, elbo
+
+    def _deletes(self, model, state, elbo, touched) -> tuple[int, float]:
+        accepted = tried = 0
+        G = state.stats
+        limit = float(self.options["delete_max_size"]) * float(G.N.sum())
+        for i in np.argsort(G.N, kind="stable"):
+            G = state.stats
+            if tried >= self._cap("delete") or G.K < 2:
+                break
+            uid = int(G.uids[i]) if i < G.K else None
+            if uid is None or uid in touched or uid not in set(G.uids.tolist()) or self._failed(("delete", uid)):
+                continue
+            j = int(G.positions([uid])[0])
+            if G.N[j] > limit:
+                break
+            tried += 1
+            memos, new = self._resummarize(model, G.drop([j]))
+            ok = accepts(elbo, new, float(self.options["accept_rtol"]))
+            self._log(state, "delete", [uid], elbo, new, ok)
+            if ok:
+                elbo = self._adopt(model, state, memos)
+                touched.add(uid)
+                accepted += 1
+            else:
+                self.failed[("delete", uid)] = self.structure_version
+        return accepted, elbo
+
+    def _birth(self, model, state, elbo) -> tuple[int, float]:
+        from bnpcore.moves.birth import fit_fresh_clusters
+        from bnpcore.stats import SuffStats
+
+        uid = self._target
+        G = state.stats
+        res = self._reservoir
+        if uid not in set(G.uids.tolist()):
+            return 0, elbo
+        if res is None or len(res) < 2 * int(self.options["birth_n_fresh"]):
+            self.failed[("birth", uid)] = self.structure_version
+            return 0, elbo
+        t = int(G.positions([uid])[0])
+        N, S, _ = fit_fresh_clusters(
+            _FreshModel(model.obs), np.ascontiguousarray(res.X), np.ascontiguousarray(res.r), int(self.options["birth_n_fresh"]),
+            state.rng_moves, n_seeds=int(self.options["birth_n_fresh"]), iters=int(self.options["birth_refine_iters"]),
+            n_threads=self.n_threads,
+        )
+        if N is None:
+            self.failed[("birth", uid)] = self.structure_version
+            self._log(state, "birth", [uid], elbo, -np.inf, False)
+            return 0, elbo
+        J = N.shape[0]
+        # candidate globals: the target replaced by the fresh states (scaled to its mass); the
+        # transition counts of the fresh states split the target's in proportion to their mass
+        scale = float(G.N[t]) / max(float(N.sum()), 1e-300)
+        w = N / N.sum()
+        keep = [k for k in range(G.K) if k != t]
+        Kn = len(keep) + J
+        new_uids = state.new_uids(J)
+        M0, M = np.asarray(G["M0"]), np.asarray(G["M"])
+        M0n = np.concatenate([M0[keep], M0[t] * w])
+        Mn = np.zeros((Kn, Kn))
+        Mn[: len(keep), : len(keep)] = M[np.ix_(keep, keep)]
+        Mn[: len(keep), len(keep):] = M[keep, t][:, None] * w[None, :]
+        Mn[len(keep):, : len(keep)] = w[:, None] * M[t, keep][None, :]
+        Mn[len(keep):, len(keep):] = M[t, t] * np.diag(w) + 1e-3
+        extra = {"n_seqs": float(G["n_seqs"]), "M0": M0n, "M": Mn, "Hstart": np.zeros(Kn), "Htable": np.zeros((Kn, Kn))}
+        glob = SuffStats(np.concatenate([G.N[keep], N * scale]), np.concatenate([G.S[keep], S * scale]), np.zeros(Kn), float(G.h),
+                         np.concatenate([G.uids[keep], new_uids]), extra)
+        memos, new = self._resummarize(model, glob)
+        ok = accepts(elbo, new, float(self.options["accept_rtol"]))
+        self._log(state, "birth", [uid], elbo, new, ok, new_uids=[int(u) for u in new_uids])
+        if ok:
+            elbo = self._adopt(model, state, memos)
+            return 1, elbo
+        self.failed[("birth", uid)] = self.structure_version
+        return 0, elbo
