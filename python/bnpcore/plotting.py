@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_clusters_2d", "plot_history", "plot_patch_components", "plot_top_l_mass", "plot_topics"]
+__all__ = [
+    "plot_clusters_2d",
+    "plot_history",
+    "plot_patch_components",
+    "plot_segmentation",
+    "plot_top_l_mass",
+    "plot_topics",
+    "plot_transitions",
+]
 
 #: marker, colour and legend label of each accepted move kind in :func:`plot_history`.
 _MOVE_STYLES = {
@@ -463,4 +471,109 @@ def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=Non
         ax.tick_params(axis="x", labelsize=6)
         ax.set_title(f"topic {k} (N={counts[k]:.0f})", fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def plot_segmentation(model, X, lengths=None, n_show=4, max_steps=None, true_states=None):
+    """State sequences of a fitted HMM under the data: for each of the first ``n_show``
+    sequences, the observations (one line per feature, up to 4) with a colour strip of the
+    Viterbi states below them (and the true states, if given, as a second strip).
+
+    Parameters
+    ----------
+    model : HDPHMM or FiniteHMM
+    X, lengths : the sequences (hmmlearn convention, or a list of 2-D arrays with ``lengths=None``)
+    n_show : int
+        Number of sequences drawn.
+    max_steps : int or None
+        Draw at most this many time steps of each sequence.
+    true_states : array-like of int or None
+        True state of every row of ``X`` (e.g. from ``make_sticky_hmm``), drawn as a second strip;
+        the fitted states are then coloured like the true states they match best.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    plt = _pyplot()
+    if isinstance(X, (list, tuple)):
+        lengths = [len(x) for x in X]
+        X = np.concatenate([np.asarray(x, dtype=np.float64) for x in X])
+    X = np.asarray(X, dtype=np.float64)
+    lengths = np.asarray([X.shape[0]] if lengths is None else lengths, dtype=np.int64)
+    states = model.predict(X, lengths)
+    if true_states is not None:
+        # colour fitted states like the true states they overlap most (Hungarian matching)
+        from scipy.optimize import linear_sum_assignment
+
+        t = np.asarray(true_states, dtype=np.int64)
+        C = np.zeros((int(states.max()) + 1, int(t.max()) + 1))
+        np.add.at(C, (states, t), 1.0)
+        r, c = linear_sum_assignment(-C)
+        relabel = np.arange(C.shape[0]) + C.shape[1]  # unmatched fitted states get new colours
+        relabel[r] = c
+        states = relabel[states]
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    n = int(min(n_show, lengths.size))
+    K = int(model.transmat_.shape[0])
+    cmap = plt.get_cmap("tab20" if K > 10 else "tab10")
+    rows = 3 if true_states is not None else 2
+    fig, axes = plt.subplots(n * rows, 1, figsize=(10, 1.1 * n * rows + 0.5), squeeze=False,
+                             gridspec_kw={"height_ratios": ([3, 0.5, 0.5] if rows == 3 else [3, 0.5]) * n})
+    for s in range(n):
+        a, b = int(starts[s]), int(starts[s + 1])
+        if max_steps is not None:
+            b = min(b, a + int(max_steps))
+        ax = axes[s * rows, 0]
+        for j in range(min(X.shape[1], 4)):
+            ax.plot(np.arange(b - a), X[a:b, j], lw=0.8)
+        ax.set_xlim(0, b - a)
+        ax.set_ylabel(f"seq {s}")
+        ax.set_xticks([])
+        strips = [("fitted", states[a:b])]
+        if true_states is not None:
+            strips.append(("true", np.asarray(true_states)[a:b]))
+        for r, (label, z) in enumerate(strips, start=1):
+            sax = axes[s * rows + r, 0]
+            sax.imshow(np.asarray(z)[None, :] % cmap.N, aspect="auto", cmap=cmap, vmin=0, vmax=cmap.N - 1, interpolation="nearest")
+            sax.set_yticks([0])
+            sax.set_yticklabels([label])
+            sax.set_xticks([])
+    axes[-1, 0].set_xlabel("time step")
+    fig.suptitle(f"{type(model).__name__}: {model.n_components_} states (Viterbi)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_transitions(model, ax=None, annotate=None):
+    """The expected transition matrix ``transmat_`` of a fitted HMM as a heat map (rows: from,
+    columns: to), with the start distribution as an extra top row.
+
+    Parameters
+    ----------
+    model : HDPHMM or FiniteHMM
+    ax : matplotlib axes or None
+    annotate : bool or None
+        Write the probabilities in the cells (default: when K ≤ 12).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    fig, ax = _figure_and_axes(ax, (5.5, 5))
+    T = np.vstack([model.startprob_[None, :], model.transmat_])
+    K = T.shape[1]
+    im = ax.imshow(T, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(K))
+    ax.set_yticks(range(K + 1))
+    ax.set_yticklabels(["start"] + [str(k) for k in range(K)])
+    ax.set_xlabel("to state")
+    ax.set_ylabel("from state")
+    ax.axhline(0.5, color="white", lw=1.5)
+    if annotate if annotate is not None else K <= 12:
+        for i in range(K + 1):
+            for j in range(K):
+                ax.text(j, i, f"{T[i, j]:.2f}", ha="center", va="center", fontsize=7, color="white" if T[i, j] < 0.6 else "black")
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    ax.set_title("expected transition probabilities")
     return fig

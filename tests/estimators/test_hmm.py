@@ -207,3 +207,23 @@ def test_resume_with_moves_is_exact(tmp_path):
     _fit(back, X, lengths)
     assert np.array_equal(back.history_["elbo"], straight.history_["elbo"])
     assert back.moves_log_ == straight.moves_log_
+
+
+def test_plots_of_a_fitted_hmm():
+    import matplotlib as mpl  # in the test extra: a missing matplotlib fails, it does not skip
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt
+    from bnpcore.plotting import plot_history, plot_segmentation, plot_transitions
+
+    X, lengths, z = bnpcore.datasets.make_sticky_hmm(n_seqs=8, seq_len=300, random_state=0)
+    m = _fit(HDPHMM(n_components=1, kappa=50.0, max_laps=15, random_state=0), X, lengths)
+    fig = plot_segmentation(m, X, lengths, n_show=3, true_states=z)
+    assert len(fig.axes) == 9
+    fig2 = plot_transitions(m)
+    img = fig2.axes[0].images[0].get_array()
+    assert img.shape == (m.n_components_ + 1, m.n_components_)
+    fig3 = plot_history(m)
+    assert fig3.axes
+    for f in (fig, fig2, fig3):
+        plt.close(f)
