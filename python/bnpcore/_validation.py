@@ -7,9 +7,12 @@ Dense arrays go through :func:`check_array`. scipy.sparse input is never densifi
   :mod:`bnpcore.data` call it);
 * the mixture observation models have dense Rust kernels today. :func:`check_array` called with
   the observation model's ``obs`` refuses sparse input for the Gaussian models (a clear
-  :class:`~bnpcore.exceptions.DataError` naming the argument) and, for the count models
-  ``mult``/``bern``, densifies it in one place, :func:`densify_sparse_for_dense_kernel`, to be
-  replaced by the Rust CSR kernel that comes with the topic model.
+  :class:`~bnpcore.exceptions.DataError` naming the argument). For the count models
+  ``mult``/``bern`` the estimators pass ``keep_sparse=True``: the rows are validated sparse
+  (:func:`check_sparse_rows`), batches stay CSR, and the local step densifies one bounded row
+  chunk at a time (:data:`bnpcore.model.SPARSE_CHUNK_ENTRIES`); a CSR kernel for the mixtures
+  is future work. :func:`densify_sparse_for_dense_kernel` remains for callers that do not know
+  the model (``obs=None``).
 
 Sequence lengths (hmmlearn-style ``(X, lengths)``) are checked by :func:`check_lengths`.
 """
@@ -29,6 +32,7 @@ __all__ = [
     "check_lengths",
     "check_param",
     "check_random_state",
+    "check_sparse_rows",
     "densify_sparse_for_dense_kernel",
     "is_sparse",
     "make_csr",
@@ -81,6 +85,22 @@ def densify_sparse_for_dense_kernel(X, name: str = "X", obs: str | None = None) 
     return X.toarray()
 
 
+def check_sparse_rows(X, obs: str, name: str = "X", n_features: int | None = None, min_rows: int = 1):
+    """Validate sparse rows for the mixtures of count vectors without densifying them.
+
+    ``obs="mult"``: non-negative integer counts; ``obs="bern"``: values 0 or 1. Returns the
+    canonical ``csr_array`` of :func:`check_counts_csr` (CSC, COO and ``csr_matrix`` are
+    converted in O(nnz)). The mixtures then run their local steps on bounded row chunks
+    (:data:`bnpcore.model.SPARSE_CHUNK_ENTRIES`), so memory stays O(nnz + chunk).
+    """
+    csr = check_counts_csr(X, name=name, n_vocab=n_features, min_rows=min_rows)
+    if obs == "bern" and csr.nnz and float(np.max(csr.data)) > 1.0:
+        pos = int(np.flatnonzero(csr.data > 1.0)[0])
+        row = int(np.searchsorted(csr.indptr, pos, side="right") - 1)
+        raise DataError(f"`{name}` must be binary (0/1) for obs='bern'; row {row} has {csr.data[pos]} in column {int(csr.indices[pos])}")
+    return csr
+
+
 class _NonNumericObjectError(DataError, TypeError):
     """An object array holds something that is not a number (a ``TypeError`` too, as in numpy)."""
 
@@ -123,7 +143,9 @@ def _object_to_float(arr: np.ndarray, name: str) -> np.ndarray:
         raise DataError(f"`{name}` must be numeric; converting its object array failed: {exc}") from None
 
 
-def check_array(X, name: str = "X", n_features: int | None = None, min_rows: int = 1, *, obs: str | None = None) -> np.ndarray:
+def check_array(
+    X, name: str = "X", n_features: int | None = None, min_rows: int = 1, *, obs: str | None = None, keep_sparse: bool = False
+) -> np.ndarray:
     """Return ``X`` as a C-contiguous float64 2-D array, or raise a clear error.
 
     Accepted: numeric and boolean arrays and array-likes, object arrays of numbers (converted),
@@ -143,10 +165,14 @@ def check_array(X, name: str = "X", n_features: int | None = None, min_rows: int
         Observation model kind the array is for; decides what happens to scipy.sparse input
         (see :func:`densify_sparse_for_dense_kernel`: an error for the Gaussian models, a
         dense copy for ``mult``/``bern`` and when ``obs`` is None).
+    keep_sparse : bool
+        With ``obs`` in ``("mult", "bern")``: scipy.sparse input is validated without
+        densifying (:func:`check_sparse_rows`) and returned as a canonical ``csr_array``.
 
     Returns
     -------
     ndarray of shape (n_samples, n_features), float64, C-contiguous
+        (a ``csr_array`` for sparse input with ``keep_sparse``)
 
     Raises
     ------
@@ -159,6 +185,8 @@ def check_array(X, name: str = "X", n_features: int | None = None, min_rows: int
         NaN, infinity or a missing value.
     """
     if is_sparse(X):
+        if keep_sparse and obs in DENSIFIED_SPARSE_OBS:
+            return check_sparse_rows(X, obs, name=name, n_features=n_features, min_rows=min_rows)
         X = densify_sparse_for_dense_kernel(X, name=name, obs=obs)
     X = _from_dataframe(X)
     try:

@@ -7,7 +7,39 @@ from scipy.special import logsumexp
 
 from bnpcore.stats import SuffStats
 
-__all__ = ["Model"]
+__all__ = ["SPARSE_CHUNK_ENTRIES", "Model", "combine_outputs"]
+
+#: dense entries (rows × features) of one row chunk of a sparse batch in the mixture local step
+SPARSE_CHUNK_ENTRIES = 1 << 23
+
+_ADD = ("N", "S", "H", "h_sum", "lse_sum", "pair_H", "cooccur", "n_candidates")
+_ROWS = ("resp", "resp_idx", "resp_val", "col")
+
+
+def _is_sparse(X) -> bool:
+    return hasattr(X, "tocsr") and hasattr(X, "nnz")
+
+
+def combine_outputs(outs: list) -> dict:
+    """The output of one local step over row chunks, from the chunks' outputs in order: sums of
+    the summaries and move statistics, row arrays concatenated, proposal summaries added."""
+    if len(outs) == 1:
+        return outs[0]
+    out = {}
+    for key in outs[0]:
+        vals = [o[key] for o in outs]
+        if key in _ADD:
+            total = vals[0]
+            for v in vals[1:]:
+                total = total + v
+            out[key] = total
+        elif key in _ROWS:
+            out[key] = np.concatenate(vals, axis=0)
+        elif key == "proposals":
+            out[key] = [tuple(sum(parts[i] for parts in group) for i in range(len(group[0]))) for group in zip(*vals)]
+        else:  # pragma: no cover - a new output: refuse to guess how it combines
+            raise KeyError(f"local-step output {key!r} has no chunk-combination rule")
+    return out
 
 
 class Model:
@@ -39,12 +71,25 @@ class Model:
     def local_step(self, X, glob: SuffStats, *, n_threads=None, **options) -> dict:
         """Fused local step + summaries of a batch with global parameters ``glob`` (Rust).
 
-        The model's ``top_l`` is used unless ``top_l`` is given in ``options``.
+        The model's ``top_l`` is used unless ``top_l`` is given in ``options``. A scipy.sparse
+        batch (count models) is processed in row chunks of at most
+        :data:`SPARSE_CHUNK_ENTRIES` dense entries whose outputs are combined exactly (the
+        local step is separable over rows given the globals): the batch is never densified
+        whole, and the result does not depend on the number of threads.
         """
         from bnpcore import _core
 
         options.setdefault("top_l", self.top_l)
-        return _core.local_step(self.obs.core, self.alloc.core_for(glob), X, glob.N, glob.S, n_threads=n_threads, **options)
+        core_alloc = self.alloc.core_for(glob)
+        if _is_sparse(X):
+            n, d = X.shape
+            step = max(1, SPARSE_CHUNK_ENTRIES // max(int(d), 1))
+            outs = [
+                _core.local_step(self.obs.core, core_alloc, X[a : a + step].toarray(), glob.N, glob.S, n_threads=n_threads, **options)
+                for a in range(0, int(n), step)
+            ]
+            return combine_outputs(outs)
+        return _core.local_step(self.obs.core, core_alloc, X, glob.N, glob.S, n_threads=n_threads, **options)
 
     @staticmethod
     def resp_from_output(out: dict, n_components: int) -> np.ndarray:
@@ -117,5 +162,8 @@ class Model:
 
     def score_samples(self, X, glob: SuffStats, n_threads=None) -> np.ndarray:
         """Plug-in mixture log density ``log Σ_k w_k F(x_n | φ̂_k)`` (spec 01 §10.1)."""
+        if _is_sparse(X):
+            step = max(1, SPARSE_CHUNK_ENTRIES // max(int(X.shape[1]), 1))
+            return np.concatenate([self.score_samples(X[a : a + step].toarray(), glob, n_threads) for a in range(0, X.shape[0], step)])
         logp = self.obs.core.log_density(X, glob.N, glob.S, n_threads=n_threads)
         return logsumexp(logp + self.log_weights(glob), axis=1)

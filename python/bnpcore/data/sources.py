@@ -142,6 +142,14 @@ def is_batch_list(X) -> bool:
     return all(_is_path(x) or (hasattr(x, "shape") and len(x.shape) == 2) for x in X)
 
 
+#: dense entries of the initialisation sample of a sparse batch source (32 MB; at least 256 rows)
+SPARSE_INIT_ENTRIES = 1 << 22
+
+
+def _sparse(X) -> bool:
+    return hasattr(X, "tocsr") and hasattr(X, "nnz")
+
+
 class _Checked:
     """Per-batch validation: float64 conversion, finiteness, then the model's support check."""
 
@@ -236,12 +244,19 @@ class ArrayBatches:
             label = f"X (batch {b}, rows {lo}-{hi})"
         if self._validated and isinstance(Xb, np.ndarray) and Xb.dtype == np.float64 and Xb.flags.c_contiguous:
             return Xb
+        if self._validated and _sparse(Xb):  # validated sparse rows stay sparse (count models)
+            return Xb
         return self._check(Xb, label, b)
 
     def sample_for_init(self, max_rows: int, rng) -> np.ndarray:
         """Rows used for the default priors and the initial clusters (all rows if there are few;
         otherwise a sorted uniform subsample, which reads only those rows of a memory map)."""
         n = self.n_rows
+        if _sparse(self.X):
+            # a dense copy of at most SPARSE_INIT_ENTRIES entries (priors and initial clusters)
+            max_rows = max(min(max_rows, 256), min(max_rows, SPARSE_INIT_ENTRIES // max(self.n_features, 1)))
+            idx = np.arange(n) if n <= max_rows else np.sort(rng.choice(n, size=max_rows, replace=False))
+            return check_array(self.X[idx].toarray(), name="X (initialisation subsample)")
         if n <= max_rows:
             return check_array(self.X[0:n] if isinstance(self.X, NpyFile) else self.X, name="X")
         idx = np.sort(rng.choice(n, size=max_rows, replace=False))

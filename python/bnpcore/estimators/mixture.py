@@ -187,7 +187,7 @@ class _BaseMixture(VBEstimator):
             if n_batches > X.shape[0]:
                 raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
             return ArrayBatches(X, n_batches)
-        X = check_array(X, name="X", n_features=n_features, obs=self.obs)
+        X = check_array(X, name="X", n_features=n_features, obs=self.obs, keep_sparse=True)
         n_batches = 1 if full else self._n_batches(X.shape[0])
         if n_batches > X.shape[0]:
             raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
@@ -209,8 +209,8 @@ class _BaseMixture(VBEstimator):
 
     def _check_batch(self, X, name: str):
         fitted = hasattr(self, "state_")
-        Xb = check_array(X, name=name, n_features=self.n_features_in_ if fitted else None, obs=self.obs)
-        if fitted:
+        Xb = check_array(X, name=name, n_features=self.n_features_in_ if fitted else None, obs=self.obs, keep_sparse=True)
+        if fitted and isinstance(Xb, np.ndarray):  # sparse rows were checked by check_sparse_rows
             self.obs_model_.core.check_data(Xb, name)
         return Xb
 
@@ -328,8 +328,9 @@ class _BaseMixture(VBEstimator):
     def _check_X(self, X):
         self._check_fitted()
         self._check_feature_names(X)
-        X = check_array(X, name="X", n_features=self.n_features_in_, obs=self.obs)
-        self.obs_model_.core.check_data(X)
+        X = check_array(X, name="X", n_features=self.n_features_in_, obs=self.obs, keep_sparse=True)
+        if isinstance(X, np.ndarray):  # sparse rows were checked by check_sparse_rows
+            self.obs_model_.core.check_data(X)
         check_magnitude(self.obs, X)
         return self.obs_model_.to_model(X)
 

@@ -45,6 +45,17 @@ from bnpcore.stats import SuffStats
 __all__ = ["BirthMove", "Reservoir", "b_scores", "fit_fresh_clusters"]
 
 
+class _DenseRows:
+    """Row access to a CSR matrix that returns dense rows (slices and index arrays)."""
+
+    def __init__(self, csr):
+        self.csr = csr
+        self.shape = csr.shape
+
+    def __getitem__(self, key):
+        return np.asarray(self.csr[key].toarray(), dtype=np.float64)
+
+
 class Reservoir:
     """Uniform reservoir sample (algorithm R) of at most ``cap`` rows and their weights."""
 
@@ -58,28 +69,32 @@ class Reservoir:
         m = X.shape[0]
         if m == 0:
             return
+        if hasattr(X, "tocsr") and hasattr(X, "nnz"):
+            # sparse rows (count models): only the rows that enter the reservoir are made dense
+            X = _DenseRows(X.tocsr())
         room = self.cap - self.X.shape[0]
+        start = 0
         if room > 0:
             take = min(room, m)
             self.X = np.concatenate([self.X, X[:take]])
             self.r = np.concatenate([self.r, r[:take]])
-            X, r = X[take:], r[take:]
+            start = take
             self.seen += take
-            m -= take
-        if m == 0:
+        rest = m - start
+        if rest == 0:
             return
         # row i of the rest is the (seen + i + 1)-th eligible row: it replaces a uniform slot
         # with probability cap / (seen + i + 1); later replacements of a slot win
-        counts = self.seen + np.arange(1, m + 1)
+        counts = self.seen + np.arange(1, rest + 1)
         slot = rng.integers(0, counts)
         hit = np.flatnonzero(slot < self.cap)
         if hit.size:
             slots = slot[hit]
             _, last = np.unique(slots[::-1], return_index=True)
             keep = hit[::-1][last]
-            self.X[slot[keep]] = X[keep]
-            self.r[slot[keep]] = r[keep]
-        self.seen += m
+            self.X[slot[keep]] = X[start + keep]
+            self.r[slot[keep]] = r[start + keep]
+        self.seen += rest
 
     def __len__(self) -> int:
         return int(self.X.shape[0])
@@ -282,7 +297,10 @@ class BirthMove(Move):
                 return
             res = self.reservoirs.get(uid)
             if res is None:
-                res = self.reservoirs[uid] = Reservoir(self.manager.options["birth_max_subsample"], X.shape[1])
+                cap = int(self.manager.options["birth_max_subsample"])
+                if hasattr(X, "nnz"):  # sparse rows are kept dense in the reservoir: bound its memory (128 MB)
+                    cap = max(64, min(cap, (1 << 24) // max(int(X.shape[1]), 1)))
+                res = self.reservoirs[uid] = Reservoir(cap, X.shape[1])
             res.add(X[rows], col[rows], ctx.state.rng_moves)
 
     # ----------------------------------------------------------------------- evaluation
