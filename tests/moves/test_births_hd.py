@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 from _helpers import fit_quietly
 from bnpcore import DPMixture
-from bnpcore._reference.birth import e_log_lik_rows
+from bnpcore._reference.birth import e_log_lik_rows, grown_seeds
 from bnpcore._reference.birth import fit_fresh_clusters as ref_fit
-from bnpcore._reference.birth import grown_seeds
 from bnpcore.alloc import DPAlloc
 from bnpcore.model import Model
 from bnpcore.moves import birth as birth_mod
