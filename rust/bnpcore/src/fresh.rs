@@ -155,7 +155,13 @@ pub fn fit_fresh_clusters<M: ObsModel>(
 /// Initial clusters grown from the seed rows `idx`: cluster `j` holds (unweighted) the `g` rows
 /// of smallest divergence `D(x_n, x_{idx_j})` (the k-means++ divergence; ties and non-finite
 /// values ordered by row index, non-finite last), summed in row order.
-fn grown_seeds<M: ObsModel>(model: &M, smap: &FeatureMap, x: ArrayView2<f64>, idx: &[usize], g: usize) -> Result<(Array1<f64>, Array2<f64>)> {
+fn grown_seeds<M: ObsModel>(
+    model: &M,
+    smap: &FeatureMap,
+    x: ArrayView2<f64>,
+    idx: &[usize],
+    g: usize,
+) -> Result<(Array1<f64>, Array2<f64>)> {
     let m = x.nrows();
     let prep = model.div_prepare(x)?;
     let mut dist = vec![0.0; m];
