@@ -11,7 +11,10 @@ it explains. Pipeline (one proposal active, one in preparation):
   together with :math:`\hat r_{nt}`. With several targets per lap, successive batch visits
   collect for the targets in turn.
 * **start of lap ℓ+1 — creation.** Bregman k-means++ picks :math:`J'` seeds on the subsample
-  :math:`x'`, then ``birth_refine_iters`` restricted VB iterations of a :math:`J'`-cluster DP
+  :math:`x'` — for the full-covariance Gaussians in 16 or more dimensions each seed is grown to
+  its :math:`2D` nearest rows under the same divergence (``birth_seed_rows``, :func:`seed_rows`),
+  so that every :math:`D\times D` covariance starts from an estimate and the k-means steps can
+  separate clusters by covariance as well as by mean — then ``birth_refine_iters`` restricted VB iterations of a :math:`J'`-cluster DP
   mixture run on :math:`x'` with row weights :math:`w_n=\hat r_{nt}` (preceded by a few weighted
   Bregman k-means iterations); fresh clusters with mass below one atom are dropped and pairs of
   fresh clusters are merged while the weighted subsample ELBO rises, down to two clusters.
@@ -28,6 +31,13 @@ it explains. Pipeline (one proposal active, one in preparation):
   otherwise it is discarded and nothing of it remains in the model. The default is one lap:
   on the 25-cluster benchmark and the toy patches (10 seeds) no birth rejected after its first
   lap was accepted after its second, and a second lap doubles the cost of every failing birth.
+
+**Retries.** A rejected target stays eligible until it has failed ``birth_max_fail`` times at
+an unchanged size (``birth_retry_change``). While its proposal is evaluated, its subsample is
+collected again (when a collection slot is free), so the next attempt follows in the next lap,
+from twice as many seeds per previous failure (another size and other seeds); :meth:`BirthMove.busy`
+is true while such an attempt is prepared, so a fit does not declare convergence in between
+(before, a fit from one cluster stopped at lap 2 after its first rejected birth).
 
 With ``algorithm="full"`` (one batch) the same pipeline runs across consecutive iterations:
 collection in iteration ℓ, creation at the start of iteration ℓ+1, construction and evaluation
