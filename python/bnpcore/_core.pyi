@@ -72,6 +72,7 @@ def fit_fresh_clusters(
     iters: int,
     kmeans_iters: int,
     *,
+    seed_rows: int = 1,
     n_threads: Optional[int] = None,
 ) -> Optional[tuple[F64, F64, float]]: ...
 def digamma(x: F64) -> F64: ...

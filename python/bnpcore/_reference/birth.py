@@ -15,7 +15,7 @@ from .elbo import elbo
 from .local import _neg_xlogx, e_log_pi
 from .obs import LOG_2PI, _expect_log_det_wishart, posterior, smoothed_divergence, summarize
 
-__all__ = ["TIE_RTOL", "e_log_lik_rows", "fit_fresh_clusters", "kmeanspp"]
+__all__ = ["TIE_RTOL", "e_log_lik_rows", "fit_fresh_clusters", "grown_seeds", "kmeanspp"]
 
 #: relative tolerance under which two log weights count as tied in a hard (k-means) step
 TIE_RTOL = 1e-9
@@ -108,11 +108,24 @@ def _tidy(N, S):
     return np.ascontiguousarray(N[keep]), np.ascontiguousarray(S[keep])
 
 
-def fit_fresh_clusters(kind, prior, alloc, gamma, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kmeans_iters=10):
+def grown_seeds(kind, prior, X, idx, g):
+    """Initial clusters from seed rows ``idx``: cluster j sums (unweighted) the g rows of smallest
+    :func:`smoothed_divergence` to row ``idx[j]`` (stable order: ties by row index, non-finite
+    values last)."""
+    R = np.zeros((X.shape[0], len(idx)))
+    for j, i in enumerate(idx):
+        d = smoothed_divergence(kind, prior, X, i)
+        d = np.where(np.isfinite(d), d, np.inf)
+        R[np.argsort(d, kind="stable")[:g], j] = 1.0
+    return summarize(kind, X, R)
+
+
+def fit_fresh_clusters(kind, prior, alloc, gamma, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kmeans_iters=10, seed_rows=1):
     r"""Fit fresh clusters to a weighted subsample: the reference algorithm.
 
     ``n_seeds`` (default ``n_fresh``) k-means++ seeds (:func:`kmeanspp`, uniforms
-    ``rng.random(J)`` with J = min(max(n_fresh, n_seeds), m // 2)), ``kmeans_iters`` weighted
+    ``rng.random(J)`` with J = min(max(n_fresh, n_seeds), m // 2)), each grown to its
+    min(seed_rows, m // J) nearest rows if ``seed_rows`` > 1 (:func:`grown_seeds`), ``kmeans_iters`` weighted
     hard-assignment (Bregman k-means) iterations (each row to the first cluster whose log weight
     is within :data:`TIE_RTOL` relative of its largest), then ``iters`` VB iterations of the
     mixture on ``X`` with row weights ``w``, dropping clusters with mass below one atom, then
@@ -149,7 +162,10 @@ def fit_fresh_clusters(kind, prior, alloc, gamma, X, w, n_fresh, rng, *, n_seeds
     if J < 2:
         return None, None, -np.inf
     idx = kmeanspp(kind, prior, X, rng.random(J))
-    N, S = summarize(kind, X[idx], np.eye(J))
+    if seed_rows <= 1:
+        N, S = summarize(kind, X[idx], np.eye(J))
+    else:
+        N, S = grown_seeds(kind, prior, X, idx, max(1, min(int(seed_rows), m // J)))
 
     def sub_elbo(N, S, H):
         return elbo(kind, prior, alloc, gamma, N, S, H, 0.0)

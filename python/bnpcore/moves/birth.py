@@ -11,7 +11,10 @@ it explains. Pipeline (one proposal active, one in preparation):
   together with :math:`\hat r_{nt}`. With several targets per lap, successive batch visits
   collect for the targets in turn.
 * **start of lap ℓ+1 — creation.** Bregman k-means++ picks :math:`J'` seeds on the subsample
-  :math:`x'`, then ``birth_refine_iters`` restricted VB iterations of a :math:`J'`-cluster DP
+  :math:`x'` — for the full-covariance Gaussians in 16 or more dimensions each seed is grown to
+  its :math:`2D` nearest rows under the same divergence (``birth_seed_rows``, :func:`seed_rows`),
+  so that every :math:`D\times D` covariance starts from an estimate and the k-means steps can
+  separate clusters by covariance as well as by mean — then ``birth_refine_iters`` restricted VB iterations of a :math:`J'`-cluster DP
   mixture run on :math:`x'` with row weights :math:`w_n=\hat r_{nt}` (preceded by a few weighted
   Bregman k-means iterations); fresh clusters with mass below one atom are dropped and pairs of
   fresh clusters are merged while the weighted subsample ELBO rises, down to two clusters.
@@ -29,6 +32,13 @@ it explains. Pipeline (one proposal active, one in preparation):
   on the 25-cluster benchmark and the toy patches (10 seeds) no birth rejected after its first
   lap was accepted after its second, and a second lap doubles the cost of every failing birth.
 
+**Retries.** A rejected target stays eligible until it has failed ``birth_max_fail`` times at
+an unchanged size (``birth_retry_change``). While its proposal is evaluated, its subsample is
+collected again (when a collection slot is free), so the next attempt follows in the next lap,
+from twice as many seeds per previous failure (another size and other seeds); :meth:`BirthMove.busy`
+is true while such an attempt is prepared, so a fit does not declare convergence in between
+(before, a fit from one cluster stopped at lap 2 after its first rejected birth).
+
 With ``algorithm="full"`` (one batch) the same pipeline runs across consecutive iterations:
 collection in iteration ℓ, creation at the start of iteration ℓ+1, construction and evaluation
 in iteration ℓ+1.
@@ -42,7 +52,7 @@ from bnpcore import _core
 from bnpcore.moves._base import BatchRequest, LapContext, Move, accepts, sum_parts
 from bnpcore.stats import SuffStats
 
-__all__ = ["BirthMove", "Reservoir", "b_scores", "fit_fresh_clusters"]
+__all__ = ["BirthMove", "Reservoir", "b_scores", "fit_fresh_clusters", "seed_rows"]
 
 
 class _DenseRows:
@@ -109,14 +119,33 @@ def b_scores(model, G: SuffStats) -> np.ndarray:
     return out
 
 
-def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kmeans_iters=10, n_threads=None):
+def seed_rows(model, option) -> int:
+    r"""Rows of each initial fresh cluster (the ``seed_rows`` of :func:`fit_fresh_clusters`).
+
+    ``option`` is the ``birth_seed_rows`` move option: an int is used as given; ``"auto"`` gives
+    :math:`2D` for the full-covariance Gaussians (``gauss``, ``zero_mean_gauss``) with
+    :math:`D\ge16` features — a cluster's :math:`D\times D` covariance then starts from an
+    estimate on twice as many rows as dimensions instead of the prior's, so the k-means steps can
+    tell clusters apart by covariance — and 1 (one-atom seeds) otherwise.
+    """
+    if option != "auto":
+        return max(1, int(option))
+    d = int(getattr(model.obs, "n_features", 0) or 0)
+    if model.obs.kind in ("gauss", "zero_mean_gauss") and d >= 16:
+        return 2 * d
+    return 1
+
+
+def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kmeans_iters=10, seed_rows=1, n_threads=None):
     r"""Fit fresh clusters to a weighted subsample (spec 01 §6.2.3), in one Rust call.
 
     With :math:`J=\min(\max(n_{fresh}, n_{seeds}), \lfloor m/2\rfloor)` (nothing is fitted if
     :math:`J<2`):
 
     1. :math:`J` Bregman k-means++ seeds (the model's divergence, uniforms ``rng.random(J)``),
-       each the posterior after its one atom;
+       each the posterior after its one atom, or with ``seed_rows`` :math:`g>1` after the
+       :math:`\min(g,\lfloor m/J\rfloor)` rows nearest to it under the same divergence
+       (unweighted; ties by row index);
     2. up to ``kmeans_iters`` weighted hard-assignment (Bregman k-means) iterations: row
        :math:`n` adds :math:`w_n` to the cluster :math:`\arg\max_k \mathbb E\log F(x_n|\phi_k)+
        \mathbb E\ln\pi_k` (the first one, log weights within :math:`10^{-9}` relative of the
@@ -153,7 +182,7 @@ def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kme
     uniforms = rng.random(J) if J >= 2 else np.empty(0)
     out = _core.fit_fresh_clusters(
         model.obs.core, X, w, model.alloc.core, uniforms,
-        int(n_fresh), n_seeds, int(iters), int(kmeans_iters), n_threads=n_threads,
+        int(n_fresh), n_seeds, int(iters), int(kmeans_iters), seed_rows=int(seed_rows), n_threads=n_threads,
     )
     if out is None:
         return None, None, -np.inf
@@ -198,7 +227,13 @@ class BirthMove(Move):
 
     # ------------------------------------------------------------------------ planning
     def busy(self) -> bool:
-        return bool(self.pending) or any(len(r) > 0 for r in self.reservoirs.values())
+        """True while a birth is prepared for the next lap: a pending proposal, or a collected
+        subsample of a target that has not used up its ``birth_max_fail`` attempts."""
+        return bool(self.pending) or any(len(r) > 0 and not self._blocked(uid) for uid, r in self.reservoirs.items())
+
+    def _blocked(self, uid: int) -> bool:
+        count = self.failures.get(uid, (0, 0.0))[0]
+        return count >= self.manager.options["birth_max_fail"]
 
     def reserve(self, ctx: LapContext) -> None:
         keep = []
@@ -240,13 +275,15 @@ class BirthMove(Move):
                 continue
             pos = int(ctx.pos([uid])[0])
             Nt = float(G.N[pos])
-            if Nt < opts["birth_min_size"] or len(res) < 4:
+            if Nt < opts["birth_min_size"] or len(res) < 4 or not self._eligible(ctx, uid, Nt):
                 continue
             w = res.r * (Nt / res.r.sum()) if opts["birth_scale_weights"] else res.r
+            # a retry after a rejection starts from twice as many seeds (another size, other seeds)
+            n_seeds = int(opts["birth_n_seeds"]) * 2 ** self.failures.get(uid, (0, 0.0))[0]
             N, S, _ = fit_fresh_clusters(
                 ctx.model, np.ascontiguousarray(res.X), np.ascontiguousarray(w), int(opts["birth_n_fresh"]),
-                ctx.state.rng_moves, n_seeds=int(opts["birth_n_seeds"]), iters=int(opts["birth_refine_iters"]), kmeans_iters=int(opts["birth_create_iters"]),
-                n_threads=ctx.n_threads,
+                ctx.state.rng_moves, n_seeds=n_seeds, iters=int(opts["birth_refine_iters"]), kmeans_iters=int(opts["birth_create_iters"]),
+                n_threads=ctx.n_threads, seed_rows=seed_rows(ctx.model, opts["birth_seed_rows"]),
             )
             if N is None:
                 self._fail(uid, Nt)
@@ -268,6 +305,16 @@ class BirthMove(Move):
         ]
         n = min(self.max_per_lap, ctx.n_batches)
         self.targets = [int(G.uids[i]) for i in cands[:n]]
+        # slots left: collect again for this lap's own birth targets that may still be retried
+        # (if their birth is accepted the subsample is dropped), so that a rejection is followed
+        # by another attempt in the next lap instead of a lap without any birth
+        for p in self.active:
+            if len(self.targets) >= n or p.target in self.targets or not ctx.alive([p.target]):
+                continue
+            count = self.failures.get(p.target, (0, 0.0))[0]
+            pos = int(ctx.pos([p.target])[0])
+            if count + 1 < self.manager.options["birth_max_fail"] and G.N[pos] >= min_size:
+                self.targets.append(int(p.target))
         self.reservoirs = {}
 
     # ------------------------------------------------------------------------- batches

@@ -87,6 +87,7 @@ class MoveManager:
         "birth_retry_change": 0.1,
         "birth_max_fail": 2,
         "birth_laps": 1,
+        "birth_seed_rows": "auto",
         # merge (spec 01 §6.1)
         "merge_allpairs_max_K": 300,
         "merge_max_scored_pairs": 5000,

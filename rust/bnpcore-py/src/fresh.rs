@@ -13,7 +13,7 @@ use crate::parallel::run;
 /// and greedy merges on the weighted subsample `(x, w)` (see `bnpcore::fresh`). Returns `None`
 /// or `(N, S, gain)`.
 #[pyfunction]
-#[pyo3(signature = (obs, x, w, alloc, uniforms, n_fresh, n_seeds, iters, kmeans_iters, *, n_threads = None))]
+#[pyo3(signature = (obs, x, w, alloc, uniforms, n_fresh, n_seeds, iters, kmeans_iters, *, seed_rows = 1, n_threads = None))]
 pub(crate) fn fit_fresh_clusters<'py>(
     py: Python<'py>,
     obs: &PyObs,
@@ -25,6 +25,7 @@ pub(crate) fn fit_fresh_clusters<'py>(
     n_seeds: i64,
     iters: i64,
     kmeans_iters: i64,
+    seed_rows: i64,
     n_threads: Option<usize>,
 ) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>, f64)>> {
     let count =
@@ -34,6 +35,7 @@ pub(crate) fn fit_fresh_clusters<'py>(
         n_seeds: count("n_seeds", n_seeds)?,
         iters: count("iters", iters)?,
         kmeans_iters: count("kmeans_iters", kmeans_iters)?,
+        seed_rows: count("seed_rows", seed_rows)?,
     };
     let (x, w, u) = (x.as_array(), w.as_array(), uniforms.as_array());
     let out = run(py, n_threads, || obs.inner.fit_fresh_clusters(x, w, &alloc.inner, u, &opts))?;

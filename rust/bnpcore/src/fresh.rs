@@ -5,7 +5,9 @@
 //!
 //! 1. `J = min(max(n_fresh, n_seeds), ⌊m/2⌋)` seeds by Bregman k-means++ ([`crate::obs::kmeanspp`])
 //!    driven by the caller's uniforms; each seed is the posterior after its one atom
-//!    (`N_j = 1`, `S_j = s(x_{i_j})`). With `J < 2` there is nothing to fit.
+//!    (`N_j = 1`, `S_j = s(x_{i_j})`), or with `seed_rows = g > 1` after the `min(g, ⌊m/J⌋)`
+//!    rows nearest to its row under the same divergence (ties by row index; unweighted), so
+//!    that a full covariance starts from a `g`-row estimate. With `J < 2` there is nothing to fit.
 //! 2. Up to `kmeans_iters` weighted Bregman k-means iterations: every row goes to
 //!    `argmax_k W_nk`, `W_nk = E[log F(x_n|φ_k)] + E[ln π_k]` with the current clusters (the
 //!    first maximum, values within [`TIE_RTOL`] relative of the maximum counting as tied), and
@@ -59,6 +61,10 @@ pub struct FreshOptions {
     pub iters: usize,
     /// weighted Bregman k-means (hard assignment) iterations
     pub kmeans_iters: usize,
+    /// rows of each initial cluster (`1`: the seed row alone; `g > 1`: the seed row's
+    /// `min(g, ⌊m/J⌋)` nearest rows under the model's divergence, so that a full covariance
+    /// starts from an estimate instead of the prior)
+    pub seed_rows: usize,
 }
 
 impl FreshOptions {
@@ -126,12 +132,17 @@ pub fn fit_fresh_clusters<M: ObsModel>(
         ));
     }
     let idx = kmeanspp(model, x, uniforms)?;
-    // every seed is the posterior after its one atom
     let smap = model.feature_map();
-    let mut buf = Vec::new();
-    let seeds = x.select(Axis(0), &idx);
-    let n0 = Array1::<f64>::ones(j);
-    let s0 = model.acc_finish(n0.view(), smap.apply(seeds.view(), &mut buf).to_owned());
+    let (n0, s0) = if opts.seed_rows <= 1 {
+        // every seed is the posterior after its one atom
+        let mut buf = Vec::new();
+        let seeds = x.select(Axis(0), &idx);
+        let n0 = Array1::<f64>::ones(j);
+        let s0 = model.acc_finish(n0.view(), smap.apply(seeds.view(), &mut buf).to_owned());
+        (n0, s0)
+    } else {
+        grown_seeds(model, &smap, x, &idx, opts.seed_rows.min(m / j).max(1))?
+    };
     // the tables' feature map, from the seeds' table
     check_summaries(n0.view(), s0.view(), model.stat_dim())?;
     let tmap = model.e_log_lik_table(&model.posterior(n0.view(), s0.view())?).feature_map().clone();
@@ -139,6 +150,39 @@ pub fn fit_fresh_clusters<M: ObsModel>(
     let phi = precompute_features(&tmap, x.view()).map(|v| (tmap, v));
     let fit = Fitter { model, x: x.view(), w, alloc, smap, leaf: fresh_leaf_rows(m), phi };
     fit.run(n0, s0, opts)
+}
+
+/// Initial clusters grown from the seed rows `idx`: cluster `j` holds (unweighted) the `g` rows
+/// of smallest divergence `D(x_n, x_{idx_j})` (the k-means++ divergence; ties and non-finite
+/// values ordered by row index, non-finite last), summed in row order.
+fn grown_seeds<M: ObsModel>(
+    model: &M,
+    smap: &FeatureMap,
+    x: ArrayView2<f64>,
+    idx: &[usize],
+    g: usize,
+) -> Result<(Array1<f64>, Array2<f64>)> {
+    let m = x.nrows();
+    let prep = model.div_prepare(x)?;
+    let mut dist = vec![0.0; m];
+    let mut acc = Array2::<f64>::zeros((idx.len(), smap.dim(x.ncols())));
+    let mut buf = Vec::new();
+    for (j, &i) in idx.iter().enumerate() {
+        model.div_to(&prep, i, &mut dist);
+        let key = |r: usize| if dist[r].is_finite() { dist[r] } else { f64::INFINITY };
+        let mut order: Vec<usize> = (0..m).collect();
+        order.sort_by(|&a, &b| key(a).partial_cmp(&key(b)).unwrap_or(Ordering::Equal).then(a.cmp(&b)));
+        let mut rows = order[..g].to_vec();
+        rows.sort_unstable();
+        let feats = smap.apply(x.select(Axis(0), &rows).view(), &mut buf).to_owned();
+        let mut row = acc.row_mut(j);
+        for f in feats.rows() {
+            row += &f;
+        }
+    }
+    let n0 = Array1::from_elem(idx.len(), g as f64);
+    let s0 = model.acc_finish(n0.view(), acc);
+    Ok((n0, s0))
 }
 
 impl Obs {

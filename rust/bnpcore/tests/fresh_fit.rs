@@ -10,7 +10,7 @@ use bnpcore::Error;
 use common::{data, model, Rng, KINDS};
 use ndarray::{Array1, Array2};
 
-const OPTS: FreshOptions = FreshOptions { n_fresh: 3, n_seeds: 5, iters: 20, kmeans_iters: 10 };
+const OPTS: FreshOptions = FreshOptions { n_fresh: 3, n_seeds: 5, iters: 20, kmeans_iters: 10, seed_rows: 1 };
 
 fn setup(kind: &str, n: usize, seed: u64) -> (Obs, Array2<f64>, Array1<f64>, Array1<f64>) {
     let mut rng = Rng::new(seed);

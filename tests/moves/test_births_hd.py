@@ -1,0 +1,147 @@
+"""Births in high dimensions (issue 13 item 3): fresh clusters grown from groups of rows (so that
+clusters told apart only by their covariance are found), the oracle of that initialisation,
+retries after a rejection and ``busy()`` while a birth is still being prepared."""
+
+import numpy as np
+import pytest
+from _helpers import fit_quietly
+from bnpcore import DPMixture
+from bnpcore._reference.birth import e_log_lik_rows, grown_seeds
+from bnpcore._reference.birth import fit_fresh_clusters as ref_fit
+from bnpcore.alloc import DPAlloc
+from bnpcore.model import Model
+from bnpcore.moves import birth as birth_mod
+from bnpcore.moves.birth import BirthMove, Reservoir, fit_fresh_clusters, seed_rows
+from bnpcore.moves.manager import MoveConfig, MoveManager
+from bnpcore.obs import ObsModel
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sklearn.metrics import adjusted_rand_score
+
+
+def _equal_means(n=2000, d=32, scale=1.3, seed=0):
+    """Two zero-mean Gaussians: standard deviation ``scale`` on the first half of the
+    coordinates and ``1/scale`` on the second half, and the reverse. Equal means, different
+    covariances (the Bayes classifier's ARI is about 0.89 with the defaults)."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    big = np.r_[np.full(d // 2, scale), np.full(d - d // 2, 1.0 / scale)]
+    sd = np.where(y[:, None] == 0, big, big[::-1])
+    return rng.standard_normal((n, d)) * sd, y
+
+
+def _model(kind, X):
+    return Model(DPAlloc(1.0), ObsModel.from_data(kind, X))
+
+
+@pytest.mark.parametrize("kind", ["gauss", "zero_mean_gauss"])
+def test_grown_seeds_split_equal_means_by_covariance(kind):
+    """Seeds grown to 2D rows find the two covariances for every seed; with the Gaussian's
+    one-atom seeds (the prior's covariance) the split mostly follows the distance to a noisy
+    row and misses them."""
+    X, y = _equal_means()
+    model = _model(kind, X)
+    g = seed_rows(model, "auto")
+    assert g == 2 * X.shape[1]
+    ari = {}
+    for rows in (1, g):
+        ari[rows] = []
+        for seed in range(4):
+            N, S, gain = fit_fresh_clusters(model, X, np.ones(len(X)), 2, np.random.default_rng(seed), n_seeds=3, seed_rows=rows)
+            if N is None:
+                ari[rows].append(0.0)
+                continue
+            # the fresh clusters classify the rows (E log-likelihood of the fitted clusters)
+            z = e_log_lik_rows(kind, model.obs.prior, N, S, X).argmax(axis=1)
+            ari[rows].append(adjusted_rand_score(y, z))
+            if rows == g:
+                assert len(N) == 2 and gain > 0
+                np.testing.assert_allclose(np.sort(N), [1000, 1000], atol=100)
+    assert min(ari[g]) > 0.8, ari
+    if kind == "gauss":  # the zero-mean model's one-atom divergence already sees covariances
+        assert np.mean(ari[g]) > np.mean(ari[1]) + 0.3, ari
+
+
+def test_seed_rows_option():
+    X, _ = _equal_means(d=4)
+    assert seed_rows(_model("gauss", X), "auto") == 1  # few dimensions: one-atom seeds
+    assert seed_rows(_model("diag_gauss", X), "auto") == 1
+    assert seed_rows(_model("gauss", X), 7) == 7
+    Xb = (X > 0).astype(float)
+    assert seed_rows(_model("bern", np.tile(Xb, (1, 5))), "auto") == 1
+
+
+def test_oracle_grown_seeds_are_the_nearest_rows():
+    X, _ = _equal_means(n=50, d=3)
+    model = _model("gauss", X)
+    N, S = grown_seeds("gauss", model.obs.prior, X, [4, 9], 5)
+    assert np.array_equal(N, [5.0, 5.0])
+    d = ((X - X[4]) @ np.linalg.solve(model.obs.prior["B"], (X - X[4]).T)).diagonal()
+    near = np.argsort(d, kind="stable")[:5]
+    np.testing.assert_allclose(S[0, :3], X[near].sum(axis=0))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(["gauss", "zero_mean_gauss", "diag_gauss"]),
+    st.integers(8, 400),  # rows
+    st.integers(1, 5),  # d
+    st.integers(2, 40),  # seed_rows
+    st.integers(2, 6),  # n_seeds
+    st.integers(0, 2**31 - 1),
+)
+def test_grown_seed_fit_matches_oracle(kind, n, d, g, n_seeds, seed):
+    rng = np.random.default_rng(seed % 10_000)
+    X = rng.standard_normal((n, d)) * np.where(rng.random(n) < 0.5, 1.0, 3.0)[:, None] + (rng.random(n) < 0.3)[:, None] * 2.0
+    w = rng.uniform(0.0, 2.0, n)
+    model = _model(kind, X)
+    kw = {"n_seeds": n_seeds, "iters": 10, "kmeans_iters": 5, "seed_rows": g}
+    ra, rb = np.random.default_rng(seed), np.random.default_rng(seed)
+    got = fit_fresh_clusters(model, X, w, 2, ra, **kw)
+    want = ref_fit(kind, model.obs.prior, "dp", 1.0, X, w, 2, rb, **kw)
+    assert ra.bit_generator.state == rb.bit_generator.state
+    if want[0] is None:
+        assert got[0] is None
+        return
+    assert got[0] is not None and got[0].shape == want[0].shape
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-8, atol=1e-8 * np.abs(want[1]).max())
+    size = max(1.0, float(w.sum()), abs(want[2]))
+    assert abs(got[2] - want[2]) <= 1e-7 * size
+
+
+# ------------------------------------------------------------------------------ scheduling
+def test_rejected_birth_is_retried_with_more_seeds_and_the_fit_keeps_going(monkeypatch):
+    """One Gaussian cluster from K = 1: every birth is rejected. The target is tried again in the
+    next lap (with twice the seeds) instead of the fit stopping at lap 2, and after
+    ``birth_max_fail`` rejections it is left alone and the fit converges."""
+    calls = []
+    orig = birth_mod.fit_fresh_clusters
+
+    def spy(model, X, w, n_fresh, rng, **kw):
+        calls.append(kw["n_seeds"])
+        return orig(model, X, w, n_fresh, rng, **kw)
+
+    monkeypatch.setattr(birth_mod, "fit_fresh_clusters", spy)
+    X = np.random.default_rng(0).standard_normal((3000, 3))
+    m = fit_quietly(DPMixture(obs="gauss", n_components=1, algorithm="memoized", n_batches=3, random_state=0, max_laps=30), X)
+    births = [r for r in m.moves_log_ if r["kind"] == "birth"]
+    assert [r["lap"] for r in births] == [2, 3]
+    assert not any(r["accepted"] for r in births)
+    assert calls == [3, 6]
+    assert m.n_iter_ >= 3 and m.n_components_ == 1
+
+
+def test_busy_while_a_target_may_still_be_retried():
+    mgr = MoveManager(MoveConfig(kinds=("birth",)))
+    b = mgr._move("birth")
+    assert not b.busy()
+    res = Reservoir(10, 2)
+    res.add(np.ones((3, 2)), np.ones(3), np.random.default_rng(0))
+    b.reservoirs = {7: res}
+    assert b.busy()
+    b.failures = {7: (1, 100.0)}
+    assert b.busy()  # one rejection: another attempt follows
+    b.failures = {7: (mgr.options["birth_max_fail"], 100.0)}
+    assert not b.busy()  # used up: nothing is prepared any more
+    assert isinstance(b, BirthMove)
