@@ -14,8 +14,11 @@ With ``backend="dask"`` an estimator keeps that split across machines:
   keeps the batch memos (they are K-sized) and sums them by the same fixed binary tree over the
   batch index as on one machine, so the result does not depend on which worker finished first;
 * **moves** ask for their statistics through the same local step (merge pair entropies,
-  birth and delete proposal summaries), so those too are computed where the data are; a birth
-  copies only the rows it collects (at most ``birth_max_subsample`` per lap) to the driver.
+  birth and delete proposal summaries), so those too are computed where the data are; a
+  mixture birth copies only the rows it collects (at most ``birth_max_subsample`` per lap) to
+  the driver. The topic-model and HMM moves are not distributed yet: their births read the
+  batch with its per-row outputs, and their delete/birth candidates re-read every batch, so
+  on Dask those batches are fetched to the driver (same result, more traffic).
 
 For the same batches, ``schedule`` and ``random_state`` the fit equals the local backend's fit
 bit for bit: the same local steps run on the same inputs in the same order of reduction.
@@ -114,6 +117,10 @@ def _local_step(model, X, glob, opts, n_threads, b, collect_threshold):
     rows = None
     if collect_threshold is not None and out.get("col") is not None:
         out, rows = select_collected_rows(out, X, collect_threshold)
+    elif opts.get("return_doc_topic") or opts.get("return_resp"):
+        # a move that reads per-row outputs together with the rows (topic and HMM births)
+        # gets the batch itself: the only case in which data travel to the driver
+        rows = X
     shape = getattr(getattr(X, "X", X), "shape", None)  # a SeqBatch counts its rows
     return out, rows, None if shape is None else int(shape[0])
 

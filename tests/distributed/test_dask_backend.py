@@ -255,3 +255,17 @@ def test_hmm_on_dask_equals_local(client):
         remote = HDPHMM(backend="dask", client=client, **kw).fit(X, lengths)
     assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])
     assert np.array_equal(local.transmat_, remote.transmat_)
+
+
+def test_topic_model_on_dask_equals_local(client):
+    from bnpcore import HDPTopicModel
+
+    X = bnpcore.datasets.make_bars(n_docs=200, random_state=0)[0]
+    kw = dict(n_components=1, algorithm="memoized", n_batches=3, schedule="parallel", max_laps=5, tol=0, random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        local = HDPTopicModel(**kw).fit(X)
+        remote = HDPTopicModel(backend="dask", client=client, **kw).fit(X)
+    assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])
+    assert local.moves_log_ == remote.moves_log_
+    assert np.array_equal(local.topics_, remote.topics_)

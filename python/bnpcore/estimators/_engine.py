@@ -345,7 +345,7 @@ class VBEstimator(BaseEstimator):
         if moves is not None:
             moves.set_state(st.moves_state)
         self.moves_manager_ = moves
-        if executor is not None and moves is not None:
+        if executor is not None and moves is not None and "birth_collect_threshold" in getattr(moves, "options", {}):
             executor.collect_threshold = float(moves.options["birth_collect_threshold"])
         config = dataclasses.replace(self._fit_config(), max_laps=int(n_laps))
         lap0 = st.lap

@@ -151,11 +151,9 @@ class _BaseTopicModel(VBEstimator):
         return manager
 
     def _run(self, model, source, n_laps: int, executor=None) -> None:
-        if executor is not None:
-            raise ParameterError("topic models run in this process only (backend='local')")
-        self._train_source = source
+        self._train_source = source  # delete/birth candidates re-read the batches (on Dask: fetched)
         try:
-            super()._run(model, source, n_laps)
+            super()._run(model, source, n_laps, executor=executor)
         finally:
             self._train_source = None
             manager = getattr(self, "moves_manager_", None)
@@ -424,6 +422,10 @@ _DOC_COMMON = """
         Called after every lap; returning ``True`` stops the fit.
     checkpoint_path : str or None
         Save the model there after every lap (resume with ``bnpcore.load`` + ``warm_start``).
+    schedule, backend, client
+        Visiting order of a memoized lap and where its document steps run (``"dask"``: the
+        batches are scattered to the workers once; delete and birth candidates fetch them back
+        for their extra passes), as for :class:`bnpcore.DPMixture` and ``docs/distributed.md``.
 
     Attributes
     ----------
@@ -531,6 +533,9 @@ class HDPTopicModel(_BaseTopicModel):
         warm_start=False,
         callback=None,
         checkpoint_path=None,
+        schedule="sequential",
+        backend="local",
+        client=None,
     ):
         self.n_components = n_components
         self.alpha = alpha
@@ -564,6 +569,9 @@ class HDPTopicModel(_BaseTopicModel):
         self.warm_start = warm_start
         self.callback = callback
         self.checkpoint_path = checkpoint_path
+        self.schedule = schedule
+        self.backend = backend
+        self.client = client
 
     def _make_alloc(self) -> HDPTopicAlloc:
         return HDPTopicAlloc(float(self.alpha), float(self.gamma))
@@ -622,6 +630,9 @@ class FiniteTopicModel(_BaseTopicModel):
         warm_start=False,
         callback=None,
         checkpoint_path=None,
+        schedule="sequential",
+        backend="local",
+        client=None,
     ):
         self.n_components = n_components
         self.alpha = alpha
@@ -654,6 +665,9 @@ class FiniteTopicModel(_BaseTopicModel):
         self.warm_start = warm_start
         self.callback = callback
         self.checkpoint_path = checkpoint_path
+        self.schedule = schedule
+        self.backend = backend
+        self.client = client
 
     def _make_alloc(self) -> LDAAlloc:
         return LDAAlloc(float(self.alpha))
