@@ -339,5 +339,53 @@ class ListBatches:
         return np.concatenate(parts, axis=0)
 
 
+class ReiterableBatches(ListBatches):
+    """Batches from a re-iterable object (``__iter__`` starts a new pass, e.g. a corpus class
+    reading files): one pass here for the batch sizes, then batch ``b`` is read by iterating
+    to it when visited. Visiting batches in order costs one pass per lap; a visit to an earlier
+    batch restarts the pass (so a memoized lap in random order reads O(B²/2) batches: give a
+    list of ``.npy`` paths for large data)."""
+
+    def __init__(self, corpus, n_features=None, check_data=None):
+        self.corpus = corpus
+        shapes = []
+        for b, item in enumerate(corpus):
+            shape = getattr(item, "shape", None)
+            if shape is None or len(shape) != 2:
+                raise ShapeError(f"batch {b} of `X` must be 2-D (n_samples, n_features), got shape {shape}")
+            if shape[0] < 1:
+                raise ShapeError(f"batch {b} of `X` has no rows")
+            shapes.append((int(shape[0]), int(shape[1])))
+        if not shapes:
+            raise ShapeError("`X` is an empty iterable of batches")
+        d = n_features if n_features is not None else shapes[0][1]
+        for b, sh in enumerate(shapes):
+            if sh[1] != d:
+                raise ShapeError(f"batch {b} of `X` has {sh[1]} columns but batch 0 has {d}")
+        self.items = None
+        self.sizes = np.array([sh[0] for sh in shapes], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
+        self._n_features = int(d)
+        self._check = _Checked(None, check_data)
+        self._it = None
+        self._pos = 0
+
+    def __len__(self) -> int:
+        return int(self.sizes.shape[0])
+
+    def _raw(self, b: int):
+        if self._it is None or b < self._pos:
+            self._it, self._pos = iter(self.corpus), 0
+        while True:
+            try:
+                item = next(self._it)
+            except StopIteration:
+                self._it = None
+                raise ShapeError(f"`X` yielded fewer batches on a later pass than the {len(self)} of the first") from None
+            self._pos += 1
+            if self._pos - 1 == b:
+                return item
+
+
 def make_batches(X, n_batches: int, seed=None) -> ArrayBatches:
     return ArrayBatches(X, n_batches, seed=seed)

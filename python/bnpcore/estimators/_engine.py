@@ -381,14 +381,21 @@ class VBEstimator(BaseEstimator):
         if not converged and not stopped:  # a callback that asked to stop gets no warning
             warn_not_converged(config, stacklevel=4)
 
-    def _progress(self, n_laps):
+    def _progress(self, n_laps, unit: str = "lap"):
+        """A tqdm progress bar when ``verbose`` (``n_laps`` None: unknown length, e.g. a stream)."""
         if not self.verbose:
             return None
         try:
             from tqdm.auto import tqdm
         except ImportError:  # pragma: no cover
             return None
-        return tqdm(total=n_laps, desc=type(self).__name__, unit="lap", leave=True)
+        return tqdm(total=n_laps, desc=type(self).__name__, unit=unit, leave=True)
+
+    def _bar_step(self, bar) -> None:
+        if bar is not None:
+            bar.set_postfix(elbo=f"{self.state_.history['elbo'][-1] if self.state_.history['elbo'] else float('nan'):.6g}",
+                            K=int(np.sum(self.state_.stats.N >= 1.0)))
+            bar.update(1)
 
     # ---------------------------------------------------------------- streaming
     def partial_fit(self, X, y=None):
@@ -414,15 +421,21 @@ class VBEstimator(BaseEstimator):
         self._validate_params()
         if self._algorithm() == "stochastic":
             raise ParameterError("partial_fit is the streaming memoized update; use algorithm='memoized' or 'full'")
+        bar = self._progress(1, unit="batch")
         try:
-            model, elbo = self._stream_one(X, name="X", batch=None)
-        except KeyboardInterrupt:
-            self.state_.recompute_total()
-            self._finalize(self._make_model(self.obs_model_))
-            raise
-        self._end_stream_lap(model, elbo)
-        self.n_iter_ = 1
-        self.converged_ = False
+            try:
+                model, elbo = self._stream_one(X, name="X", batch=None)
+            except KeyboardInterrupt:
+                self.state_.recompute_total()
+                self._finalize(self._make_model(self.obs_model_))
+                raise
+            self._end_stream_lap(model, elbo)
+            self.n_iter_ = 1
+            self.converged_ = False
+            self._bar_step(bar)
+        finally:
+            if bar is not None:
+                bar.close()
         return self
 
     def _fit_stream(self, batches):
@@ -433,14 +446,21 @@ class VBEstimator(BaseEstimator):
                     delattr(self, name)
         laps0 = self.state_.lap if hasattr(self, "state_") else 0
         model = None
+        bar = self._progress(getattr(batches, "__len__", lambda: None)(), unit="batch")
         try:
             for b, Xb in enumerate(batches):
                 model, elbo = self._stream_one(Xb, name=f"X (batch {b})", batch=b)
+                if bar is not None:
+                    bar.set_postfix(elbo=f"{elbo:.6g}", K=int(np.sum(self.state_.stats.N >= 1.0)))
+                    bar.update(1)
         except BaseException:
             if hasattr(self, "state_"):
                 self.state_.recompute_total()
                 self._finalize(self._make_model(self.obs_model_))
             raise
+        finally:
+            if bar is not None:
+                bar.close()
         if model is None:
             raise ShapeError("`X` is an empty iterable of batches")
         self._end_stream_lap(model, elbo)

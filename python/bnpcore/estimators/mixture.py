@@ -8,15 +8,25 @@ import warnings
 import numpy as np
 from bnpcore._validation import check_array, check_param
 from bnpcore.alloc import DPAlloc, FiniteAlloc
-from bnpcore.data.sources import ArrayBatches, ListBatches, NpyFile, _check_lazy_2d, is_batch_list, open_npy_rows
-from bnpcore.estimators._engine import VBEstimator
-from bnpcore.exceptions import DataError, ParameterError
+from bnpcore.data.documents import BagOfWordsBatches
+from bnpcore.data.sources import ArrayBatches, ListBatches, NpyFile, ReiterableBatches, _check_lazy_2d, is_batch_list, open_npy_rows
+from bnpcore.estimators._engine import VBEstimator, is_one_shot
+from bnpcore.exceptions import DataError, ParameterError, ShapeError
 from bnpcore.io import register_model_type
 from bnpcore.model import Model
 from bnpcore.moves.manager import MOVE_KINDS
 from bnpcore.obs import OBS_KINDS, ObsModel, check_magnitude, data_shift, default_prior
 
 __all__ = ["DPMixture", "FiniteMixture"]
+
+
+def _dense_sample(X0):
+    """The initialisation sample as a dense array (a sparse one is cut to a bounded number of
+    rows first: at most 2^22 entries, and at least 256 rows)."""
+    if hasattr(X0, "tocsr") and hasattr(X0, "nnz"):
+        rows = max(min(X0.shape[0], 256), min(X0.shape[0], (1 << 22) // max(int(X0.shape[1]), 1)))
+        return np.ascontiguousarray(X0[:rows].toarray(), dtype=np.float64)
+    return X0
 
 
 def _feature_names(X):
@@ -147,6 +157,7 @@ class _BaseMixture(VBEstimator):
         return tuple(MOVE_KINDS) if (self._algorithm() in ("memoized", "full") and nested) else ()
 
     def _make_obs(self, X0) -> ObsModel:
+        X0 = _dense_sample(X0)
         # far-from-origin Gaussian data are fitted centred (bnpcore.obs.data_shift); a prior
         # mean given in the user's coordinates is translated with them
         shift = data_shift(self.obs, X0)
@@ -161,7 +172,32 @@ class _BaseMixture(VBEstimator):
         return obs_model
 
     def _init_stats(self, model: Model, X0, rng):
-        return model.init_stats(X0, self._n_components(), self.init, rng, n_threads=self.n_threads)
+        return model.init_stats(_dense_sample(X0), self._n_components(), self.init, rng, n_threads=self.n_threads)
+
+    def _is_one_shot(self, X) -> bool:
+        """Only an iterator is consumed once; any other iterable (a gensim-style corpus whose
+        ``__iter__`` starts a new pass) is re-read on every lap."""
+        if not is_one_shot(X):
+            return False
+        try:
+            return iter(X) is X
+        except TypeError:  # pragma: no cover - not iterable at all: the source reports it
+            return False
+
+    def _reiterable_source(self, X, n_features):
+        """A re-iterable corpus: documents as ``(word_id, count)`` lists (``obs="mult"``: CSR
+        batches of whole documents, :class:`~bnpcore.data.documents.BagOfWordsBatches`), or
+        2-D batches (re-read on every lap, :class:`~bnpcore.data.sources.ReiterableBatches`)."""
+        first = next(iter(X), None)
+        if first is None:
+            raise ShapeError("`X` is an empty iterable")
+        if hasattr(first, "shape") and len(getattr(first, "shape", ())) == 2:
+            return ReiterableBatches(X, n_features=n_features)
+        if self.obs != "mult":
+            raise DataError(f"a corpus of (word_id, count) documents needs obs='mult', got obs={self.obs!r}")
+        probe = BagOfWordsBatches(X, 1, n_vocab=n_features)
+        n_batches = 1 if self._algorithm() == "full" else min(self._n_batches(probe.n_rows), probe.n_rows)
+        return BagOfWordsBatches(X, n_batches, n_vocab=n_features if n_features is not None else probe.n_features)
 
     def _make_source(self, X, seed=None):
         """A batch source over ``X`` (see :mod:`bnpcore.data.sources`).
@@ -172,6 +208,8 @@ class _BaseMixture(VBEstimator):
         """
         n_features = self.n_features_in_ if self._continuing() else None
         full = self._algorithm() == "full"
+        if not isinstance(X, (np.ndarray, str, bytes, os.PathLike, list, tuple)) and is_one_shot(X) and not self._is_one_shot(X):
+            return self._reiterable_source(X, n_features)
         if isinstance(X, (str, os.PathLike)):
             X = open_npy_rows(X, name="X")
         if is_batch_list(X):
