@@ -18,6 +18,10 @@ __all__ = ["OBS_KINDS", "SHIFT_RATIO", "ObsModel", "check_magnitude", "data_shif
 
 OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 
+#: observation models a Rust core exists for beyond the mixtures' (the auto-regressive Gaussian
+#: of the HMMs, whose rows pair each step with the previous one)
+SEQUENCE_OBS_KINDS = ("ar_gauss",)
+
 
 def _real_above(name: str, value, low: float, low_text: str) -> float:
     """``value`` as a float if it is a finite real number > ``low``; ParameterError naming ``name`` otherwise."""
@@ -246,8 +250,8 @@ class ObsModel:
     """
 
     def __init__(self, kind: str, prior: dict, shift=None):
-        if kind not in OBS_KINDS:
-            raise ParameterError(f"`obs` must be one of {OBS_KINDS}, got {kind!r}")
+        if kind not in OBS_KINDS + SEQUENCE_OBS_KINDS:
+            raise ParameterError(f"`obs` must be one of {OBS_KINDS + SEQUENCE_OBS_KINDS}, got {kind!r}")
         self.kind = kind
         self.prior = {
             k: (float(v) if np.isscalar(v) else np.ascontiguousarray(v, dtype=np.float64)) for k, v in prior.items()

@@ -227,3 +227,36 @@ def test_plots_of_a_fitted_hmm():
     assert fig3.axes
     for f in (fig, fig2, fig3):
         plt.close(f)
+
+
+def _two_regime_ar(n_seqs=10, T=300, seed=0):
+    rng = np.random.default_rng(seed)
+    c, s = np.cos(0.3), np.sin(0.3)
+    A = [0.95 * np.array([[c, -s], [s, c]]), np.array([[-0.6, 0.0], [0.0, 0.3]])]
+    X, z = [], []
+    for _ in range(n_seqs):
+        k, x = rng.integers(2), rng.standard_normal(2)
+        for _ in range(T):
+            if rng.random() < 0.01:
+                k = 1 - k
+            x = A[k] @ x + 0.3 * rng.standard_normal(2)
+            X.append(x)
+            z.append(k)
+    return np.array(X), np.full(n_seqs, T), np.array(z), A
+
+
+def test_autoregressive_states_and_coefficients():
+    X, lengths, z, A = _two_regime_ar()
+    m = _fit(HDPHMM("ar_gauss", n_components=1, kappa=50.0, n_batches=2, max_laps=30, random_state=0), X, lengths)
+    states = m.predict(X, lengths)
+    assert states.shape == (X.shape[0],) and m.n_features_in_ == 2
+    assert m.n_components_ == 2 and adjusted_rand_score(z, states) > 0.9
+    assert m.coef_.shape == (2, 2, 2)
+    for k in range(2):  # each fitted matrix is close to one of the true ones
+        assert min(np.abs(m.coef_[k] - a).max() for a in A) < 0.1
+    e = m.history_["elbo"]
+    assert np.all(np.diff(e[1:]) >= -1e-9 * np.abs(e[1:-1]))
+    with pytest.raises(ShapeError):
+        m.predict(X[:, :1], lengths)
+    with pytest.raises(ShapeError, match="2 steps"):
+        HDPHMM("ar_gauss").fit(X[:3], [1, 2])

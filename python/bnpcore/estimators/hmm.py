@@ -8,13 +8,45 @@ from bnpcore._validation import check_array, check_lengths, check_param
 from bnpcore.data._base import SeqBatch
 from bnpcore.data.sequences import SequenceBatches
 from bnpcore.estimators._engine import VBEstimator
-from bnpcore.exceptions import ParameterError
+from bnpcore.exceptions import ParameterError, ShapeError
 from bnpcore.hmm import FiniteHMMAlloc, HDPHMMAlloc, HMMModel, init_hmm_stats
 from bnpcore.io import register_model_type
 from bnpcore.moves.hmm import HMM_MOVE_KINDS, HMMMoveConfig, HMMMoveManager
 from bnpcore.obs import OBS_KINDS, ObsModel, data_shift, default_prior
 
 __all__ = ["HDPHMM", "FiniteHMM"]
+
+
+def _ar_rows(X, lengths, n_features=None):
+    """Rows ``[x_t, x_{t-1}]`` (t ≥ 2 of every sequence) for the auto-regressive model, and the
+    new lengths (each one shorter). Sequences of one step carry no transition: an error."""
+    if isinstance(X, (list, tuple)):
+        if lengths is not None:
+            raise ParameterError("`lengths` must be None when `X` is a list of sequences (their lengths are their row counts)")
+        seqs = [check_array(x, name=f"X[{i}]", n_features=n_features) for i, x in enumerate(X)]
+    else:
+        Xa = check_array(X, name="X", n_features=n_features)
+        lens = np.array([Xa.shape[0]]) if lengths is None else check_lengths(lengths, Xa.shape[0], rows_name="X")
+        seqs = np.split(Xa, np.cumsum(lens)[:-1])
+    if any(s.shape[0] < 2 for s in seqs):
+        raise ShapeError("obs='ar_gauss' needs sequences of at least 2 steps (x_t is regressed on x_{t-1})")
+    Y = np.concatenate([np.hstack([s[1:], s[:-1]]) for s in seqs])
+    return np.ascontiguousarray(Y), np.array([s.shape[0] - 1 for s in seqs], dtype=np.int64)
+
+
+def _ar_prior(Y, prior_scale=1.0, prior_dof=None) -> dict:
+    r"""Default Matrix-Normal-Wishart prior of the auto-regressive model from rows
+    ``[x_t, x_{t-1}]``: :math:`
+u=F+2`, :math:`B=(
+u-F-1)\,s\,\mathrm{Cov}(x_t-x_{t-1})` (the
+    scale of one step's innovation), :math:`M=0`, :math:`V=I` (a weak shrinkage of the
+    coefficients towards 0)."""
+    F = Y.shape[1] // 2
+    nu = float(F + 2 if prior_dof is None else prior_dof)
+    diff = Y[:, :F] - Y[:, F:]
+    cov = np.atleast_2d(np.cov(diff, rowvar=False)) if Y.shape[0] > 1 else np.eye(F)
+    cov = 0.5 * (cov + cov.T) + 1e-6 * max(np.trace(cov) / F, 1e-12) * np.eye(F)
+    return {"nu": nu, "B": (nu - F - 1.0) * float(prior_scale) * cov, "M": np.zeros((F, F)), "V": np.eye(F)}
 
 
 class _Sequences(SequenceBatches):
@@ -119,7 +151,7 @@ class _BaseHMM(VBEstimator):
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
-        check_param("obs", self.obs, kind="str", options=OBS_KINDS)
+        check_param("obs", self.obs, kind="str", options=(*OBS_KINDS, "ar_gauss"))
         check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True)
         for name in ("gamma", "alpha", "start_alpha"):
             check_param(name, getattr(self, name), kind="real", low=0)
@@ -173,6 +205,8 @@ class _BaseHMM(VBEstimator):
 
     def _make_obs(self, X0) -> ObsModel:
         X0 = X0.X if isinstance(X0, SeqBatch) else X0
+        if self.obs == "ar_gauss":
+            return ObsModel("ar_gauss", _ar_prior(X0, self.prior_scale, self.prior_dof))
         shift = data_shift(self.obs, X0)
         hyper = dict(prior_dof=self.prior_dof, prior_mean_precision=self.prior_mean_precision, prior_mean=self.prior_mean,
                      prior_covariance=self.prior_covariance, prior_scale=self.prior_scale, prior_count=self.prior_count)
@@ -190,6 +224,9 @@ class _BaseHMM(VBEstimator):
     def _make_source(self, X, seed=None):
         n_features = self.n_features_in_ if self._continuing() else None
         lengths = getattr(self, "_fit_lengths", None)
+        if self.obs == "ar_gauss":  # rows [x_t, x_{t-1}]: twice the user's columns
+            X, lengths = _ar_rows(X, lengths, n_features=n_features)
+            n_features = None if n_features is None else 2 * n_features
         probe = SequenceBatches(X, lengths, 1, n_features=n_features)
         B = 1 if self._algorithm() == "full" else self._n_batches(probe.n_rows)
         B = min(B, probe.n_segments)
@@ -212,6 +249,9 @@ class _BaseHMM(VBEstimator):
         shift = getattr(self.obs_model_, "shift", None)
         if shift is not None and "means" in pe:
             pe = dict(pe, means=pe["means"] + shift)
+        if "ar_coefs" in pe:
+            pe = dict(pe, coef=pe["ar_coefs"])
+            self.n_features_in_ = int(pe["coef"].shape[1])  # the user's columns (rows pair x_t with x_{t-1})
         for name in ("means", "covariances", "coef"):
             if name in pe:
                 setattr(self, name + "_", pe[name])
@@ -247,6 +287,9 @@ class _BaseHMM(VBEstimator):
     # ----------------------------------------------------------------- inference
     def _sequences(self, X, lengths) -> SeqBatch:
         self._check_fitted()
+        if self.obs == "ar_gauss":
+            Y, lens = _ar_rows(X, lengths, n_features=self.n_features_in_)
+            return SequenceBatches(Y, lens, 1, n_features=2 * self.n_features_in_).get(0)
         if isinstance(X, (list, tuple)):
             src = SequenceBatches(X, lengths, 1, n_features=self.n_features_in_)
         else:
@@ -269,12 +312,23 @@ class _BaseHMM(VBEstimator):
         """Most likely state sequence of every sequence (Viterbi at the point estimates)."""
         return self.decode(X, lengths)[1]
 
+    def _ar_full(self, batch, a):
+        """Rows of the auto-regressive model start at the second step of each sequence: the
+        first step gets the values of the second (``a`` has one row per modelled step)."""
+        if self.obs != "ar_gauss":
+            return a
+        sr = np.asarray(batch.seq_range, dtype=np.int64)
+        first = sr[:-1]
+        return np.insert(a, first, a[first], axis=0)
+
     def decode(self, X, lengths=None):
-        """``(log probability of the best path, states)`` by Viterbi at the point estimates."""
+        """``(log probability of the best path, states)`` by Viterbi at the point estimates
+        (for ``obs="ar_gauss"`` conditional on each sequence's first step, whose state is that
+        of the second)."""
         batch = self._sequences(X, lengths)
         logB, ls, lt = self._plugin(batch)
         states, score = _core.viterbi(logB, batch.seq_range, ls, lt, n_threads=self.n_threads)
-        return float(np.sum(score)), np.asarray(states, dtype=np.int64)
+        return float(np.sum(score)), self._ar_full(batch, np.asarray(states, dtype=np.int64))
 
     def score_samples(self, X, lengths=None):
         """``(log-likelihood, posterior state marginals)`` by forward-backward at the point
@@ -282,7 +336,7 @@ class _BaseHMM(VBEstimator):
         batch = self._sequences(X, lengths)
         logB, ls, lt = self._plugin(batch)
         out = _core.forward_backward(logB, batch.seq_range, ls, lt, return_resp=True, n_threads=self.n_threads)
-        return float(out["log_z_sum"]), np.asarray(out["resp"])
+        return float(out["log_z_sum"]), self._ar_full(batch, np.asarray(out["resp"]))
 
     def score(self, X, lengths=None) -> float:
         """Log-likelihood of ``X`` by the forward algorithm at the point estimates (total nats,
@@ -298,7 +352,7 @@ class _BaseHMM(VBEstimator):
         and Bernoulli observation models). Returns ``(X, states)``."""
         check_param("n_samples", n_samples, kind="int", low=1, low_inclusive=True)
         self._check_fitted()
-        if self.obs not in ("gauss", "diag_gauss", "zero_mean_gauss", "bern"):
+        if self.obs not in ("gauss", "diag_gauss", "zero_mean_gauss", "bern"):  # not mult, ar_gauss
             raise ParameterError(f"sample() is not available for obs={self.obs!r}")
         rng = np.random.default_rng(random_state)
         K = self.transmat_.shape[0]
@@ -322,11 +376,15 @@ class _BaseHMM(VBEstimator):
         return X, z
 
 
-_DOC = """
+_DOC = r"""
     Parameters
     ----------
-    obs : {"gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern"}, default="gauss"
-        Emission model with its conjugate prior (as for the mixtures).
+    obs : {"gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern", "ar_gauss"}, default="gauss"
+        Emission model with its conjugate prior (as for the mixtures). ``"ar_gauss"`` is the
+        first-order auto-regressive Gaussian :math:`x_t\mid z_t=k\sim N(A_k x_{t-1},\Lambda_k^{-1})`
+        with a Matrix-Normal-Wishart prior (Hughes thesis Eq. 6.3; Fox et al. 2014): each
+        sequence's first step is conditioned on (its state is reported as that of the second),
+        and the fitted ``coef_`` (K, F, F) holds the posterior-mean :math:`A_k`.
     n_components : int, default=10
         Initial number of states K (the HDP-HMM keeps states with expected count ≥ 1).
     gamma : float, default=1.0
@@ -362,6 +420,8 @@ _DOC = """
     means_, covariances_ : ndarray
         Posterior-mean emission parameters (Gaussian models; ``means_`` holds word or
         Bernoulli probabilities for ``mult`` / ``bern``).
+    coef_ : ndarray of shape (K, n_features, n_features)
+        Auto-regressive matrices :math:`A_k` (``obs="ar_gauss"``).
     elbo_, history_, n_iter_, converged_, moves_log_
         As for :class:`bnpcore.DPMixture`.
 

@@ -59,6 +59,32 @@ class _FreshModel:
         self.alloc = DPAlloc(1.0)
 
 
+def _kmeans_fresh(obs, X, w, J, rng, iters: int = 10):
+    """Summaries of ``J`` fresh states from a weighted Euclidean k-means of the rows ``X``
+    (None when fewer than two non-empty groups remain)."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    n = X.shape[0]
+    if n < 2 * J:
+        return None, None
+    C = X[rng.choice(n, size=J, replace=False)].copy()
+    lab = np.zeros(n, dtype=np.int64)
+    for _ in range(iters):
+        d = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
+        lab = d.argmin(axis=1)
+        for j in range(J):
+            m = lab == j
+            if m.any():
+                C[j] = np.average(X[m], axis=0, weights=w[m])
+    keep = [j for j in range(J) if np.any(lab == j)]
+    if len(keep) < 2:
+        return None, None
+    R = np.zeros((n, len(keep)))
+    for i, j in enumerate(keep):
+        R[lab == j, i] = w[lab == j]
+    N, S = obs.core.summarize(X, R)
+    return np.asarray(N), np.asarray(S)
+
+
 class HMMMoveManager:
     """Birth/merge/delete moves of HMM states (module docstring), driven by the memoized lap
     through ``start_lap``, ``batch_options``, ``after_batch`` and ``end_lap``."""
@@ -293,11 +319,16 @@ class HMMMoveManager:
             self.failed[("birth", uid)] = self.structure_version
             return 0, elbo
         t = int(G.positions([uid])[0])
-        N, S, _ = fit_fresh_clusters(
-            _FreshModel(model.obs), np.ascontiguousarray(res.X), np.ascontiguousarray(res.r), int(self.options["birth_n_fresh"]),
-            state.rng_moves, n_seeds=int(self.options["birth_n_fresh"]), iters=int(self.options["birth_refine_iters"]),
-            n_threads=self.n_threads,
-        )
+        J0 = int(self.options["birth_n_fresh"])
+        try:
+            N, S, _ = fit_fresh_clusters(
+                _FreshModel(model.obs), np.ascontiguousarray(res.X), np.ascontiguousarray(res.r), J0,
+                state.rng_moves, n_seeds=J0, iters=int(self.options["birth_refine_iters"]), n_threads=self.n_threads,
+            )
+        except ParameterError:
+            # no Bregman seeding for this model (auto-regressive Gaussian): Euclidean k-means
+            # on the collected rows, each group summarised by the model
+            N, S = _kmeans_fresh(model.obs, res.X, res.r, J0, state.rng_moves)
         if N is None:
             self.failed[("birth", uid)] = self.structure_version
             self._log(state, "birth", [uid], elbo, -np.inf, False)
