@@ -39,7 +39,7 @@ class RefRng:
 
     @classmethod
     def stream(cls, seed: int, a: int, b: int) -> RefRng:
-        x, h1 = _splitmix(seed & MASK)
+        _x, h1 = _splitmix(seed & MASK)
         y = h1 ^ ((a * 0xD1342543DE82EF95) & MASK)
         y, h2 = _splitmix(y)
         z = h2 ^ ((b * 0xA0761D6478BD642F) & MASK)

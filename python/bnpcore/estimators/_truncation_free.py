@@ -106,7 +106,7 @@ class TruncationFreeMixin:
 
     # ------------------------------------------------------------------ state
     def _tf_start(self, n_vocab: int, n_rows: int) -> None:
-        s_init, s_order, s_moves, s_batch = self._seeds()
+        _s_init, s_order, s_moves, _s_batch = self._seeds()
         config = self._tf_config()
         self.obs_model_ = ObsModel("mult", {"lam": np.full(int(n_vocab), config.eta)})
         st = FitState(
