@@ -7,7 +7,7 @@ use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::parallel::{run, run_inline};
+use crate::parallel::{run, run_inline, run_on_caller};
 use crate::topic::{extract_csr, Csr};
 
 fn output_dict<'py>(py: Python<'py>, out: TfBatchOutput) -> PyResult<Bound<'py, PyDict>> {
@@ -56,27 +56,31 @@ fn tfsvi_batch<'py>(
         _ => return Err(crate::errors::to_py(py, bnpcore::Error::param("kind", format!("must be 'hdp' or 'dp_mult', got {kind:?}")))),
     };
     let (dat, dv, m, ms, uu, vv) = (data.as_array(), docs.as_array(), mass.as_array(), mass_sum.as_array(), u.as_array(), v.as_array());
+    // a minibatch of a few documents is sequential work: no hand-over to the pool
+    let small = dv.len() < tfsvi::PAR_MIN_DOCS;
+    macro_rules! call {
+        ($ip:expr, $ind:expr) => {{
+            let (ip, ind) = ($ip, $ind);
+            let f = || {
+                if hdp {
+                    tfsvi::hdp_batch(ip, ind, dat, dv, m, ms, scale, uu, vv, &p)
+                } else {
+                    tfsvi::dp_mult_batch(ip, ind, dat, dv, m, ms, scale, uu, vv, &p)
+                }
+            };
+            if small {
+                if n_threads == Some(0) {
+                    return Err(crate::errors::to_py(py, bnpcore::Error::param("n_threads", "must be >= 1 or None, got 0")));
+                }
+                run_on_caller(py, f)?
+            } else {
+                run(py, n_threads, f)?
+            }
+        }};
+    }
     let out = match extract_csr(indptr, indices)? {
-        Csr::I32(ip, ind) => {
-            let (ip, ind) = (ip.as_array(), ind.as_array());
-            run(py, n_threads, || {
-                if hdp {
-                    tfsvi::hdp_batch(ip, ind, dat, dv, m, ms, scale, uu, vv, &p)
-                } else {
-                    tfsvi::dp_mult_batch(ip, ind, dat, dv, m, ms, scale, uu, vv, &p)
-                }
-            })?
-        }
-        Csr::I64(ip, ind) => {
-            let (ip, ind) = (ip.as_array(), ind.as_array());
-            run(py, n_threads, || {
-                if hdp {
-                    tfsvi::hdp_batch(ip, ind, dat, dv, m, ms, scale, uu, vv, &p)
-                } else {
-                    tfsvi::dp_mult_batch(ip, ind, dat, dv, m, ms, scale, uu, vv, &p)
-                }
-            })?
-        }
+        Csr::I32(ip, ind) => call!(ip.as_array(), ind.as_array()),
+        Csr::I64(ip, ind) => call!(ip.as_array(), ind.as_array()),
     };
     output_dict(py, out)
 }

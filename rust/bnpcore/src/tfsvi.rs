@@ -302,8 +302,10 @@ fn check_globals<'a>(
         Ok(s)
     };
     let (m_sum, u, v) = (sl(m_sum, "mass_sum")?, sl(u, "u")?, sl(v, "v")?);
-    if m.iter().any(|&x| !(x >= 0.0) || !x.is_finite()) || m_sum.iter().any(|&x| !(x >= 0.0) || !x.is_finite()) {
-        return Err(Error::data("mass", "topic-word masses must be finite and >= 0"));
+    // the entries of `mass` a minibatch reads are checked in `local_lambda` (O(words × T),
+    // not O(V × T) per minibatch)
+    if m_sum.iter().any(|&x| !(x >= 0.0) || !x.is_finite()) {
+        return Err(Error::data("mass_sum", "topic masses must be finite and >= 0"));
     }
     if u.iter().chain(v).any(|&x| !(x > 0.0) || !x.is_finite()) {
         return Err(Error::param("u/v", "stick Beta parameters must be finite and > 0"));
@@ -360,18 +362,23 @@ impl WordTable {
     }
 }
 
-/// Local λ table (word-major) and Λ_k of the `T` global components.
-fn local_lambda(g: &Globals, vocab: &[usize], p: &TfParams, v: usize) -> (WordTable, Vec<f64>) {
+/// Local λ table (word-major) and Λ_k of the `T` global components; every mass entry read
+/// must be finite and >= 0.
+fn local_lambda(g: &Globals, vocab: &[usize], p: &TfParams, v: usize) -> Result<(WordTable, Vec<f64>)> {
     let t = g.m.nrows();
     let mut lam = WordTable::new(vocab.len(), t, p.eta);
     for (l, &w) in vocab.iter().enumerate() {
         for k in 0..t {
-            *lam.at(l, k) = p.eta + g.scale * g.m[[k, w]];
+            let x = g.m[[k, w]];
+            if !(x >= 0.0) || !x.is_finite() {
+                return Err(Error::data("mass", format!("topic-word masses must be finite and >= 0 (component {k}, word {w}: {x})")));
+            }
+            *lam.at(l, k) = p.eta + g.scale * x;
         }
     }
     let vf = v as f64;
     let lam_sum = (0..t).map(|k| vf * p.eta + g.scale * g.m_sum[k]).collect();
-    (lam, lam_sum)
+    Ok((lam, lam_sum))
 }
 
 /// Sparse triplets of a local count table (components `keep`, renumbered in order).
@@ -428,7 +435,7 @@ pub fn hdp_batch<I: CsrIndex>(
     let g = check_globals(mass, &mass_sum, scale, &u, &v, p)?;
     let batch = gather_docs(indptr, indices, data, docs, n_vocab)?;
     let t0 = g.m.nrows();
-    let (lam, mut lam_sum) = local_lambda(&g, &batch.vocab, p, n_vocab);
+    let (lam, mut lam_sum) = local_lambda(&g, &batch.vocab, p, n_vocab)?;
     let mut lam = lam;
     let mut rng = Rng::new(p.seed);
     let (b, vf) = (p.alpha, n_vocab as f64);
@@ -502,21 +509,23 @@ pub fn hdp_batch<I: CsrIndex>(
         // table counts (parallel over documents, one stream per document and round)
         let t = pi.len();
         let bpi: Vec<f64> = pi.iter().map(|&x| b * x).collect();
-        let per_doc: Vec<Vec<f64>> = n_dk
-            .par_iter()
-            .enumerate()
-            .map(|(d, nd)| {
-                let mut r = Rng::stream(p.seed, round as u64 + 1, d as u64);
-                (0..t)
-                    .map(|k| {
-                        let n = nd.get(k).copied().unwrap_or(0.0);
-                        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                        let s = antoniak(n as u64, bpi[k].max(f64::MIN_POSITIVE), &mut r);
-                        s as f64
-                    })
-                    .collect()
-            })
-            .collect();
+        let draw = |(d, nd): (usize, &Vec<f64>)| -> Vec<f64> {
+            let mut r = Rng::stream(p.seed, round as u64 + 1, d as u64);
+            (0..t)
+                .map(|k| {
+                    let n = nd.get(k).copied().unwrap_or(0.0);
+                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                    let s = antoniak(n as u64, bpi[k].max(f64::MIN_POSITIVE), &mut r);
+                    s as f64
+                })
+                .collect()
+        };
+        // one stream per document: the same draws sequentially or in parallel
+        let per_doc: Vec<Vec<f64>> = if n_docs >= PAR_MIN_DOCS {
+            n_dk.par_iter().enumerate().map(draw).collect()
+        } else {
+            n_dk.iter().enumerate().map(draw).collect()
+        };
         tables = vec![0.0; t];
         for row in &per_doc {
             for k in 0..t {
@@ -570,6 +579,10 @@ fn rising_log(x: f64, c: u32) -> f64 {
     }
 }
 
+/// Minibatches with fewer documents draw their table counts on the calling thread (the draws
+/// are the same either way; a tiny minibatch costs less than waking the pool).
+pub const PAR_MIN_DOCS: usize = 16;
+
 /// Components per parallel chunk of a document's log-likelihoods.
 const DP_CHUNK: usize = 64;
 
@@ -594,7 +607,7 @@ pub fn dp_mult_batch<I: CsrIndex>(
     let g = check_globals(mass, &mass_sum, scale, &u, &v, p)?;
     let batch = gather_docs(indptr, indices, data, docs, n_vocab)?;
     let t0 = g.m.nrows();
-    let (lam, mut lam_sum) = local_lambda(&g, &batch.vocab, p, n_vocab);
+    let (lam, mut lam_sum) = local_lambda(&g, &batch.vocab, p, n_vocab)?;
     let mut lam = lam;
     let mut rng = Rng::new(p.seed);
     let vf = n_vocab as f64;
