@@ -200,3 +200,26 @@ def finite_hmm_theta(start_count: F64, trans_count: F64, *, alpha: float, start_
 def finite_hmm_elbo_alloc(
     start_count: F64, trans_count: F64, h_start: F64, h_trans: F64, theta: F64, *, alpha: float, start_alpha: float, kappa: float
 ) -> dict[str, float]: ...
+
+# truncation-free SVI (Wang & Blei 2012): bnpcore::tfsvi
+def tfsvi_batch(
+    kind: str,
+    indptr: Any,
+    indices: Any,
+    data: F64,
+    docs: Any,
+    mass: F64,
+    mass_sum: F64,
+    scale: float,
+    u: F64,
+    v: F64,
+    *,
+    eta: float,
+    gamma: float,
+    alpha: float = 1.0,
+    n_sweeps: int = 5,
+    seed: int = 0,
+    n_threads: Optional[int] = None,
+) -> dict[str, Any]: ...
+def antoniak_draws(n: int, c: float, n_draws: int, seed: int) -> Any: ...
+def tfsvi_rng_draws(seed: int, what: str, n: int, a: float = 1.0, b: float = 1.0) -> Any: ...

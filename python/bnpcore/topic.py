@@ -45,7 +45,7 @@ from bnpcore import _core
 from bnpcore.exceptions import NumericalError, ParameterError
 from bnpcore.stats import SuffStats
 
-__all__ = ["HDPTopicAlloc", "LDAAlloc", "TopicModel", "csr_rows_dense", "init_topic_stats"]
+__all__ = ["HDPTopicAlloc", "LDAAlloc", "TopicModel", "TruncationFreeHDPAlloc", "csr_rows_dense", "init_topic_stats"]
 
 #: pseudo tokens spread uniformly over the vocabulary per token of an initial topic's document
 #: (:func:`init_topic_stats`)
@@ -164,6 +164,60 @@ class HDPTopicAlloc:
 
     def merge_delta(self, stats) -> np.ndarray:  # pragma: no cover - topic merges use their own statistics
         raise NotImplementedError("topic merges are evaluated from the merge statistics of the document step")
+
+
+class TruncationFreeHDPAlloc:
+    r"""Allocation model of an HDP topic model fitted by truncation-free SVI (Wang & Blei 2012):
+    the top-level sticks are the fitted factors :math:`q(\bar\pi_k)=\mathrm{Beta}(u_k,v_k)`
+    stored with the summaries (fields ``tf_u``, ``tf_v``), so
+    :math:`\beta_k=\mathbb E[\pi^G_k]=\frac{u_k}{u_k+v_k}\prod_{\ell<k}\frac{v_\ell}{u_\ell+v_\ell}`
+    and the document prior is :math:`\alpha\beta_k`, :math:`\alpha\beta_{>K}` (as for
+    :class:`HDPTopicAlloc`). The method optimises no objective: :meth:`elbo` is NaN.
+    """
+
+    name = "hdp_topic_tf"
+    nested = True
+
+    def __init__(self, alpha: float = 0.5, gamma: float = 10.0):
+        self.alpha = float(alpha)
+        self.gamma = float(gamma)
+
+    def __repr__(self) -> str:
+        return f"TruncationFreeHDPAlloc(alpha={self.alpha!r}, gamma={self.gamma!r})"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "alpha": self.alpha, "gamma": self.gamma}
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        return cls(float(d["alpha"]), float(d["gamma"]))
+
+    def beta(self, stats) -> tuple[np.ndarray, float]:
+        """``(beta, beta_rem)`` from the stick factors."""
+        u = np.asarray(stats["tf_u"], dtype=np.float64)
+        v = np.asarray(stats["tf_v"], dtype=np.float64)
+        m = u / (u + v)
+        rest = np.concatenate([[1.0], np.cumprod(1.0 - m)])
+        return m * rest[:-1], float(rest[-1])
+
+    def global_step(self, stats) -> dict:
+        beta, beta_rem = self.beta(stats)
+        return {"beta": beta, "beta_rem": beta_rem}
+
+    def doc_prior(self, stats) -> tuple[np.ndarray, float]:
+        beta, beta_rem = self.beta(stats)
+        return np.ascontiguousarray(self.alpha * beta), max(self.alpha * beta_rem, 1e-300)
+
+    def weights(self, stats) -> np.ndarray:
+        return self.beta(stats)[0]
+
+    def e_log_pi(self, stats) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.log(self.beta(stats)[0])
+
+    def elbo(self, stats) -> float:
+        """NaN: truncation-free SVI has no objective."""
+        return float("nan")
 
 
 class LDAAlloc:

@@ -43,6 +43,9 @@ class FitState:
         reservoirs, failure memories, ``structure_version``; see
         :meth:`bnpcore.moves.MoveManager.get_state`), refreshed at the end of every lap so a
         warm start or a resumed checkpoint continues exactly.
+    truncation_free : dict
+        Counters of a truncation-free SVI fit (documents seen, steps, documents since the last
+        pruning; :mod:`bnpcore.algorithms.truncation_free`); empty for the other algorithms.
     """
 
     stats: SuffStats
@@ -61,6 +64,7 @@ class FitState:
     last_top_l: int | None = None
     n_rows: int = 0
     moves_state: dict = field(default_factory=dict)
+    truncation_free: dict = field(default_factory=dict)
 
     def new_uids(self, n: int) -> np.ndarray:
         out = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)
@@ -74,6 +78,13 @@ class FitState:
         h["elbo"].append(float(elbo))
         h["n_components"].append(int(np.sum(self.stats.N >= 1.0)))
         h["seconds"].append(float(self.seconds))
+
+    def record_value(self, key: str, value: float) -> None:
+        """Append ``value`` to the extra history entry ``key`` for the lap just recorded
+        (laps before it without a value get NaN)."""
+        h = self.history.setdefault(key, [])
+        h.extend([float("nan")] * (len(self.history["lap"]) - 1 - len(h)))
+        h.append(float(value))
 
     def apply_to_all(self, fn) -> None:
         """Apply the same column transformation to G and every batch memo (frozen ones too).

@@ -130,6 +130,10 @@ class VBEstimator(BaseEstimator):
     def _auto_algorithm(self) -> str:
         return "memoized"
 
+    #: algorithms a family adds to :data:`~bnpcore.algorithms.loop.ALGORITHMS` (e.g.
+    #: ``"truncation_free"``, :mod:`bnpcore.estimators._truncation_free`)
+    _extra_algorithms: tuple = ()
+
     def _algorithm(self) -> str:
         """``algorithm`` with ``"auto"`` resolved (:meth:`_auto_algorithm`)."""
         return self._auto_algorithm() if self.algorithm == "auto" else self.algorithm
@@ -151,7 +155,7 @@ class VBEstimator(BaseEstimator):
 
     # --------------------------------------------------------------- validation
     def _validate_engine_params(self) -> None:
-        check_param("algorithm", self.algorithm, kind="str", options=(*ALGORITHMS, "auto"))
+        check_param("algorithm", self.algorithm, kind="str", options=(*ALGORITHMS, *self._extra_algorithms, "auto"))
         check_param("n_batches", self.n_batches, kind="int", low=1, low_inclusive=True, allow_none=True)
         check_param("max_laps", self.max_laps, kind="int", low=1, low_inclusive=True)
         check_param("min_laps", self.min_laps, kind="int", low=1, low_inclusive=True)
@@ -285,14 +289,28 @@ class VBEstimator(BaseEstimator):
         self.n_features_in_ = source.n_features
 
     # ---------------------------------------------------------------------- fit
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, eval_X=None):
         """Fit the model to ``X`` (see the family's documentation for the accepted data).
+
+        ``eval_X`` (held-out data, optional) is scored with :meth:`score` after every lap and
+        the values are kept in ``history_["score"]``.
 
         Returns
         -------
         self
         """
         self._validate_params()
+        if self._algorithm() == "truncation_free":
+            return self._fit_truncation_free(X, eval_X)
+        if self._continuing() and getattr(self.state_, "truncation_free", None):
+            raise ParameterError(f"warm_start cannot continue a truncation-free fit with algorithm={self.algorithm!r}")
+        self._eval_X = eval_X
+        try:
+            return self._fit_dispatch(X)
+        finally:
+            self._eval_X = None
+
+    def _fit_dispatch(self, X):
         if self._is_one_shot(X):
             if self._backend() == "dask":
                 raise ParameterError("backend='dask' needs data the workers can read again: a list of .npy paths or a dask array")
@@ -353,8 +371,13 @@ class VBEstimator(BaseEstimator):
 
         stopped = []
 
+        eval_X = getattr(self, "_eval_X", None)
+
         def on_lap(info) -> bool:
             self._finalize(model)
+            if eval_X is not None:
+                st.record_value("score", self.score(eval_X))
+                self._finalize(model)
             stop = False
             if self.callback is not None:
                 stop = self.callback(
@@ -419,8 +442,12 @@ class VBEstimator(BaseEstimator):
         self
         """
         self._validate_params()
+        if self._algorithm() == "truncation_free":
+            return self._partial_fit_truncation_free(X)
         if self._algorithm() == "stochastic":
             raise ParameterError("partial_fit is the streaming memoized update; use algorithm='memoized' or 'full'")
+        if hasattr(self, "state_") and getattr(self.state_, "truncation_free", None):
+            raise ParameterError(f"partial_fit cannot continue a truncation-free fit with algorithm={self.algorithm!r}")
         bar = self._progress(1, unit="batch")
         try:
             try:
@@ -506,6 +533,10 @@ class VBEstimator(BaseEstimator):
             "n_components": np.asarray(st.history["n_components"], dtype=np.int64),
             "seconds": np.asarray(st.history["seconds"], dtype=np.float64),
         }
+        n_laps = len(st.history["lap"])
+        for k, v in st.history.items():  # e.g. "score" (held-out data given to fit), NaN-padded
+            if k not in self.history_:
+                self.history_[k] = np.asarray(list(v) + [float("nan")] * (n_laps - len(v)), dtype=np.float64)
         self.elbo_ = float(self.history_["elbo"][-1]) if len(self.history_["elbo"]) else float("nan")
         self.n_components_ = int(np.sum(G.N >= 1.0))
         self._set_fitted(model, G)

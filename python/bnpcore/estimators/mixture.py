@@ -11,6 +11,7 @@ from bnpcore.alloc import DPAlloc, FiniteAlloc
 from bnpcore.data.documents import BagOfWordsBatches
 from bnpcore.data.sources import ArrayBatches, ListBatches, NpyFile, ReiterableBatches, _check_lazy_2d, is_batch_list, open_npy_rows
 from bnpcore.estimators._engine import VBEstimator, is_one_shot
+from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeMixin
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
 from bnpcore.io import register_model_type
 from bnpcore.model import Model
@@ -85,6 +86,9 @@ class _BaseMixture(VBEstimator):
         prior_covariance="data",
         prior_scale=1.0,
         prior_count=None,
+        batch_size=100,
+        n_sweeps=5,
+        prune_every=20_000,
     ):
         self.obs = obs
         self.n_components = n_components
@@ -123,6 +127,9 @@ class _BaseMixture(VBEstimator):
         self.prior_covariance = prior_covariance
         self.prior_scale = prior_scale
         self.prior_count = prior_count
+        self.batch_size = batch_size
+        self.n_sweeps = n_sweeps
+        self.prune_every = prune_every
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
@@ -289,7 +296,7 @@ class _BaseMixture(VBEstimator):
         self.precisions_ = self.precisions_cholesky_ @ np.transpose(self.precisions_cholesky_, (0, 2, 1))
 
     # ----------------------------------------------------------------------- fit
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, eval_X=None):
         """Fit the model to ``X``.
 
         Parameters
@@ -316,13 +323,17 @@ class _BaseMixture(VBEstimator):
             ``ValueError`` naming the batch; the model is then left in the state it had before
             that batch.
         y : ignored
+        eval_X : array-like or None
+            Held-out rows scored with :meth:`score` after every lap; kept in
+            ``history_["score"]`` (the way to follow ``algorithm="truncation_free"``, which
+            has no objective).
 
         Returns
         -------
         self
         """
         names = _feature_names(X)
-        super().fit(X, y)
+        super().fit(X, y, eval_X=eval_X)
         self._set_feature_names(names)
         return self
 
@@ -524,9 +535,15 @@ _DOC_PARAMS = """
         :class:`FiniteMixture`, whose K stays fixed (there it is the model, not a start).
     gamma : float, default=1.0
         Concentration of the allocation prior.
-    algorithm : {"auto", "full", "memoized", "stochastic"}, default="auto"
+    algorithm : {"auto", "full", "memoized", "stochastic", "truncation_free"}, default="auto"
         Full-dataset coordinate ascent, memoized (exact, batched) or stochastic variational
-        inference. ``"auto"`` is ``"memoized"`` for :class:`DPMixture` (the moves' home: on the
+        inference; for :class:`DPMixture` with ``obs="mult"`` also ``"truncation_free"``, the
+        truncation-free stochastic algorithm of Wang & Blei (2012): it starts from zero
+        clusters (``n_components``, ``n_batches`` and ``init`` are ignored), samples each
+        minibatch of ``batch_size`` rows (integer counts) with a locally collapsed Gibbs
+        sampler that may open new clusters and updates the globals with the rate
+        :math:`\\rho_t=\\max(S/n_{\\rm seen},S/D)` (``docs/truncation_free.md``).
+        ``"auto"`` is ``"memoized"`` for :class:`DPMixture` (the moves' home: on the
         100,000 × 16, 25-cluster benchmark it finds the 25 clusters in 28 laps, where full laps
         with the same moves need 73 laps and about 9× the CPU time) and ``"full"`` for
         :class:`FiniteMixture` (scikit-learn's algorithm, unchanged; pass ``"memoized"`` for
@@ -611,6 +628,14 @@ _DOC_PARAMS = """
         ``LocalCluster`` for the fit and closes it afterwards. Not saved in model files.
     prior_dof, prior_mean_precision, prior_mean, prior_covariance, prior_scale, prior_count
         Prior hyperparameters; see :func:`bnpcore.obs.default_prior` for the data-scaled defaults.
+    batch_size : int, default=100
+        ``algorithm="truncation_free"``: rows per minibatch S.
+    n_sweeps : int, default=5
+        ``algorithm="truncation_free"``: Gibbs sweeps per minibatch after the sequential
+        initial pass (the last sample is used).
+    prune_every : int, default=20000
+        ``algorithm="truncation_free"``: clusters with fewer than one expected row are removed
+        (the rest re-ordered by size) every ``prune_every`` rows, and at least once per pass.
 
     Attributes
     ----------
@@ -649,7 +674,7 @@ _DOC_PARAMS = """
 """
 
 
-class DPMixture(_BaseMixture):
+class DPMixture(TruncationFreeMixin, _BaseMixture):
     __doc__ = (
         r"""Dirichlet-process mixture model fitted by variational inference.
 
@@ -675,6 +700,21 @@ class DPMixture(_BaseMixture):
 
     def _make_alloc(self) -> DPAlloc:
         return DPAlloc(self.gamma)
+
+    _extra_algorithms = (TRUNCATION_FREE,)
+    _tf_kind = "dp_mult"
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        self._validate_tf_params()
+        if self.algorithm == TRUNCATION_FREE:
+            if self.obs != "mult":
+                raise ParameterError(f"algorithm='truncation_free' is for obs='mult' (count data), got obs={self.obs!r}")
+            if self.prior_count is not None and (np.ndim(self.prior_count) != 0 or not float(self.prior_count) > 0):
+                raise ParameterError(f"algorithm='truncation_free' needs a positive scalar `prior_count`, got {self.prior_count!r}")
+
+    def _tf_eta(self) -> float:
+        return 0.1 if self.prior_count is None else float(self.prior_count)
 
     def _auto_algorithm(self) -> str:
         return "memoized"

@@ -12,11 +12,12 @@ import numpy as np
 from bnpcore._validation import check_counts_csr, check_param, is_sparse, make_csr
 from bnpcore.data.documents import DocumentBatches, DocumentStream, _is_iterator, bow_to_csr, document_source
 from bnpcore.estimators._engine import VBEstimator
+from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeMixin
 from bnpcore.exceptions import DataError, ParameterError
 from bnpcore.io import register_model_type
 from bnpcore.moves.topic import TopicMoveConfig, TopicMoveManager
 from bnpcore.obs import ObsModel
-from bnpcore.topic import HDPTopicAlloc, LDAAlloc, TopicModel, init_topic_stats
+from bnpcore.topic import HDPTopicAlloc, LDAAlloc, TopicModel, TruncationFreeHDPAlloc, init_topic_stats
 
 __all__ = ["FiniteTopicModel", "HDPTopicModel"]
 
@@ -168,7 +169,7 @@ class _BaseTopicModel(VBEstimator):
         self.counts_ = np.asarray(G.N, dtype=np.float64).copy()
 
     # ----------------------------------------------------------------------- fit
-    def fit(self, X, y=None, *, n_vocab=None):
+    def fit(self, X, y=None, *, n_vocab=None, eval_X=None):
         """Fit the topic model to the corpus ``X``.
 
         Parameters
@@ -194,6 +195,9 @@ class _BaseTopicModel(VBEstimator):
         n_vocab : int or None
             Vocabulary size, when it is larger than the largest word id + 1 of a bag-of-words
             corpus; required for an iterator of documents (unless the model is already fitted).
+        eval_X : held-out documents or None
+            Scored with :meth:`score` after every lap (pass); kept in ``history_["score"]``.
+            The way to follow ``algorithm="truncation_free"``, which has no objective.
 
         Returns
         -------
@@ -205,7 +209,7 @@ class _BaseTopicModel(VBEstimator):
         try:
             if self._is_one_shot(X):
                 X = self._as_batch_stream(X, n_vocab)
-            return super().fit(X, y)
+            return super().fit(X, y, eval_X=eval_X)
         finally:
             self._fit_n_vocab = None
 
@@ -457,7 +461,7 @@ _DOC_COMMON = """
 """
 
 
-class HDPTopicModel(_BaseTopicModel):
+class HDPTopicModel(TruncationFreeMixin, _BaseTopicModel):
     __doc__ = (
         r"""Hierarchical Dirichlet process topic model fitted by variational inference.
 
@@ -482,7 +486,32 @@ class HDPTopicModel(_BaseTopicModel):
     gamma : float, default=10.0
         Top-level concentration.
 """
-        + _DOC_COMMON
+        + _DOC_COMMON.replace(
+            """        or stochastic variational inference (Hughes thesis §5.4).""",
+            """        or stochastic variational inference (Hughes thesis §5.4); HDP only,
+        ``"truncation_free"``: the truncation-free stochastic algorithm of Wang & Blei (2012),
+        which starts from zero topics (``n_components``, ``n_batches``, ``init`` and the
+        document-step options are ignored), samples each minibatch of ``batch_size``
+        documents with a locally collapsed Gibbs sampler that can open new topics, and
+        updates the topics with the rate :math:`\\rho_t=\\max(S/n_{\\rm seen},S/D)`
+        (``docs/truncation_free.md``).""",
+        ).replace(
+            """
+    Attributes
+    ----------""",
+            """    batch_size : int, default=100
+        ``algorithm="truncation_free"``: documents per minibatch S.
+    n_sweeps : int, default=5
+        ``algorithm="truncation_free"``: Gibbs sweeps per minibatch after the sequential
+        initial pass (the last sample is used).
+    prune_every : int, default=20000
+        ``algorithm="truncation_free"``: topics with fewer than one expected word are removed
+        (and the rest re-ordered by size) every ``prune_every`` documents, and at least once
+        per pass.
+
+    Attributes
+    ----------""",
+        )
         + """
     Examples
     --------
@@ -536,6 +565,9 @@ class HDPTopicModel(_BaseTopicModel):
         schedule="sequential",
         backend="local",
         client=None,
+        batch_size=100,
+        n_sweeps=5,
+        prune_every=20_000,
     ):
         self.n_components = n_components
         self.alpha = alpha
@@ -572,9 +604,27 @@ class HDPTopicModel(_BaseTopicModel):
         self.schedule = schedule
         self.backend = backend
         self.client = client
+        self.batch_size = batch_size
+        self.n_sweeps = n_sweeps
+        self.prune_every = prune_every
 
-    def _make_alloc(self) -> HDPTopicAlloc:
+    _extra_algorithms = (TRUNCATION_FREE,)
+    _tf_kind = "hdp"
+
+    def _make_alloc(self):
+        if self.algorithm == TRUNCATION_FREE:
+            return TruncationFreeHDPAlloc(float(self.alpha), float(self.gamma))
         return HDPTopicAlloc(float(self.alpha), float(self.gamma))
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        self._validate_tf_params()
+
+    def _tf_eta(self) -> float:
+        return float(self.prior_count)
+
+    def _tf_alpha(self) -> float:
+        return float(self.alpha)
 
 
 class FiniteTopicModel(_BaseTopicModel):

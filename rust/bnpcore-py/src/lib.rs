@@ -10,6 +10,7 @@ mod local;
 mod obs;
 mod parallel;
 mod special;
+mod tfsvi;
 mod topic;
 
 use pyo3::prelude::*;
@@ -25,6 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parallel::_after_fork_in_child, m)?)?;
     topic::register(m)?;
     hmm::register(m)?;
+    tfsvi::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

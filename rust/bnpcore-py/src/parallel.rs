@@ -76,6 +76,21 @@ where
     }
 }
 
+/// Run `f` without the GIL on the calling thread (no hand-over to a pool thread): for calls
+/// that are small or sequential, where waking the pool would cost more than the work. Rayon
+/// calls inside `f` use the global pool (results of the core never depend on the pool).
+pub fn run_on_caller<T, F>(py: Python<'_>, f: F) -> PyResult<T>
+where
+    T: Send,
+    F: FnOnce() -> bnpcore::Result<T> + Send,
+{
+    match py.detach(|| catch_unwind(AssertUnwindSafe(f))) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(to_py(py, e)),
+        Err(payload) => Err(panic_to_py(payload)),
+    }
+}
+
 /// Run a small, sequential `f` (no rayon inside) on the calling thread with the GIL held:
 /// O(K) work where handing over to a pool thread would cost more than the work. Panics are
 /// caught and errors mapped as in [`run`].

@@ -15,12 +15,12 @@ use pyo3::types::PyDict;
 use crate::parallel::{run, run_inline};
 
 /// CSR index arrays as scipy stores them (`int32` or `int64`, same dtype for both).
-enum Csr<'py> {
+pub(crate) enum Csr<'py> {
     I32(PyReadonlyArray1<'py, i32>, PyReadonlyArray1<'py, i32>),
     I64(PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, i64>),
 }
 
-fn extract_csr<'py>(indptr: &Bound<'py, PyAny>, indices: &Bound<'py, PyAny>) -> PyResult<Csr<'py>> {
+pub(crate) fn extract_csr<'py>(indptr: &Bound<'py, PyAny>, indices: &Bound<'py, PyAny>) -> PyResult<Csr<'py>> {
     if let (Ok(p), Ok(i)) = (indptr.extract::<PyReadonlyArray1<i64>>(), indices.extract::<PyReadonlyArray1<i64>>()) {
         return Ok(Csr::I64(p, i));
     }

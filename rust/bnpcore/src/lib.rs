@@ -32,6 +32,7 @@ pub mod parallel;
 pub mod special;
 #[cfg(test)]
 mod test_rng;
+pub mod tfsvi;
 
 pub use error::{Error, Result};
 pub use obs::{Obs, ObsModel};

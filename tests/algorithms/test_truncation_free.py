@@ -1,0 +1,305 @@
+"""Truncation-free SVI (Wang & Blei 2012): the Rust minibatch kernels against the numpy
+reference (same random stream), the samplers, the stochastic update, pruning, and the
+``algorithm="truncation_free"`` estimators (spec P16, thread-count identity, persistence, bad
+input)."""
+
+from __future__ import annotations
+
+import warnings
+
+import bnpcore
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from bnpcore import DPMixture, FiniteMixture, HDPTopicModel, _core
+from bnpcore._reference import tfsvi as ref
+from bnpcore.algorithms.truncation_free import TFConfig, TFState, learning_rate, prune, tf_step
+from bnpcore.datasets import make_bars
+from bnpcore.exceptions import DataError, ParameterError
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+# ----------------------------------------------------------------------------- random numbers
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2**63 + 5])
+def test_generator_matches_reference(seed):
+    r = ref.RefRng(seed)
+    assert list(_core.tfsvi_rng_draws(seed, "u64", 20)) == [r.next_u64() for _ in range(20)]
+    r = ref.RefRng(seed)
+    assert np.array_equal(_core.tfsvi_rng_draws(seed, "normal", 50), [r.normal() for _ in range(50)])
+    for a, b in [(0.05, 3.0), (1.0, 1.0), (40.0, 0.3)]:
+        r = ref.RefRng(seed)
+        assert np.array_equal(_core.tfsvi_rng_draws(seed, "beta", 30, a, b), [r.beta(a, b) for _ in range(30)])
+
+
+@pytest.mark.parametrize(("n", "c"), [(1, 0.2), (7, 1.0), (60, 0.05), (300, 12.0)])
+def test_antoniak_mean_and_support(n, c):
+    """P16: the Antoniak sampler's mean matches Σ_i c/(c+i−1) (z-test at 5 standard errors,
+    fixed seed); draws lie in [1, n]."""
+    draws = _core.antoniak_draws(n, c, 20_000, 123).astype(np.float64)
+    p = c / (c + np.arange(n))
+    se = np.sqrt((p * (1 - p)).sum() / draws.size)
+    assert abs(draws.mean() - p.sum()) <= 5 * se + 1e-12
+    assert draws.min() >= 1 and draws.max() <= n
+    assert _core.antoniak_draws(0, c, 5, 1).tolist() == [0] * 5
+
+
+def test_antoniak_rejects_bad_concentration():
+    with pytest.raises(ValueError, match="c"):
+        _core.antoniak_draws(3, 0.0, 2, 0)
+
+
+# ----------------------------------------------------------------------------- kernels vs reference
+
+
+@st.composite
+def _problem(draw):
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    D, V, T = draw(st.integers(1, 7)), draw(st.integers(1, 10)), draw(st.integers(0, 5))
+    dense = rng.integers(0, 4, (D, V)) * (rng.random((D, V)) < 0.6)
+    X = sp.csr_array(dense.astype(np.float64))
+    mass = rng.gamma(1.0, 3.0, (T, V)) * (rng.random((T, V)) < 0.8)
+    u = 1.0 + rng.gamma(1.0, 2.0, T)
+    v = draw(st.floats(0.2, 5.0)) + rng.gamma(1.0, 5.0, T)
+    docs = rng.permutation(D)[: draw(st.integers(1, D))].astype(np.int64)
+    kw = dict(eta=draw(st.floats(0.01, 1.0)), gamma=draw(st.floats(0.1, 5.0)), n_sweeps=draw(st.integers(0, 3)), seed=seed)
+    return X, docs, mass, mass.sum(axis=1), draw(st.floats(0.05, 3.0)), u, v, kw
+
+
+@settings(max_examples=40, deadline=None)
+@given(_problem(), st.floats(0.1, 5.0))
+def test_hdp_kernel_equals_reference(problem, alpha):
+    X, docs, mass, msum, scale, u, v, kw = problem
+    got = _core.tfsvi_batch("hdp", X.indptr, X.indices, X.data, docs, mass, msum, scale, u, v, alpha=alpha, **kw)
+    want = ref.hdp_batch(X, docs, mass, msum, scale, u, v, alpha=alpha, **kw)
+    assert got["n_components"] == want["n_components"]
+    for key in ("topic", "word", "count", "stick_counts", "tokens"):
+        assert np.array_equal(got[key], want[key]), key
+    # every token of the minibatch is assigned once; tables <= tokens, >= 1 where used
+    assert got["count"].sum() == X[docs].sum()
+    used = got["tokens"] > 0
+    assert np.all(got["stick_counts"][used] >= 1) and np.all(got["stick_counts"] <= got["tokens"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(_problem())
+def test_dp_kernel_equals_reference(problem):
+    X, docs, mass, msum, scale, u, v, kw = problem
+    got = _core.tfsvi_batch("dp_mult", X.indptr, X.indices, X.data, docs, mass, msum, scale, u, v, **kw)
+    want = ref.dp_mult_batch(X, docs, mass, msum, scale, u, v, **kw)
+    for key in ("topic", "word", "count", "stick_counts", "tokens", "assignments"):
+        assert np.array_equal(got[key], want[key]), key
+    assert got["stick_counts"].sum() == docs.size
+
+
+def test_kernels_are_thread_count_independent():
+    """The DP kernel's per-component likelihoods run in parallel for large T × words, the HDP
+    kernel's table counts per document: results are bit-identical for 1 and 2 threads."""
+    rng = np.random.default_rng(4)
+    D, V, T = 40, 300, 120
+    X = sp.csr_array(rng.poisson(0.3, (D, V)).astype(np.float64))
+    mass = rng.gamma(0.5, 2.0, (T, V))
+    u, v = 1 + rng.gamma(1, 3, T), 1 + rng.gamma(1, 30, T)
+    docs = np.arange(D, dtype=np.int64)
+    for kind in ("hdp", "dp_mult"):
+        outs = [
+            _core.tfsvi_batch(kind, X.indptr, X.indices, X.data, docs, mass, mass.sum(1), 0.7, u, v, eta=0.1, gamma=1.0, seed=9, n_threads=n)
+            for n in (1, 2)
+        ]
+        for key in ("topic", "word", "count", "stick_counts", "tokens"):
+            assert np.array_equal(outs[0][key], outs[1][key])
+
+
+def test_kernel_bad_input():
+    X = sp.csr_array(np.array([[1.0, 2.0], [0.0, 3.0]]))
+    m, e = np.zeros((0, 2)), np.zeros(0)
+    call = lambda **kw: _core.tfsvi_batch(  # noqa: E731
+        kw.pop("kind", "hdp"), X.indptr, X.indices, kw.pop("data", X.data), kw.pop("docs", np.array([0, 1])), m, e, 1.0, e, e, eta=kw.pop("eta", 0.1), gamma=1.0
+    )
+    with pytest.raises(DataError, match="integer"):
+        call(data=np.array([1.0, 2.5, 3.0]))
+    with pytest.raises(DataError, match="integer"):
+        call(data=np.array([1.0, -2.0, 3.0]))
+    with pytest.raises(DataError):
+        call(data=np.array([1.0, np.nan, 3.0]))
+    with pytest.raises(DataError, match="docs"):
+        call(docs=np.array([5]))
+    with pytest.raises(ParameterError, match="eta"):
+        call(eta=0.0)
+    with pytest.raises(ParameterError, match="kind"):
+        call(kind="lda")
+
+
+# ----------------------------------------------------------------------------- the update
+
+
+def test_learning_rate_schedule():
+    assert learning_rate(10, 10, 1000) == 1.0
+    assert learning_rate(10, 500, 1000) == pytest.approx(0.02)
+    assert learning_rate(10, 1000, 1000) == pytest.approx(0.01)
+    assert learning_rate(1000, 1000, 100) == 1.0
+
+
+def test_first_step_and_growth_from_zero():
+    """P16: from T = 0 the first minibatch opens components; with ρ = 1 the topics are
+    λ = η + (D/S)·n exactly, and λ ≥ η everywhere."""
+    X, _ = make_bars(n_docs=60, random_state=0)
+    X = sp.csr_array(X)
+    cfg = TFConfig(kind="hdp", eta=0.05, gamma=1.0, alpha=1.0, batch_size=20, n_sweeps=2)
+    state = TFState.empty(X.shape[1])
+    out = tf_step(state, X, np.arange(20), 60, cfg, seed=3)
+    assert out["rho"] == 1.0 and state.n_components == out["n_components"] > 0
+    dense = np.zeros_like(state.mass)
+    np.add.at(dense, (out["topic"], out["word"]), out["count"])
+    assert np.allclose(state.scale * state.mass, 3.0 * dense, rtol=1e-12, atol=0)
+    assert np.all(state.mass >= 0)
+    c = out["stick_counts"]
+    assert np.allclose(state.u, 1 + 3 * c) and np.allclose(state.v, 1.0 + 3 * (c.sum() - np.cumsum(c)))
+    # second step: ρ = S / n_seen = 1/2
+    out2 = tf_step(state, X, np.arange(20, 40), 60, cfg, seed=4)
+    assert out2["rho"] == pytest.approx(0.5)
+
+
+def test_prune_removes_small_and_reorders():
+    cfg = TFConfig(kind="hdp", eta=0.1, gamma=2.0, alpha=1.0, batch_size=1)
+    mass = np.array([[0.3, 0.2, 0.0], [5.0, 1.0, 0.0], [0.0, 0.0, 9.0]])
+    state = TFState(mass, mass.sum(1), 1.0, np.array([1.5, 3.0, 7.0]), np.ones(3), np.arange(3))
+    assert prune(state, cfg) == 1
+    assert state.uids.tolist() == [2, 1]  # by decreasing u − 1
+    assert np.allclose(state.v, [2.0 + 2.0, 2.0])
+    assert np.all(state.mass_sum >= 1)
+
+
+# ----------------------------------------------------------------------------- estimators
+
+
+@pytest.fixture(scope="module")
+def bars():
+    X, _ = make_bars(n_docs=150, random_state=0)
+    Xt, _ = make_bars(n_docs=40, random_state=1)
+    return X, Xt
+
+
+def _hdp(**kw):
+    base = dict(algorithm="truncation_free", batch_size=25, max_laps=2, random_state=0, gamma=1.0, alpha=1.0)
+    base.update(kw)
+    return HDPTopicModel(**base)
+
+
+def test_hdp_grows_from_zero_and_prunes(bars):
+    """P16 on toy bars: topics grow from zero, every kept topic has at least one expected
+    word after the last pass's pruning, λ ≥ η."""
+    X, Xt = bars
+    m = _hdp(max_laps=3).fit(X, eval_X=Xt)
+    assert m.n_components_ >= 5
+    assert np.all(m.counts_ >= 1.0)
+    assert np.all(m.components_ >= m.prior_count)
+    assert np.isnan(m.elbo_) and np.all(np.isnan(m.history_["elbo"]))
+    assert np.all(np.isfinite(m.history_["score"])) and len(m.history_["score"]) == 3
+    theta = m.transform(Xt)
+    assert theta.shape == (Xt.shape[0], m.n_components_) and np.allclose(theta.sum(1), 1)
+    assert 0 < m.topic_weights_.sum() < 1
+    assert np.isfinite(m.score(Xt))
+
+
+def test_hdp_thread_count_and_warm_start_identity(bars, tmp_path):
+    X, _ = bars
+    a = _hdp(n_threads=1, max_laps=4).fit(X)
+    b = _hdp(n_threads=2, max_laps=4).fit(X)
+    assert np.array_equal(a.components_, b.components_) and np.array_equal(a.topic_weights_, b.topic_weights_)
+    c = _hdp(n_threads=2, max_laps=2, checkpoint_path=str(tmp_path / "ck.npz")).fit(X)
+    c = bnpcore.load(tmp_path / "ck.npz")
+    c.set_params(warm_start=True, max_laps=2, checkpoint_path=None)
+    c.fit(X)
+    assert np.array_equal(a.components_, c.components_)
+    assert c.history_["lap"].tolist() == [1, 2, 3, 4]
+
+
+def test_dp_mult_truncation_free():
+    rng = np.random.default_rng(0)
+    K, V = 6, 40
+    phi = rng.dirichlet(np.full(V, 0.1), K)
+    z = rng.integers(K, size=600)
+    X = np.stack([rng.multinomial(25, phi[k]) for k in z]).astype(np.float64)
+    m = DPMixture(obs="mult", algorithm="truncation_free", batch_size=20, max_laps=3, random_state=1).fit(X[:500], eval_X=X[500:])
+    from sklearn.metrics import adjusted_rand_score
+
+    assert adjusted_rand_score(z[:500], m.predict(X[:500])) > 0.95
+    assert np.all(m.counts_ >= 1.0)
+    assert np.all(np.isfinite(m.history_["score"]))
+    # the DP allocation model reads the fitted sticks exactly: w_k = E[π_k] under Beta(u, v)
+    u, v = m.summaries_["tf_u"], m.summaries_["tf_v"]
+    mean = u / (u + v)
+    w = mean * np.concatenate([[1.0], np.cumprod(1 - mean)[:-1]])
+    assert np.allclose(m.weights_, w / w.sum(), rtol=1e-12)
+    # sparse input gives the same model; two threads too
+    s = DPMixture(obs="mult", algorithm="truncation_free", batch_size=20, max_laps=3, random_state=1, n_threads=2).fit(sp.csr_matrix(X[:500]))
+    assert np.array_equal(s.means_, m.means_)
+
+
+def test_partial_fit_streams(bars):
+    X, _ = bars
+    X = sp.csr_array(X)
+    m = _hdp()
+    for lo in range(0, 150, 50):
+        m.partial_fit(X[lo : lo + 50])
+    assert m.n_components_ >= 3 and len(m.history_["lap"]) == 3
+    assert m.state_.truncation_free["n_seen"] == 150
+    with pytest.raises(ValueError, match="columns"):
+        m.partial_fit(sp.csr_array(np.ones((2, X.shape[1] + 1))))
+    # an iterator of batches is a stream
+    s = _hdp().fit(iter([X[:75], X[75:]]))
+    assert s.n_iter_ == 2 and s.n_components_ >= 3
+
+
+def test_save_load_predicts_identically(bars, tmp_path):
+    X, Xt = bars
+    m = _hdp().fit(X)
+    m.save(tmp_path / "m.npz")
+    r = bnpcore.load(tmp_path / "m.npz")
+    assert np.array_equal(r.transform(Xt), m.transform(Xt))
+    assert r.score(Xt) == m.score(Xt)
+    assert r.get_params()["algorithm"] == "truncation_free"
+
+
+def test_bad_input_and_parameters(bars):
+    X, _ = bars
+    Xf = sp.csr_array(X, dtype=np.float64, copy=True)
+    Xf.data[0] = 0.5
+    with pytest.raises(DataError, match="integer"):
+        _hdp().fit(Xf)
+    with pytest.raises(DataError, match="integer"):
+        DPMixture(obs="mult", algorithm="truncation_free").fit(np.array([[1.0, 0.5], [2.0, 1.0]]))
+    with pytest.raises(ValueError):
+        DPMixture(obs="mult", algorithm="truncation_free").fit(np.array([[1.0, -1.0], [2.0, 1.0]]))
+    with pytest.raises(ValueError):
+        DPMixture(obs="mult", algorithm="truncation_free").fit(np.array([[1.0, np.nan], [2.0, 1.0]]))
+    with pytest.raises(ParameterError, match="obs='mult'"):
+        DPMixture(obs="gauss", algorithm="truncation_free").fit(np.ones((5, 2)))
+    with pytest.raises(ParameterError, match="algorithm"):
+        FiniteMixture(obs="mult", algorithm="truncation_free").fit(np.ones((5, 2)))
+    with pytest.raises(ParameterError, match="moves"):
+        _hdp(moves=("merge",)).fit(X)
+    with pytest.raises(ParameterError, match="batch_size"):
+        _hdp(batch_size=0).fit(X)
+    with pytest.raises(ParameterError, match="backend"):
+        _hdp(backend="dask").fit(X)
+    with pytest.raises(DataError, match="no words"):
+        _hdp().fit(sp.csr_array((3, 5)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnpcore.exceptions.ConvergenceWarning)
+        m = HDPTopicModel(max_laps=2, random_state=0).fit(X)
+    m.set_params(algorithm="truncation_free", warm_start=True)
+    with pytest.raises(ParameterError, match="warm_start"):
+        m.fit(X)
+
+
+def test_eval_X_for_other_algorithms(bars):
+    X, Xt = bars
+    m = HDPTopicModel(max_laps=3, tol=1e-30, min_laps=3, random_state=0)
+    with pytest.warns(bnpcore.exceptions.ConvergenceWarning):
+        m.fit(X, eval_X=Xt)
+    assert m.history_["score"].shape == m.history_["lap"].shape
+    assert np.all(np.isfinite(m.history_["score"]))
