@@ -76,11 +76,11 @@ def run_corpus(X, Xt, budget, laps, sizes):
     D = X.shape[0]
     out = []
     for S in sizes:
-        out.append(_run(f"tf-svi S={S}", lambda **kw: HDPTopicModel(algorithm="truncation_free", batch_size=S, random_state=0, **HYPER, **kw),
+        out.append(_run(f"tf-svi S={S}", lambda S=S, **kw: HDPTopicModel(algorithm="truncation_free", batch_size=S, random_state=0, **HYPER, **kw),
                         X, Xt, budget, laps))
     for S in sizes:
         nb = max(1, D // S)
-        out.append(_run(f"svi K=300 S={S}", lambda **kw: HDPTopicModel(n_components=300, algorithm="stochastic", n_batches=nb, init="random_docs",
+        out.append(_run(f"svi K=300 S={S}", lambda nb=nb, **kw: HDPTopicModel(n_components=300, algorithm="stochastic", n_batches=nb, init="random_docs",
                                                                     learning_rate_delay=1.0, learning_rate_decay=0.6, random_state=0, **HYPER, **kw),
                         X, Xt, budget, laps))
     out.append(_run("memoized+moves", lambda **kw: HDPTopicModel(random_state=0, **HYPER, **kw), X, Xt, budget, laps))

@@ -269,3 +269,33 @@ def test_topic_model_on_dask_equals_local(client):
     assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])
     assert local.moves_log_ == remote.moves_log_
     assert np.array_equal(local.topics_, remote.topics_)
+
+
+def test_tune_malloc_only_under_a_nanny_setting(monkeypatch):
+    """The worker-side allocator fix (docs/distributed.md, "Cost") calls mallopt once, only
+    when the nanny's MALLOC_TRIM_THRESHOLD_ is set and it is not turned off."""
+    import ctypes
+
+    from bnpcore import distributed as bd
+
+    calls = []
+
+    class FakeLibc:
+        def mallopt(self, param, value):
+            calls.append((param, value))
+            return 1
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeLibc())
+    for env, expect in (({"MALLOC_TRIM_THRESHOLD_": "65536"}, 2), ({}, 0),
+                        ({"MALLOC_TRIM_THRESHOLD_": "65536", "BNPCORE_DASK_MALLOC_TUNE": "0"}, 0)):
+        calls.clear()
+        monkeypatch.setattr(bd, "_malloc_tuned", False)
+        monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+        monkeypatch.delenv("BNPCORE_DASK_MALLOC_TUNE", raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        bd._tune_malloc()
+        bd._tune_malloc()  # once per process
+        assert len(calls) == expect
+        if expect:
+            assert dict(calls) == {bd._M_TRIM_THRESHOLD: 256 * 1024 * 1024, bd._M_MMAP_THRESHOLD: 32 * 1024 * 1024}
