@@ -27,8 +27,10 @@ import os
 import numpy as np
 
 __all__ = [
+    "load_basic_motions",
     "load_digits",
     "load_image_patches",
+    "load_japanese_vowels",
     "load_lee_corpus",
     "load_mnist_subset",
     "load_reuters",
@@ -825,6 +827,105 @@ def _package_file(package: str, *parts: str, what: str) -> str:
         if os.path.exists(path):
             return path
     raise ImportError(f"{package} is installed but {'/'.join((package, *parts))} was not found; reinstall {package}")
+
+
+def read_ts(path):
+    """Read a multivariate time-series file in the ``.ts`` format of the UEA/UCR archive (as
+    shipped with sktime): ``#`` comment and ``@`` header lines, then one series per line with
+    its dimensions separated by ``:`` (values by ``,``) and the class label last.
+
+    Returns
+    -------
+    series : list of ndarray of shape (T_i, n_dims)
+    labels : list of str
+    """
+    series, labels, n_dims = [], [], None
+    with open(path, encoding="utf-8") as f:
+        in_data = False
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("@"):
+                key, _, value = line[1:].partition(" ")
+                if key.lower() == "dimensions":
+                    n_dims = int(value)
+                in_data = in_data or key.lower() == "data"
+                continue
+            if not in_data:
+                raise ValueError(f"{path}: line {n}: data before the @data header")
+            *dims, label = line.split(":")
+            if n_dims is not None and len(dims) != n_dims:
+                raise ValueError(f"{path}: line {n}: {len(dims)} dimensions, header says {n_dims}")
+            cols = [np.array([float(v) if v != "?" else np.nan for v in d.split(",")]) for d in dims]
+            if len({c.size for c in cols}) != 1:
+                raise ValueError(f"{path}: line {n}: dimensions of different lengths")
+            series.append(np.stack(cols, axis=1))
+            labels.append(label.strip())
+    return series, labels
+
+
+def _load_sktime_ts(name: str, split: str, what: str):
+    if split not in ("train", "test", "all"):
+        raise ValueError(f"`split` must be 'train', 'test' or 'all', got {split!r}")
+    parts = ("TRAIN", "TEST") if split == "all" else (split.upper(),)
+    series, labels = [], []
+    for part in parts:
+        path = _package_file("sktime", "datasets", "data", name, f"{name}_{part}.ts", what=what)
+        s, lab = read_ts(path)
+        series += s
+        labels += lab
+    X = np.ascontiguousarray(np.concatenate(series, axis=0), dtype=np.float64)
+    lengths = np.array([s.shape[0] for s in series], dtype=np.int64)
+    return X, lengths, np.asarray(labels)
+
+
+def load_basic_motions(split="all"):
+    """BasicMotions (UEA archive, shipped with sktime): smart-watch accelerometer and gyroscope
+    (6 channels, 10 Hz, 100 steps per sequence) while standing, walking, running or playing
+    badminton; 40 training and 40 test sequences. Read from sktime's data files without
+    importing sktime.
+
+    Parameters
+    ----------
+    split : {"all", "train", "test"}
+
+    Returns
+    -------
+    X : ndarray of shape (sum of lengths, 6)
+        The sequences concatenated (hmmlearn's convention).
+    lengths : ndarray of int64
+    labels : ndarray of str, one activity per sequence
+
+    Raises
+    ------
+    ImportError
+        If sktime is not installed.
+    """
+    return _load_sktime_ts("BasicMotions", split, "load_basic_motions")
+
+
+def load_japanese_vowels(split="all"):
+    """JapaneseVowels (UCI, shipped with sktime): 12 LPC cepstrum coefficients of nine male
+    speakers saying /ae/, 7 to 29 frames per utterance; 270 training and 370 test utterances.
+    Read from sktime's data files without importing sktime.
+
+    Parameters
+    ----------
+    split : {"all", "train", "test"}
+
+    Returns
+    -------
+    X : ndarray of shape (sum of lengths, 12)
+    lengths : ndarray of int64
+    labels : ndarray of str, the speaker ("1" to "9") of each utterance
+
+    Raises
+    ------
+    ImportError
+        If sktime is not installed.
+    """
+    return _load_sktime_ts("JapaneseVowels", split, "load_japanese_vowels")
 
 
 def load_reuters():

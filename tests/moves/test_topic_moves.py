@@ -86,3 +86,47 @@ def test_accepted_moves_raise_the_objective():
         assert set(r) >= {"lap", "kind", "uids", "elbo_before", "elbo_after", "elbo_gain", "accepted"}
     e = m.history_["elbo"]
     assert np.all(np.diff(e) >= -1e-9 * np.abs(e[1:]))
+
+
+def _shared_vocabulary_corpus(seed, D=300, V=500, K=8, L=100):
+    """Topics that share half their mass (a Zipf background) and differ in 30 words each: with
+    a sparse topic prior the k-means birth candidate of a one-topic model is rejected."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    zipf = 1.0 / np.arange(1, V + 1)
+    zipf /= zipf.sum()
+    topics = []
+    for _ in range(K):
+        spec = np.zeros(V)
+        spec[rng.choice(V, 30, replace=False)] = rng.dirichlet(np.ones(30))
+        topics.append(0.5 * zipf + 0.5 * spec)
+    topics = np.array(topics)
+    X = np.stack([rng.multinomial(L, rng.dirichlet(np.full(K, 0.2)) @ topics) for _ in range(D)]).astype(np.float64)
+    return sp.csr_array(X)
+
+
+def test_refined_birth_candidate_grows_a_stuck_model():
+    """With prior_count=0.01 the first (k-means) birth candidate of a one-topic model loses
+    objective and, before the refined second candidate existed, the fit stayed at one topic;
+    the refined candidate is accepted, raises the objective, and the model grows."""
+    import warnings
+
+    from bnpcore import HDPTopicModel
+    from bnpcore.exceptions import ConvergenceWarning
+
+    X = _shared_vocabulary_corpus(0)
+    kw = dict(random_state=0, max_laps=15, alpha=1.0, gamma=1.0, prior_count=0.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        stuck = HDPTopicModel(move_options={"birth_refine_iters": 0}, **kw).fit(X)
+        grown = HDPTopicModel(**kw).fit(X)
+    assert stuck.n_components_ == 1
+    assert grown.n_components_ >= 5 and grown.elbo_ > stuck.elbo_ + 1000
+    births = [r for r in grown.moves_log_ if r["kind"] == "birth"]
+    first_refined = next(r for r in births if r.get("refined"))
+    assert first_refined["accepted"] and first_refined["elbo_gain"] > 0
+    # the refined candidate is tried only after the first one of the same target failed
+    i = births.index(first_refined)
+    assert i > 0 and not births[i - 1]["accepted"] and births[i - 1]["uids"] == first_refined["uids"]
+    assert np.all(np.diff(grown.history_["elbo"][1:]) >= -1e-8 * np.abs(grown.history_["elbo"][1:-1]))

@@ -75,7 +75,13 @@ class TopicMoveConfig:
         (document-step passes of a delete candidate, default 1), ``delete_max_size`` (only
         topics with ``N_k`` below this fraction of the tokens, default 0.2), and the birth
         settings ``birth_n_new`` (10), ``birth_passes`` (1), ``birth_max_docs`` (2000),
-        ``birth_min_count`` (1), ``birth_kmeans_iters`` (10), ``birth_keep_fraction`` (0.1).
+        ``birth_min_count`` (1), ``birth_kmeans_iters`` (10), ``birth_keep_fraction`` (0.1),
+        ``birth_refine_iters`` (10: when the k-means candidate is rejected, iterations of a
+        small LDA fit on the target's histograms that build a second, softer candidate; 0
+        tries only the first), ``birth_refine_min_share`` (0.25: only for targets holding at
+        least this share of the tokens, where a rejected first candidate most likely hides
+        structure; on a converged model the second candidate would cost a pass per lap for
+        nothing).
     monotone : bool
         Keep a batch's memo when its new summaries lower the objective (module docstring).
     n_threads : int or None
@@ -107,6 +113,8 @@ class TopicMoveManager:
         "birth_min_count": 1.0,
         "birth_kmeans_iters": 10,
         "birth_keep_fraction": 0.1,
+        "birth_refine_iters": 10,
+        "birth_refine_min_share": 0.25,
     }
     DEFAULT_MAX_PER_LAP: ClassVar[dict] = {"birth": 1, "merge": 25, "delete": 2}
 
@@ -421,19 +429,10 @@ class TopicMoveManager:
                     centers[j] = np.asarray(H[rows].sum(axis=0)).ravel()
         return centers[centers.sum(axis=1) > 0]
 
-    def _evaluate_birth(self, model, state, elbo) -> tuple[int, float]:
-        """Split the target into new topics built from the clusters of its histograms, rerun
-        the document step on every batch with the enlarged set (``birth_passes`` passes) and
-        accept iff the objective of the resulting summaries is higher."""
-        uid = self._birth_target
-        G = state.stats
-        if uid not in set(G.uids.tolist()) or len(self._birth_hist) < 2:
-            return 0, elbo
-        t = int(G.positions([uid])[0])
-        sums = self._cluster_histograms(G.S.shape[1], int(self.options["birth_n_new"]), state.rng_moves)
-        if sums.shape[0] < 2:
-            self.birth_failed[uid] = self.structure_version
-            return 0, elbo
+    def _try_birth(self, model, state, G, t, sums):
+        """One birth candidate: topic ``t`` keeps ``birth_keep_fraction`` of its mass, new
+        topics get the rest in proportion to ``sums`` (J, V); ``birth_passes`` document-step
+        passes over every batch. Returns ``(objective, memos, new_uids)``."""
         keep = float(self.options["birth_keep_fraction"])
         scale = (1.0 - keep) * G.N[t] / sums.sum()
         S_new = sums * scale
@@ -455,11 +454,66 @@ class TopicMoveManager:
                 total = total + s
             glob = total
         new = model.elbo(glob)
+        return new, memos, new_uids
+
+    def _refine_birth_topics(self, sums, prior) -> np.ndarray:
+        r"""A second birth candidate from the k-means cluster sums ``sums`` (J, V):
+        ``birth_refine_iters`` iterations of variational LDA on the target's histograms (the
+        target's share of each collected document), topics :math:`\bar\lambda+S_j`, document
+        prior :math:`1/J` per topic, the Rust document step as E-step.
+
+        Hard clusters give sharp topics that put almost no mass on their neighbours' words;
+        with a sparse topic prior (``prior_count=0.01``) such candidates lost thousands of nats
+        after the birth's pass, and a fit from one topic on Reuters never grew
+        (``benches/bench_truncation_free.py``). The LDA iterations give the candidates soft,
+        overlapping supports. Returns the refined sums, empty topics removed."""
+        from bnpcore import _core
+
+        H = self._birth_matrix(sums.shape[1])
+        J = sums.shape[0]
+        a = np.full(J, 1.0 / J)
+        S = np.asarray(sums, dtype=np.float64)
+        for _ in range(int(self.options["birth_refine_iters"])):
+            table = _core.topic_word_table(np.ascontiguousarray(prior[None, :] + S), n_threads=self.n_threads)
+            out = _core.doc_topic_step(H.indptr, H.indices, H.data, table, a, max_iter=20, restarts=False, n_threads=self.n_threads)
+            S = np.asarray(out["S"])
+        return S[S.sum(axis=1) > 0]
+
+    def _birth_matrix(self, V: int):
+        """The collected target histograms as a CSR matrix (documents × V)."""
+        from bnpcore._validation import make_csr
+
+        n = len(self._birth_hist)
+        indptr = np.concatenate([[0], np.cumsum([w.size for w, _ in self._birth_hist])])
+        return make_csr(np.concatenate([c for _, c in self._birth_hist]), np.concatenate([w for w, _ in self._birth_hist]), indptr, (n, V))
+
+    def _evaluate_birth(self, model, state, elbo) -> tuple[int, float]:
+        """Split the target into new topics built from the clusters of its histograms, rerun
+        the document step on every batch with the enlarged set (``birth_passes`` passes) and
+        accept iff the objective of the resulting summaries is higher."""
+        uid = self._birth_target
+        G = state.stats
+        if uid not in set(G.uids.tolist()) or len(self._birth_hist) < 2:
+            return 0, elbo
+        t = int(G.positions([uid])[0])
+        sums = self._cluster_histograms(G.S.shape[1], int(self.options["birth_n_new"]), state.rng_moves)
+        if sums.shape[0] < 2:
+            self.birth_failed[uid] = self.structure_version
+            return 0, elbo
+        new, memos, new_uids = self._try_birth(model, state, G, t, sums)
         ok = self._accepts(elbo, new)
         self._log(state, "birth", [uid], elbo, new, ok, new_uids=[int(u) for u in new_uids] if ok else [])
+        share = G.N[t] / max(float(G.N.sum()), 1e-300)
+        if not ok and int(self.options["birth_refine_iters"]) > 0 and share >= float(self.options["birth_refine_min_share"]):
+            refined = self._refine_birth_topics(sums, model.prior_lam)
+            if refined.shape[0] >= 2:
+                new, memos, new_uids = self._try_birth(model, state, G, t, refined)
+                ok = self._accepts(elbo, new)
+                self._log(state, "birth", [uid], elbo, new, ok, refined=True, new_uids=[int(u) for u in new_uids] if ok else [])
         if not ok:
             self.birth_failed[uid] = self.structure_version
             return 0, elbo
+        J = len(new_uids)
         state.new_uids(J)
         state.memos = memos
         state.recompute_total()
