@@ -30,8 +30,6 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, machine, save, table
 
@@ -92,7 +90,7 @@ def main(argv=None):
             continue
         X, Xt = _standardise(X, Xt)
         rows = []
-        m, sec, ll, k = run_bnpcore(X, lx, Xt, lt, args.seed)
+        _m, sec, ll, k = run_bnpcore(X, lx, Xt, lt, args.seed)
         rows.append(["bnpcore HDPHMM() (defaults)", f"{sec:.2f}", k, f"{ll:.4f}"])
         m1, sec, ll, k = run_bnpcore(X, lx, Xt, lt, args.seed, n_components=1)
         rows.append(["bnpcore HDPHMM(n_components=1)", f"{sec:.2f}", k, f"{ll:.4f}"])
