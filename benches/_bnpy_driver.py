@@ -10,7 +10,9 @@ no bnpcore). Usage::
 the JSON to write), ``alloc``, ``obs``, ``alg`` (BNPy's model and algorithm names), ``kwargs``
 (passed to ``bnpy.run``) and optionally ``labels`` (path of a ``.npy`` to receive the hard
 assignment ``argmax_k r_nk`` of one local step of the fitted model on the same data, BNPy's own
-``calc_local_params``).
+``calc_local_params``; for sequences, the most probable state of every time step), and
+``doc_range`` (path of an int ``.npy`` of sequence boundaries: the data are sequences,
+``bnpy.data.GroupXData``, for the HMMs).
 
 Written JSON: ``seconds`` (wall-clock of ``bnpy.run``: data iterator, initialisation and all
 laps), ``fit_seconds`` (from the start of the first lap, BNPy's own clock), ``laps``,
@@ -54,7 +56,10 @@ def main(spec_path):
     import numpy as np
 
     X = np.load(spec["data"])
-    data = bnpy.data.XData(X=X)
+    if spec.get("doc_range"):  # sequences (HMMs): doc_range[i]:doc_range[i+1] is sequence i
+        data = bnpy.data.GroupXData(X=X, doc_range=np.load(spec["doc_range"]))
+    else:
+        data = bnpy.data.XData(X=X)
     kwargs = dict(spec["kwargs"])
     # doSaveToDisk=False crashes BNPy 0.1.7's birth move (BLogger opens a per-uid log file under
     # the task output path, which is then None), so BNPy writes its usual output (text traces,

@@ -97,9 +97,10 @@ def _bnpy_python_default() -> str:
     return str(REPO / ".bnpy-venv" / "bin" / "python")
 
 
-def run_bnpy(python, X, alloc, obs, alg, kwargs, *, timeout, labels=False) -> dict:
+def run_bnpy(python, X, alloc, obs, alg, kwargs, *, timeout, labels=False, lengths=None) -> dict:
     """Fit BNPy on ``X`` in a subprocess; the driver's JSON (plus ``labels`` if asked), or
-    ``{"error": ...}`` if it failed or ran past ``timeout`` seconds."""
+    ``{"error": ...}`` if it failed or ran past ``timeout`` seconds. ``lengths``: ``X`` is
+    that many sequences (HMMs)."""
     with tempfile.TemporaryDirectory(prefix="bench-bnpy-") as tmp:
         tmp = Path(tmp)
         np.save(tmp / "X.npy", np.ascontiguousarray(X, dtype=np.float64))
@@ -113,6 +114,9 @@ def run_bnpy(python, X, alloc, obs, alg, kwargs, *, timeout, labels=False) -> di
         }
         if labels:
             spec["labels"] = str(tmp / "labels.npy")
+        if lengths is not None:
+            np.save(tmp / "doc_range.npy", np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
+            spec["doc_range"] = str(tmp / "doc_range.npy")
         (tmp / "spec.json").write_text(json.dumps(spec))
         env = dict(os.environ, MPLBACKEND="Agg")
         env.pop("PYTHONPATH", None)  # nothing of this environment (bnpcore, new NumPy) leaks in

@@ -2,7 +2,8 @@
 
 Data: ``bnpcore.datasets.make_sticky_hmm()`` (32 sequences × 1,000 steps, 2-D, 8 states).
 bnpcore ``HDPHMM`` starts from ONE state (births, merges, deletes; memoized, 4 batches); the
-peers are given the true K = 8: hmmlearn ``GaussianHMM`` (EM, full covariance) and
+peers are given the true K = 8 (BNPy's HDPHMM, run in its own environment by
+``_bnpy_driver.py``, starts from 20 states with merges, as its documentation runs it): hmmlearn ``GaussianHMM`` (EM, full covariance) and
 ``VariationalGaussianHMM``, dynamax ``GaussianHMM`` (EM with a sticky transition prior,
 timed with and without its JIT compilation). Reported: seconds to a fit, adjusted Rand index
 of the decoded states, states found. Peers that are not installed are skipped.
@@ -76,9 +77,26 @@ def run_dynamax(X, lengths, seed):
     return first, compiled, states
 
 
+#: BNPy's HDPHMM as its documentation runs it (memoized, merges, sticky), given no K
+BNPY_KWARGS = dict(K=20, nLap=100, nBatch=4, initname="randcontigblocks", moves="merge,shuffle", m_startLap=2,
+                   alpha=0.5, gamma=5.0, hmmKappa=50.0, startAlpha=1.0, ECovMat="eye", sF=1.0, convergeThr=1e-6)
+
+
+def run_bnpy_hmm(X, lengths, seed, python):
+    from bench_bnpy import run_bnpy
+
+    kw = dict(BNPY_KWARGS, taskID=seed + 1)
+    res = run_bnpy(python, X, "HDPHMM", "Gauss", "memoVB", kw, timeout=1800, labels=True, lengths=lengths)
+    if "error" in res:
+        raise RuntimeError(res["error"])
+    return res["seconds"], res["labels"], res["K"]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bnpy-python", default=str(Path(__file__).resolve().parent.parent / ".bnpy-venv" / "bin" / "python"),
+                    help="interpreter of BNPy's environment (scripts/setup_bnpy.sh)")
     args = ap.parse_args(argv)
     import bnpcore
 
@@ -103,6 +121,15 @@ def main(argv=None):
         out["dynamax"] = {"seconds_first": first, "seconds_compiled": compiled, "ari": adjusted_rand_score(z, pred)}
     except ImportError:
         rows.append(["dynamax", "not installed", "", ""])
+    if Path(args.bnpy_python).exists():
+        try:
+            sec, pred, k = run_bnpy_hmm(X, lengths, args.seed, args.bnpy_python)
+            rows.append(["BNPy 0.1.7 HDPHMM memoVB + merges (K0=20)", f"{sec:.2f}", f"{adjusted_rand_score(z, pred):.3f}", k])
+            out["bnpy"] = {"seconds": sec, "ari": adjusted_rand_score(z, pred), "K": int(k)}
+        except RuntimeError as exc:
+            rows.append(["BNPy HDPHMM", f"failed: {str(exc)[:60]}", "", ""])
+    else:
+        rows.append(["BNPy", "no environment (scripts/setup_bnpy.sh)", "", ""])
     print(f"sticky toy: {len(lengths)} sequences x {int(lengths[0])} steps, 8 states")
     print(table(rows, ["method", "seconds", "ARI", "states"]))
     save("bench_hmm_peers", {"machine": machine(), "seed": args.seed, "results": out})
