@@ -53,7 +53,6 @@ class PeakRSS:
 
 def main(argv=None):
     import scipy.sparse as sp
-
     from bnpcore import HDPTopicModel
     from bnpcore.datasets import make_bars
     from bnpcore.exceptions import ConvergenceWarning
