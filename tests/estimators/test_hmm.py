@@ -260,3 +260,65 @@ def test_autoregressive_states_and_coefficients():
         m.predict(X[:, :1], lengths)
     with pytest.raises(ShapeError, match="2 steps"):
         HDPHMM("ar_gauss").fit(X[:3], [1, 2])
+
+
+# -------------------------------------------------------------------------- partial_fit
+@pytest.mark.parametrize("cls", [HDPHMM, FiniteHMM])
+def test_partial_fit_of_one_batch_is_one_full_lap(cls):
+    """The first partial_fit initialises from its batch exactly as fit does, so with the same
+    seed it equals one full-dataset lap without moves."""
+    X, lengths, _ = _hmm_data("gauss", n_seqs=6, T=80, seed=7)
+    a = cls(n_components=4, random_state=3).partial_fit(X, lengths)
+    b = _fit(cls(n_components=4, random_state=3, algorithm="full", max_laps=1, min_laps=1, moves=()), X, lengths)
+    assert np.array_equal(a.history_["elbo"], b.history_["elbo"])
+    assert np.array_equal(a.transmat_, b.transmat_) and np.array_equal(a.means_, b.means_)
+    assert a.n_iter_ == 1 and not a.converged_
+
+
+@pytest.mark.parametrize("obs", ["gauss", "mult", "ar_gauss"])
+def test_partial_fit_streams_batches_of_sequences(obs, tmp_path):
+    """Batches of whole sequences added one call at a time: every row counted once, the
+    objective is the exact one of the summed summaries, predictions work, and a saved and
+    reloaded stream continues to the same model."""
+    X, lengths, _ = _hmm_data("gauss" if obs == "ar_gauss" else obs, n_seqs=9, T=90, seed=11)
+    off = np.concatenate([[0], np.cumsum(lengths)])
+    chunks = [(X[off[s]:off[s + 3]], lengths[s:s + 3]) for s in (0, 3, 6)]
+    m = HDPHMM(obs, n_components=4, random_state=0)
+    for i, (Xc, lc) in enumerate(chunks):
+        m.partial_fit(Xc, lc)
+        assert m.n_iter_ == 1 and len(m.history_["elbo"]) == i + 1
+        if i == 0:
+            m.save(tmp_path / "after_one.npz")
+    rows = X.shape[0] - (len(lengths) if obs == "ar_gauss" else 0)  # AR: the first step of a sequence has no predecessor
+    assert m.state_.n_rows == rows
+    assert np.isclose(m.summaries_.N.sum(), rows, rtol=1e-12)
+    model = m._make_model(m.obs_model_)
+    assert np.isclose(m.elbo_, model.elbo(m.summaries_), rtol=1e-12)
+    assert m.predict(X, lengths).shape == (X.shape[0],)
+    assert np.isclose(m.transmat_.sum(axis=1), 1).all()
+    if obs == "ar_gauss":
+        assert m.n_features_in_ == X.shape[1] and m.coef_.shape == (m.summaries_.K, X.shape[1], X.shape[1])
+    back = bnpcore.load(tmp_path / "after_one.npz")
+    for Xc, lc in chunks[1:]:
+        back.partial_fit([Xc[a:b] for a, b in zip(np.r_[0, np.cumsum(lc)[:-1]], np.cumsum(lc))])  # a list of sequences
+    assert np.array_equal(back.history_["elbo"], m.history_["elbo"])
+
+
+def test_partial_fit_bad_input_is_a_clear_error():
+    X, lengths, _ = _hmm_data("gauss", n_seqs=3, T=30)
+    m = HDPHMM(n_components=3, random_state=0).partial_fit(X, lengths)
+    with pytest.raises(ShapeError, match="features"):
+        m.partial_fit(X[:, :2], lengths)
+    with pytest.raises(ShapeError, match="lengths"):
+        m.partial_fit(X, [30, 30, 29])
+    Y = X.copy()
+    Y[3, 0] = np.inf
+    with pytest.raises(ValueError, match="X"):
+        m.partial_fit(Y, lengths)
+    assert len(m.history_["elbo"]) == 1  # nothing was added by the refused batches
+    fresh = HDPHMM("mult", n_components=2)
+    with pytest.raises(DataError, match="X"):
+        fresh.partial_fit(np.full((6, 3), -1.0))  # negative counts, checked on the first batch too
+    assert not hasattr(fresh, "state_")
+    with pytest.raises(ParameterError, match="partial_fit"):
+        HDPHMM().fit(iter([X]))  # one-shot iterators are refused with the way to stream

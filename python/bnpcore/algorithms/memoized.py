@@ -123,5 +123,6 @@ def stream_batch(model, state: FitState, X, *, n_threads=None) -> float:
     new = model.stats_from_output(out, state.stats.uids)
     state.frozen.append(new)
     state.recompute_total()  # G = tree sum of the revisitable memos + the frozen ones
-    state.n_rows += int(X.shape[0])
+    n_rows = getattr(X, "n_rows", None)  # a SeqBatch counts its time steps
+    state.n_rows += int(X.shape[0] if n_rows is None else n_rows)
     return remove_empty_and_sort(model, state, model.elbo(state.stats))

@@ -53,6 +53,11 @@ class SeqBatch(NamedTuple):
         return int(self.seq_range.shape[0] - 1)
 
     @property
+    def n_rows(self) -> int:
+        """Number of rows (time steps) of all sequences together."""
+        return int(self.X.shape[0])
+
+    @property
     def lengths(self) -> np.ndarray:
         """Length of every sequence (hmmlearn's ``lengths``)."""
         return np.diff(self.seq_range)

@@ -506,10 +506,21 @@ class VBEstimator(BaseEstimator):
             raise type(exc)(f"{exc}{suffix}") from None
         if not fitted:
             self._initialize(self._batch_source(Xb), revisit=False)
+            try:
+                self._check_first_batch(Xb, name)
+            except ValueError as exc:
+                for attr in ("state_", "obs_model_", "n_features_in_"):
+                    if hasattr(self, attr):
+                        delattr(self, attr)
+                raise type(exc)(f"{exc}{suffix}") from None
         model = self._make_model(self.obs_model_)
         model.top_l = self._lap_top_l()
         elbo = stream_batch(model, self.state_, Xb, n_threads=self.n_threads)
         return model, elbo
+
+    def _check_first_batch(self, Xb, name: str) -> None:
+        """Support check of a first streamed batch once the observation model exists (the
+        families whose :meth:`_check_batch` can only check it against a fitted model)."""
 
     def _end_stream_lap(self, model, elbo: float) -> None:
         st = self.state_

@@ -236,10 +236,29 @@ class _BaseHMM(VBEstimator):
         return src
 
     def _check_batch(self, X, name: str):
-        raise ParameterError(f"{type(self).__name__} does not stream one-shot iterators yet; pass (X, lengths) or a list of sequences")
+        """The sequences of one :meth:`partial_fit` call as a :class:`SeqBatch` (rows
+        ``[x_t, x_{t-1}]`` for ``"ar_gauss"``), checked against the fitted model if any."""
+        if not hasattr(self, "_partial_lengths"):
+            raise ParameterError(
+                f"{type(self).__name__} does not stream one-shot iterators; pass (X, lengths) or a list of sequences, "
+                "or call partial_fit(X, lengths) once per batch of sequences"
+            )
+        fitted = hasattr(self, "state_")
+        n_features = self.n_features_in_ if fitted else None
+        lengths = self._partial_lengths
+        if self.obs == "ar_gauss":
+            X, lengths = _ar_rows(X, lengths, n_features=n_features)
+            n_features = None if n_features is None else 2 * n_features
+        batch = SequenceBatches(X, lengths, 1, n_features=n_features, name=name).get(0)
+        if fitted:
+            self.obs_model_.core.check_data(batch.X, name)
+        return batch
 
-    def _batch_source(self, X):  # pragma: no cover - streaming is refused above
-        raise NotImplementedError
+    def _batch_source(self, X):
+        return _Sequences(X.X, X.lengths, 1)
+
+    def _check_first_batch(self, Xb, name: str) -> None:
+        self.obs_model_.core.check_data(Xb.X, name)
 
     def _set_fitted(self, model, G) -> None:
         self.startprob_ = model.alloc.startprob(G)
@@ -281,8 +300,38 @@ class _BaseHMM(VBEstimator):
         finally:
             self._fit_lengths = None
 
-    def partial_fit(self, X, y=None):  # pragma: no cover - documented refusal
-        raise ParameterError(f"{type(self).__name__}.partial_fit is not available yet; use fit (warm_start=True to continue)")
+    def partial_fit(self, X, lengths=None):
+        r"""Add one batch of new sequences (streaming memoized update).
+
+        Forward-backward of every sequence of the batch with the current global parameters;
+        its summaries (state counts, transition counts, emission statistics) are added to the
+        whole-dataset summaries and kept as a *frozen* memo: the sequences are not retained and
+        never revisited. Then the exact global step: :math:`\hat\theta, \hat u, \hat\omega`
+        are recomputed from the summaries, so ``elbo_`` stays the exact objective of every
+        sequence seen so far (the ELBO of the summed summaries). The first call initialises
+        the model (data-scaled priors, ``n_components`` states from random contiguous blocks)
+        from its batch. Each call counts as one lap in ``history_``; moves are not run (use
+        :meth:`fit` with ``warm_start=True`` on revisitable data for them).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
+            The rows of the batch's sequences concatenated (hmmlearn's convention), or one
+            array per sequence (then ``lengths`` must be None). A sequence must not be split
+            across calls: each call's sequences are whole.
+        lengths : array-like of int or None
+            Length of every sequence of the batch (positive, summing to ``len(X)``); None is
+            one sequence.
+
+        Returns
+        -------
+        self
+        """
+        self._partial_lengths = lengths
+        try:
+            return super().partial_fit(X)
+        finally:
+            del self._partial_lengths
 
     # ----------------------------------------------------------------- inference
     def _sequences(self, X, lengths) -> SeqBatch:
