@@ -2,12 +2,13 @@
 
 import doctest
 import pickle
+import warnings
 
 import bnpcore
 import bnpcore._reference as ref
 import numpy as np
 import pytest
-from _helpers import KINDS, fit_quietly
+from _helpers import KINDS, fit_quietly, seeded_data
 from bnpcore import DPMixture, FiniteMixture
 from bnpcore.estimators import mixture
 from bnpcore.exceptions import ConvergenceWarning, ParameterError
@@ -151,3 +152,24 @@ def test_recovers_three_well_separated_blobs(cls, init):
     assert est.n_components_ == 3
     order = np.argsort(est.means_[est.counts_ >= 1][:, 0] + 2 * est.means_[est.counts_ >= 1][:, 1])
     np.testing.assert_allclose(est.means_[est.counts_ >= 1][order], centres, atol=0.3)
+
+
+@pytest.mark.parametrize("obs", ["gauss", "mult"])
+@pytest.mark.parametrize("kw", [dict(cls="dp", moves=()), dict(cls="finite")])
+def test_n_components_and_the_represented_clusters_agree(obs, kw):
+    """``n_components_`` counts the clusters with at least one expected row; every fitted array,
+    ``predict_proba``'s columns and ``predict``'s labels are indexed by the K represented
+    clusters (documented), so they agree with each other, even when some hold under one row."""
+
+    X = seeded_data(obs, n=300, k=2, seed=4)
+    cls = DPMixture if kw["cls"] == "dp" else FiniteMixture
+    extra = {k: v for k, v in kw.items() if k != "cls"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = cls(obs, n_components=12, max_laps=30, random_state=0, **extra).fit(X)
+    K = m.weights_.shape[0]
+    assert m.n_components_ == int(np.sum(m.counts_ >= 1.0)) <= K
+    assert m.counts_.shape == (K,) and m.means_.shape[0] == K
+    assert m.predict_proba(X).shape == (X.shape[0], K)
+    assert set(np.unique(m.predict(X))) <= set(range(K))
+    assert np.isclose(m.weights_.sum(), 1.0)

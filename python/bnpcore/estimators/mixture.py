@@ -640,7 +640,13 @@ _DOC_PARAMS = """
     Attributes
     ----------
     n_components_ : int
-        Number of clusters with expected count ≥ 1.
+        Number of clusters with expected count ≥ 1 (``counts_ >= 1``): the clusters that
+        count. It can be smaller than K, the number of clusters the fitted model represents
+        (``K = weights_.shape[0]``): a cluster with less than one expected row is kept when
+        removing it would lower the ELBO (e.g. a finite mixture, or ``moves=()``). Every
+        fitted array, the columns of ``predict_proba`` and the labels of ``predict`` (in
+        ``range(K)``) are indexed by the K represented clusters, so they always agree with
+        each other; sort ``counts_`` to find the ones that count.
     weights_ : ndarray of shape (K,)
         Posterior-mean mixture weights (renormalised over the K represented clusters), sorted by
         decreasing cluster size for DP mixtures.
