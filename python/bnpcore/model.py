@@ -1,4 +1,4 @@
-"""Model = allocation model × observation model (STYLE §3): local step, summaries, ELBO."""
+"""Model = allocation model × observation model : local step, summaries, ELBO."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class Model:
     ``alloc.core_for(glob)``.
 
     ``top_l`` (int or None) makes every local step L-sparse: each row keeps its ``top_l``
-    largest log weights, renormalised (spec 04 §1); None is dense.
+    largest log weights, renormalised (Hughes & Sudderth 2016 §3; Hughes thesis §7.1); None is dense.
     """
 
     def __init__(self, alloc, obs, top_l=None):
@@ -112,7 +112,7 @@ class Model:
 
     # ---------------------------------------------------------------------- ELBO
     def elbo_terms(self, stats: SuffStats) -> dict:
-        """The ELBO of spec 01 §3.4 split into its terms (all from summaries)."""
+        """The ELBO (Hughes thesis eqs. 3.42, 3.44, 3.51) split into its terms (all from summaries)."""
         data = self.obs.core.elbo_data(stats.N, stats.S)
         return {
             "h": float(stats.h),
@@ -136,7 +136,7 @@ class Model:
 
     # -------------------------------------------------------------- initialisation
     def init_stats(self, X, n_components: int, init: str, rng: np.random.Generator, n_threads=None) -> SuffStats:
-        """Summaries of ``n_components`` distinct atoms chosen by ``init`` (spec 01 §5.5).
+        """Summaries of ``n_components`` distinct atoms chosen by ``init`` (Hughes thesis §2.4.2, Alg. 2.2).
 
         ``"kmeans++"``: Bregman k-means++ with the model's divergence; ``"random_from_data"``:
         uniformly without replacement. Each cluster is the posterior after one atom.
@@ -161,7 +161,7 @@ class Model:
             return np.log(self.alloc.weights(glob))
 
     def score_samples(self, X, glob: SuffStats, n_threads=None) -> np.ndarray:
-        """Plug-in mixture log density ``log Σ_k w_k F(x_n | φ̂_k)`` (spec 01 §10.1)."""
+        """Plug-in mixture log density ``log Σ_k w_k F(x_n | φ̂_k)``."""
         if _is_sparse(X):
             step = max(1, SPARSE_CHUNK_ENTRIES // max(int(X.shape[1]), 1))
             return np.concatenate([self.score_samples(X[a : a + step].toarray(), glob, n_threads) for a in range(0, X.shape[0], step)])

@@ -1,4 +1,4 @@
-"""Observation models: priors (with data-scaled defaults, spec 01 §2.7) backed by the Rust core.
+"""Observation models: priors (with data-scaled defaults, :func:`default_prior`) backed by the Rust core.
 
 An :class:`ObsModel` is a kind name plus a dict of prior hyperparameters; its posterior is always
 ``prior ⊕ (N, S)`` for (effective) summaries ``(N, S)`` whose layout is documented in
@@ -91,7 +91,7 @@ def default_prior(
     prior_scale=1.0,
     prior_count=None,
 ) -> dict:
-    """Prior hyperparameters for ``kind``, data-scaled where the user gave none (spec 01 §2.7).
+    """Prior hyperparameters for ``kind``, data-scaled where the user gave none.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-r"""Additive summary statistics in parts, with stable component uids (STYLE §3).
+r"""Additive summary statistics in parts, with stable component uids.
 
 A :class:`SuffStats` summarises the responsibilities of some data (one batch, the whole
 dataset, or a proposal) for K components with stable integer ``uids``. It is made of three

@@ -1,6 +1,6 @@
 """Slow, readable numpy/scipy reference implementation of every bnpcore kernel (the test oracle).
 
-Every function states in its docstring the formula it implements (spec 01, docs/internals.md).
+Every function states in its docstring the formula it implements (Hughes thesis ch. 2–3, ``docs/internals.md``).
 It is never used at run time by the estimators.
 """
 

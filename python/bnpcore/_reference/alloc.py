@@ -1,4 +1,4 @@
-"""Reference (numpy/scipy) implementation of the allocation models (spec 01 §3.2-§3.6).
+"""Reference (numpy/scipy) implementation of the allocation models (Hughes thesis §3.3–3.4, §2.5).
 
 Two allocation kinds:
 
@@ -78,7 +78,7 @@ def dp_e_pi(eta1, eta0):
 
 
 def dp_elbo_alloc(N, gamma, eta1=None, eta0=None):
-    """DP allocation term of the ELBO, general form (spec 01 §3.3):
+    """DP allocation term of the ELBO, general form (Hughes thesis eqs. 3.24–3.36):
 
     L_DP-alloc = sum_k [ c_Beta(1, gamma) - c_Beta(eta1_k, eta0_k)
                          + (1 + N_k - eta1_k) E[ln u_k] + (gamma + N^>_k - eta0_k) E[ln(1 - u_k)] ],
@@ -120,7 +120,7 @@ def dp_kl_sticks(eta1, eta0, gamma):
 
 
 def log_p_z_hard(z, K, gamma):
-    """log p(z) of hard labels z in {0..K-1} under the stick-breaking prior (spec 01 test P7):
+    """log p(z) of hard labels z in {0..K-1} under the stick-breaking prior:
 
     log p(z) = sum_k ln[ B(1 + N_k, gamma + N^>_k) / B(1, gamma) ], N_k = #{n : z_n = k},
     B = Beta function (p(z) = prod_k E_{u_k ~ Beta(1, gamma)}[u_k^{N_k} (1 - u_k)^{N^>_k}]).
@@ -152,7 +152,7 @@ def finite_e_log_pi(theta):
 
 
 def finite_elbo_alloc(N, gamma, theta=None):
-    """Dirichlet allocation term of the ELBO (spec 01 §3.6):
+    """Dirichlet allocation term of the ELBO (Hughes thesis §2.5):
 
     L_Dir-alloc = c_Dir(gamma/K * 1_K) - c_Dir(theta) + sum_k (N_k + gamma/K - theta_k) E[ln pi_k],
     with c_Dir(gamma/K * 1_K) counted ONCE; theta defaults to the optimum gamma/K + N.
@@ -180,7 +180,7 @@ def finite_kl(theta, gamma):
 
 
 def weights(kind, N, gamma):
-    """Mixture weights reported to users (spec 01 §10.1 ``weights_``).
+    """Mixture weights reported to users (``weights_``).
 
     dp: w_k = E[pi_k] / sum_l E[pi_l] with E[pi] from the optimal sticks of N (tail mass dropped);
     finite: w_k = theta_k / sum_l theta_l, theta = gamma/K + N.

@@ -1,5 +1,5 @@
-"""Reference (numpy/scipy) implementation of the ELBO (spec 01 §3.3-§3.6) and of the plug-in
-held-out score (spec 01 §10.1)."""
+"""Reference (numpy/scipy) implementation of the ELBO (Hughes thesis eqs. 3.24–3.51, §2.5) and of the plug-in
+held-out score."""
 
 import numpy as np
 from scipy.special import logsumexp
@@ -18,7 +18,7 @@ from .obs import e_log_lik, elbo_data, kl_posterior, log_density, posterior, sum
 
 
 def elbo(kind, prior, alloc, gamma, N, S, H, h):
-    """ELBO at optimal global parameters, from summaries only (boxed formula of spec 01 §3.4; §3.6):
+    """ELBO at optimal global parameters, from summaries only (Hughes thesis eqs. 3.42, 3.44, 3.51; §2.5 for the finite mixture):
 
     L = h + sum_k [c(prior) - c(prior (+) (N_k, S_k))] + sum_k H_k + L_alloc,
     L_alloc (dp) = sum_k [c_Beta(1, gamma) - c_Beta(1 + N_k, gamma + N^>_k)],
@@ -35,7 +35,7 @@ def elbo(kind, prior, alloc, gamma, N, S, H, h):
 
 
 def raw_elbo(kind, prior, alloc, gamma, X, R, N_post=None, S_post=None):
-    """ELBO in "raw" form evaluated on the data (spec 01 §3.3), valid for any globals:
+    """ELBO in "raw" form evaluated on the data (Hughes thesis eqs. 3.24–3.36), valid for any globals:
 
     L = sum_{n,k} r_nk (W_nk - ln r_nk) - sum_k KL(q(phi_k) || p(phi)) - KL_alloc,
     W_nk = E_q[log F(x_n | phi_k)] + E_q[ln pi_k],
@@ -67,7 +67,7 @@ def raw_elbo(kind, prior, alloc, gamma, X, R, N_post=None, S_post=None):
 
 
 def score_samples(kind, weights, point_estimates_dict, X):
-    """Plug-in mixture log density (spec 01 §10.1): log sum_k w_k F(x_n | phi_hat_k).
+    """Plug-in mixture log density: log sum_k w_k F(x_n | phi_hat_k).
 
     Returns
     -------

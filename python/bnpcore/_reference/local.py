@@ -1,5 +1,5 @@
 """Reference (numpy/scipy) implementation of the local step and the entropy statistics
-(spec 01 §4.2, §6.1.1, §6.2-§6.3 restricted steps)."""
+(Hughes thesis §3.4.2; restricted steps of §4.1–4.3)."""
 
 import numpy as np
 from scipy.special import logsumexp
@@ -27,8 +27,8 @@ def _softmax_rows(W):
 def e_log_pi(alloc, N_post, gamma):
     """E[ln pi_k] of the allocation posterior at its optimum for the counts N_post.
 
-    dp: dp_e_log_pi(1 + N_post, gamma + N_post^>) (spec 01 §3.2);
-    finite: psi(theta_k) - psi(sum theta), theta = gamma/K + N_post (spec 01 §3.6).
+    dp: dp_e_log_pi(1 + N_post, gamma + N_post^>) (Hughes thesis eqs. 3.17–3.18);
+    finite: psi(theta_k) - psi(sum theta), theta = gamma/K + N_post (Hughes thesis §2.5).
     """
     _check_alloc(alloc)
     if alloc == "dp":
@@ -37,7 +37,7 @@ def e_log_pi(alloc, N_post, gamma):
 
 
 def local_step(kind, prior, alloc, gamma, N_post, S_post, X):
-    """Dense local step (spec 01 §4.2).
+    """Dense local step (Hughes thesis §3.4.2).
 
     W_nk = E_q[log F(x_n | phi_k)] + E[ln pi_k] with globals from (N_post, S_post);
     r_nk = exp(W_nk - lse_n), lse_n = log sum_k exp(W_nk) (computed stably).
@@ -120,7 +120,7 @@ def proposal_summaries(kind, X, R, src_cols, dest_W, min_mass=PROPOSAL_MIN_MASS)
 
 
 def top_l_resp(W, top_l):
-    """L-sparse responsibilities from log weights (spec 04 §1.2-§1.3), by a full sort per row.
+    """L-sparse responsibilities from log weights (Hughes thesis eqs. 7.2, 7.4, Algs. 7.1–7.2), by a full sort per row.
 
     T_n = indices of the top_l largest W_nk under the order (larger value first, then smaller
     index first); entries equal to -inf are dropped unless the whole row is -inf.
@@ -145,7 +145,7 @@ def top_l_resp(W, top_l):
 
 
 def top_l_local_step(kind, prior, alloc, gamma, N_post, S_post, X, top_l):
-    """L-sparse local step (spec 04 §1): W_nk as in :func:`local_step`, then
+    """L-sparse local step (Hughes & Sudderth 2016 §3; Hughes thesis §7.1): W_nk as in :func:`local_step`, then
     :func:`top_l_resp` (keep the top_l largest W_nk per row and renormalise over them).
 
     Returns
@@ -157,7 +157,7 @@ def top_l_local_step(kind, prior, alloc, gamma, N_post, S_post, X, top_l):
 
 
 def top_l_proposal_summaries(kind, X, R, W_dest, src_cols, top_l, dest_cols=None):
-    """Restricted-step summaries with L-sparse rows and slot budgets (spec 04 §3.3-§3.4).
+    """Restricted-step summaries with L-sparse rows and slot budgets (Hughes thesis §4.2–4.3 with L-sparse rows).
 
     For each row n with mass a_n = sum_{k in src_cols} r_nk > 0: the destinations already
     held by the row outside the source (only for existing ``dest_cols``) are always kept, plus the

@@ -1,9 +1,9 @@
 """Reference (numpy/scipy) implementation of the five conjugate observation models.
 
-This module is the test oracle for the Rust observation-model kernels (spec 01 §2). It is written
+This module is the test oracle for the Rust observation-model kernels (Hughes thesis §2.2, §3.6). It is written
 for readability, not speed: explicit loops over clusters (and over rows where that is clearer).
 
-Conventions (spec 01 §0, docs/internals.md):
+Conventions (``docs/internals.md``):
 
 * ``kind`` is one of ``"gauss"``, ``"diag_gauss"``, ``"zero_mean_gauss"``, ``"mult"``, ``"bern"``.
 * ``prior`` is a dict: gauss ``{nu, kappa, m (D,), B (D, D)}``; diag_gauss ``{nu, kappa, m (D,),
@@ -202,7 +202,7 @@ def _posterior_one(kind, prior, Nk, s_row):
 def posterior(kind, prior, N, S):
     """Global step: posterior parameters lam_hat_k = prior (+) (N_k, S_k) for every cluster k.
 
-    Formulas (spec 01 §2.1-2.5):
+    Formulas (Hughes thesis §2.2, §3.6; Bishop 2006 §2.3.6, §10.2 for the Gaussians):
     gauss: kappa = kappa0 + N, nu = nu0 + N, m = (kappa0 m0 + Sx)/kappa,
            B = B0 + Sxx + kappa0 m0 m0^T - kappa m m^T (then symmetrized);
     diag_gauss: same per dimension with beta = beta0 + Sx2 + kappa0 m0^2 - kappa m^2;
@@ -220,7 +220,7 @@ def posterior(kind, prior, N, S):
 
 
 def c_func(kind, params):
-    """Log normalizing constant c(lam) of the conjugate prior/posterior density (spec 01 §0 item 1).
+    """Log normalizing constant c(lam) of the conjugate prior/posterior density (Hughes thesis §2.2).
 
     Formulas:
     gauss (Normal-Wishart):  c = -D/2 ln 2pi + D/2 ln kappa + nu/2 ln|B| - nu D/2 ln 2 - lnGamma_D(nu/2)
@@ -265,7 +265,7 @@ def c_func(kind, params):
 
 
 def elbo_data(kind, prior, N, S, h):
-    """ELBO data term at the optimal posterior (boxed formula of spec 01 §2.0).
+    """ELBO data term at the optimal posterior (Hughes thesis §2.5.3).
 
     Formula: L_data = h + sum_k [ c(prior) - c(prior (+) (N_k, S_k)) ], h = sum_n h(x_n).
     """
@@ -319,7 +319,7 @@ def _e_log_lik_one(kind, post, x):
 def e_log_lik(kind, prior, N_post, S_post, X):
     """Expected log-likelihood matrix C_nk = E_q[log F(x_n | phi_k)], q = posterior(prior, N_post, S_post).
 
-    Formulas (spec 01 §2.1-2.5):
+    Formulas (Hughes thesis §2.2, §3.6; Bishop 2006 §2.3.6, §10.2 for the Gaussians):
     gauss: -D/2 ln 2pi + 1/2 E ln|Lambda_k| - 1/2 (D/kappa_k + nu_k (x - m_k)^T B_k^{-1} (x - m_k)),
            E ln|Lambda| = sum_{d=1..D} psi((nu + 1 - d)/2) + D ln 2 - ln|B|;
     diag_gauss: sum_d [-1/2 ln 2pi + 1/2 E ln lambda_kd - 1/2 (1/kappa_k + E lambda_kd (x_d - m_kd)^2)],
@@ -343,9 +343,9 @@ def e_log_lik(kind, prior, N_post, S_post, X):
 
 
 def e_log_lik_sum_from_stats(kind, prior, N_post, S_post, N, S):
-    """sum_n r_nk E_q[log F(x_n | phi_k)] from the summaries (N, S) of r (spec 01 test P5).
+    """sum_n r_nk E_q[log F(x_n | phi_k)] from the summaries (N, S) of r.
 
-    The posterior q is computed from (N_post, S_post). Formulas (spec 01 §2.1-2.5):
+    The posterior q is computed from (N_post, S_post). Formulas (Hughes thesis §2.2, §3.6; Bishop 2006 §2.3.6, §10.2 for the Gaussians):
     gauss: N_k (-D/2 ln 2pi + 1/2 E ln|Lambda_k| - D/(2 kappa_k))
            - nu_k/2 tr(B_k^{-1} (Sxx - Sx m^T - m Sx^T + N_k m m^T));
     diag_gauss: sum_d [N_k (-1/2 ln 2pi + 1/2 E ln lambda_kd - 1/(2 kappa_k))
@@ -405,7 +405,7 @@ def e_log_lik_sum_from_stats(kind, prior, N_post, S_post, N, S):
 
 
 def point_estimates(kind, prior, N, S):
-    """Posterior-mean point estimates of every cluster (spec 01 §10.1).
+    """Posterior-mean point estimates of every cluster.
 
     Formulas: gauss means = m_k, covariances = B_k/(nu_k - D - 1) (K, D, D);
     diag_gauss means = m_k, covariances = beta_kd/(nu_k - 2) (K, D);
@@ -496,7 +496,7 @@ def _kl_zero_mean_gauss(Sa, Sb):
 def smoothed_divergence(kind, prior, X, i):
     """Bregman divergence D(smoothed atom of row n, smoothed atom of row i) for every row n.
 
-    Used by Bregman k-means++ (spec 01 §5.5 item 2, per-model choices):
+    Used by Bregman k-means++ (Hughes thesis §2.4.2, Alg. 2.2; per-model choices):
     gauss / diag_gauss: 1/2 (x_n - x_i)^T Sigma0^{-1} (x_n - x_i), Sigma0 = prior E[Sigma]
         (gauss B/(nu - D - 1); diag_gauss diag(beta/(nu - 2)));
     zero_mean_gauss: KL(N(0, S_n) || N(0, S_i)), S_n = (x_n x_n^T + Sigma0)/2, Sigma0 = B/(nu - D - 1),
@@ -553,7 +553,7 @@ def log_marginal_likelihood(kind, prior, X):
     """Exact log p(x_1, ..., x_n) of the single-cluster conjugate model, by the chain rule
     log p(x) = sum_n log p(x_n | x_1, ..., x_{n-1}) of posterior-predictive densities.
 
-    Deliberately independent of c_func and posterior() (oracle of spec 01 test P6):
+    Deliberately independent of c_func and posterior() (an independent oracle):
     gauss: p(x | lam) = multivariate Student-t with dof nu - D + 1, location m,
            shape B (kappa + 1)/(kappa (nu - D + 1)); rank-one update
            kappa += 1, nu += 1, m = (kappa m + x)/(kappa + 1), B += kappa/(kappa + 1) (x - m)(x - m)^T;

@@ -1,4 +1,4 @@
-"""State shared by the learning algorithms, and the lap-end housekeeping (spec 01 §4.3–§4.4)."""
+"""State shared by the learning algorithms, and the lap-end housekeeping (Hughes thesis §3.4.3)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class FitState:
         One memo per revisitable batch of the data source (None until first visited).
     frozen : list of SuffStats
         Memos of batches whose data were not retained (``partial_fit``, one-shot iterators):
-        they stay in G (so the ELBO remains exact) but are never revisited (spec 01 §5.3).
+        they stay in G (so the ELBO remains exact) but are never revisited (Hughes & Sudderth 2013 §3; Hughes thesis §3.5.3).
     batch_seed : int or None
         Seed of the random assignment of in-memory rows to batches (None: contiguous batches).
     stochastic_step : int
@@ -155,7 +155,7 @@ class Timer:
 
 def remove_empty_and_sort(model, state: FitState, elbo: float, *, empty_tol: float = 1e-10) -> float:
     """Drop clusters with (numerically) zero mass and sort by decreasing size, each applied
-    only if the exact ELBO does not decrease (nested DP truncation; spec 01 §4.3–§4.4).
+    only if the exact ELBO does not decrease (nested DP truncation; Hughes thesis §3.4.3).
     Returns the ELBO after the accepted changes. Finite mixtures are left untouched."""
     if not model.alloc.nested:
         return elbo

@@ -1,5 +1,5 @@
 """The lap loop shared by every model family: algorithm dispatch, the dense→sparse schedule,
-monotonicity and convergence checks (spec 01 §4–§5).
+monotonicity and convergence checks (Hughes thesis §3.4–3.5).
 
 :func:`run_laps` runs laps of full-dataset, memoized or stochastic variational inference on a
 :class:`~bnpcore.model.Model`, a batch source and a :class:`~bnpcore.algorithms._base.FitState`,

@@ -1,5 +1,5 @@
-"""Memoized variational inference (spec 01 §5.3), of which full-dataset coordinate ascent
-(§5.1) is the one-batch case.
+"""Memoized variational inference (Hughes & Sudderth 2013 §3; Hughes thesis §3.5.3), of which full-dataset coordinate ascent
+(Hughes thesis Alg. 3.1) is the one-batch case.
 
 Each batch visit: local step with the current global parameters → the batch's new summaries
 replace its memo in the whole-dataset aggregate G (subtract old, add new) → exact global step
@@ -19,7 +19,7 @@ from bnpcore.exceptions import ELBODecreaseWarning
 
 __all__ = ["MONOTONE_RTOL", "run_memoized_lap", "stream_batch"]
 
-#: relative round-off tolerance of the monotonicity checks (STYLE §6)
+#: relative round-off tolerance of the monotonicity checks
 MONOTONE_RTOL = 1e-9
 
 
@@ -113,7 +113,7 @@ def run_memoized_lap(
 
 
 def stream_batch(model, state: FitState, X, *, n_threads=None) -> float:
-    """The streaming memoized update of one batch whose data are not retained (spec 01 §5.3):
+    """The streaming memoized update of one batch whose data are not retained (Hughes & Sudderth 2013 §3; Hughes thesis §3.5.3):
     local step with the current globals, its summaries appended to ``state.frozen``, G
     re-summed, then empty-cluster removal and sorting. Returns the exact ELBO of everything
     seen so far. Does not count a lap."""

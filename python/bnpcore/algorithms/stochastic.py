@@ -1,4 +1,4 @@
-r"""Stochastic variational inference (spec 01 §5.2).
+r"""Stochastic variational inference (Hughes thesis §3.5.2, Alg. 3.2; Hughes & Sudderth 2013 §2.3).
 
 The global state is a pair of *effective summaries* :math:`(N^{\rm eff}, S^{\rm eff})` (see
 ``docs/internals.md``): the posterior of cluster :math:`k` is :math:`\bar\lambda\oplus(N^{\rm eff}_k,
@@ -12,7 +12,7 @@ on batch :math:`b` of :math:`N_b` rows (dataset of :math:`N` rows):
     \rho_t &= (t + \delta)^{-\kappa}, \qquad t = 1, 2, \dots\\
     (N^{\rm eff}, S^{\rm eff}) &\leftarrow (1-\rho_t)\,(N^{\rm eff}, S^{\rm eff}) + \rho_t\, s\,(N_b, S_b).
 
-**Why this is the natural-gradient step of spec 01 §5.2.** The step asks for
+**Why this is the natural-gradient step of Hughes thesis §3.5.2.** The step asks for
 :math:`\hat\eta\leftarrow(1-\rho)\hat\eta+\rho\,\eta^*` in natural coordinates, where the target
 :math:`\eta^*` is the posterior the batch would give if replicated :math:`s` times.
 
@@ -28,7 +28,7 @@ on batch :math:`b` of :math:`N_b` rows (dataset of :math:`N` rows):
   are :math:`(N_k, \gamma-1+N^>_k)`, and :math:`N^>` is *linear* in :math:`N`, so interpolating
   :math:`N^{\rm eff}` interpolates both :math:`\hat\eta_{k1}=1+N_k` and
   :math:`\hat\eta_{k0}=\gamma+N^>_k` exactly as the targets :math:`\eta^*_{k1}=1+sN_{bk}`,
-  :math:`\eta^*_{k0}=\gamma+s\sum_{\ell>k}N_{b\ell}` of §5.2 require. The finite Dirichlet
+  :math:`\eta^*_{k0}=\gamma+s\sum_{\ell>k}N_{b\ell}` of Hughes thesis §3.5.2 require. The finite Dirichlet
   :math:`\hat\theta_k=\gamma/K+N_k` is affine in the same way.
 
 So the interpolation of effective summaries *is* the natural-parameter interpolation, done
@@ -39,7 +39,7 @@ A lap is :math:`B` batch steps over the fixed batches in a fresh seeded random o
 is seen once per lap). Stochastic learning has no exact running ELBO: after each lap
 (every ``eval_every`` laps, default every lap) an evaluation pass runs one local step over all
 batches with the globals frozen and reports :math:`\mathcal L` of the resulting responsibilities
-with their optimal globals (spec 01 §3.4) — a valid bound of the evaluation-pass posterior. The
+with their optimal globals (Hughes thesis eqs. 3.42, 3.44) — a valid bound of the evaluation-pass posterior. The
 pass is neither timed nor counted as a lap. No monotonicity is guaranteed, and clusters are not
 removed or reordered.
 """
@@ -79,9 +79,9 @@ def learning_rate(t: int, delay: float, decay: float) -> float:
 
 
 def evaluate_elbo(model, source, stats, *, n_threads=None, executor=None) -> float:
-    """ELBO of one local step over every batch with the globals ``stats`` frozen (spec 01 §5.2):
+    """ELBO of one local step over every batch with the globals ``stats`` frozen (Hughes thesis §3.5.2, Alg. 3.2; Hughes & Sudderth 2013 §2.3):
     the summaries of all batches are summed in batch order and the exact ELBO at optimal
-    globals (spec 01 §3.4) of those responsibilities is returned."""
+    globals (Hughes thesis eqs. 3.42, 3.44) of those responsibilities is returned."""
     from bnpcore.algorithms.executor import LocalExecutor
 
     if executor is None:

@@ -1,6 +1,6 @@
 """The batch-source protocol shared by rows, documents and sequences, and the batch splitter.
 
-Every model reads its data through a *batch source*: ``len(source)`` fixed batches (spec 01
+Every model reads its data through a *batch source*: ``len(source)`` fixed batches (Hughes & Sudderth 2013
 §5.3: the data are split once), ``source.get(b)`` returns batch ``b`` validated and ready for
 the Rust local step. What a batch is depends on the *segment* the allocation model works on
 (``docs/internals.md``):

@@ -3,7 +3,7 @@
 A document source is a :class:`~bnpcore.data.BatchSource` with ``segment == "document"``:
 ``get(b)`` returns a batch of **whole documents** as a ``scipy.sparse.csr_array`` of shape
 ``(n_docs_in_batch, n_vocab)`` with float64 counts and int64 ``indices``/``indptr``. Its
-``indptr`` is the batch's ``doc_range`` offset array (STYLE §4): document d of the batch holds
+``indptr`` is the batch's ``doc_range`` offset array: document d of the batch holds
 the words ``indices[indptr[d]:indptr[d+1]]`` with counts ``data[indptr[d]:indptr[d+1]]``. Batches
 are contiguous ranges of documents balanced by token count (:func:`~bnpcore.data.balanced_bounds`)
 and are never shuffled. Nothing here densifies a corpus: the dense (n_docs × n_vocab) matrix of a

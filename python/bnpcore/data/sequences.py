@@ -2,7 +2,7 @@
 
 A sequence source is a :class:`~bnpcore.data.BatchSource` with ``segment == "sequence"``:
 ``get(b)`` returns a :class:`~bnpcore.data.SeqBatch` of **whole sequences**, the rows ``X``
-(C-contiguous float64) and the ``seq_range`` offset array (STYLE §4). Batches are contiguous
+(C-contiguous float64) and the ``seq_range`` offset array. Batches are contiguous
 ranges of sequences balanced by row count (:func:`~bnpcore.data.balanced_bounds`) and are
 never shuffled: the rows of a sequence are one Markov chain.
 """

@@ -1,4 +1,4 @@
-"""Fixed batches of mixture rows (spec 01 §5.3: data are split once into B fixed batches).
+"""Fixed batches of mixture rows (data are split once into B fixed batches: Hughes & Sudderth 2013 §3).
 
 Documents and sequences have their own sources (:mod:`bnpcore.data.documents`,
 :mod:`bnpcore.data.sequences`); all follow :class:`bnpcore.data.BatchSource`.
@@ -8,7 +8,7 @@ batches, ``source.get(b)`` returns batch ``b`` as a validated C-contiguous float
 ``n_rows`` / ``n_features`` / ``sample_for_init`` describe the whole dataset. Two sources exist:
 
 * :class:`ArrayBatches` — B fixed batches over one array. In-memory arrays use a seeded random
-  assignment of rows to batches (spec 01 §5.3 recommends it: sorted or grouped data would
+  assignment of rows to batches (Hughes & Sudderth 2013 §3 recommend it: sorted or grouped data would
   otherwise give batches that each see only a few clusters); a ``numpy.memmap`` (or a ``.npy``
   path opened with ``mmap_mode="r"``) uses contiguous row ranges so that every visit reads one
   contiguous region of the file and the dataset is never copied whole.

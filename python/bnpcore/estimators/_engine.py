@@ -1,5 +1,5 @@
 """The generic variational-inference estimator: everything a fit does that no model family
-changes (the template of STYLE §13, as ``sklearn/mixture/_base.py`` is for scikit-learn).
+changes (as ``sklearn/mixture/_base.py`` is for scikit-learn).
 
 :class:`VBEstimator` owns ``fit`` (in-memory, on-disk and one-shot data), ``partial_fit``,
 warm starts, checkpoints, the progress bar, the per-lap callback, the fitted attributes every
@@ -422,7 +422,7 @@ class VBEstimator(BaseEstimator):
 
     # ---------------------------------------------------------------- streaming
     def partial_fit(self, X, y=None):
-        r"""Add one batch of new data (streaming memoized update, spec 01 §5.3).
+        r"""Add one batch of new data (streaming memoized update, Hughes & Sudderth 2013 §3).
 
         Local step on ``X`` with the current global parameters, its summaries added to the
         whole-dataset summaries G and kept as a *frozen* memo (the data are not retained, so the
@@ -558,14 +558,28 @@ class VBEstimator(BaseEstimator):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     def elbo_terms(self) -> dict:
-        """The fitted ELBO split into its terms (data, entropy, allocation, Σh)."""
+        """The fitted ELBO split into its terms, computed from the summaries.
+
+        Returns
+        -------
+        terms : dict of str to float
+            The family's terms (data term, entropy, allocation terms, Σh); they add up to
+            ``elbo_`` up to round-off.
+        """
         self._check_fitted()
         return self._make_model(self.obs_model_).elbo_terms(self.summaries_)
 
     # -------------------------------------------------------------- persistence
     def save(self, path) -> None:
         """Save the estimator (parameters, fitted state, random streams, history) to ``path``
-        atomically; reload with :func:`bnpcore.load`. Format: ``docs/model_format.md``."""
+        atomically (temporary file + rename); reload with :func:`bnpcore.load`. No pickle:
+        the format is ``docs/model_format.md``.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Destination file (``.npz``).
+        """
         from bnpcore.io import save
 
         save(self, path)

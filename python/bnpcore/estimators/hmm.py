@@ -36,9 +36,7 @@ def _ar_rows(X, lengths, n_features=None):
 
 def _ar_prior(Y, prior_scale=1.0, prior_dof=None) -> dict:
     r"""Default Matrix-Normal-Wishart prior of the auto-regressive model from rows
-    ``[x_t, x_{t-1}]``: :math:`
-u=F+2`, :math:`B=(
-u-F-1)\,s\,\mathrm{Cov}(x_t-x_{t-1})` (the
+    ``[x_t, x_{t-1}]``: :math:`\nu=F+2`, :math:`B=(\nu-F-1)\,s\,\mathrm{Cov}(x_t-x_{t-1})` (the
     scale of one step's innovation), :math:`M=0`, :math:`V=I` (a weak shrinkage of the
     coefficients towards 0)."""
     F = Y.shape[1] // 2
@@ -358,7 +356,20 @@ class _BaseHMM(VBEstimator):
             return logB, np.log(self.startprob_), np.log(self.transmat_)
 
     def predict(self, X, lengths=None) -> np.ndarray:
-        """Most likely state sequence of every sequence (Viterbi at the point estimates)."""
+        """Most likely state sequence of every sequence (Viterbi at the point estimates).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
+            The rows of all sequences concatenated, or one array per sequence.
+        lengths : array-like of int or None
+            Length of every sequence (summing to ``len(X)``); None is one sequence.
+
+        Returns
+        -------
+        states : ndarray of int64, shape (n_samples,)
+            State of every time step, in ``range(K)`` (rows of ``transmat_``).
+        """
         return self.decode(X, lengths)[1]
 
     def _ar_full(self, batch, a):
@@ -371,34 +382,105 @@ class _BaseHMM(VBEstimator):
         return np.insert(a, first, a[first], axis=0)
 
     def decode(self, X, lengths=None):
-        """``(log probability of the best path, states)`` by Viterbi at the point estimates
-        (for ``obs="ar_gauss"`` conditional on each sequence's first step, whose state is that
-        of the second)."""
+        """The most likely state path by Viterbi at the point estimates (hmmlearn's ``decode``).
+
+        For ``obs="ar_gauss"`` the path is conditional on each sequence's first step, whose
+        state is that of the second.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
+            The rows of all sequences concatenated, or one array per sequence.
+        lengths : array-like of int or None
+            Length of every sequence (summing to ``len(X)``); None is one sequence.
+
+        Returns
+        -------
+        log_prob : float
+            Log probability of the best path (summed over sequences).
+        states : ndarray of int64, shape (n_samples,)
+            State of every time step.
+        """
         batch = self._sequences(X, lengths)
         logB, ls, lt = self._plugin(batch)
         states, score = _core.viterbi(logB, batch.seq_range, ls, lt, n_threads=self.n_threads)
         return float(np.sum(score)), self._ar_full(batch, np.asarray(states, dtype=np.int64))
 
     def score_samples(self, X, lengths=None):
-        """``(log-likelihood, posterior state marginals)`` by forward-backward at the point
-        estimates."""
+        r"""Log-likelihood and posterior state marginals by forward-backward at the point
+        estimates (hmmlearn's ``score_samples``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
+            The rows of all sequences concatenated, or one array per sequence.
+        lengths : array-like of int or None
+            Length of every sequence (summing to ``len(X)``); None is one sequence.
+
+        Returns
+        -------
+        log_prob : float
+            :math:`\sum_s \log p(x^{(s)})` over the sequences (nats).
+        posteriors : ndarray of shape (n_samples, K)
+            :math:`p(z_t = k \mid x)` of every time step; rows sum to 1.
+        """
         batch = self._sequences(X, lengths)
         logB, ls, lt = self._plugin(batch)
         out = _core.forward_backward(logB, batch.seq_range, ls, lt, return_resp=True, n_threads=self.n_threads)
         return float(out["log_z_sum"]), self._ar_full(batch, np.asarray(out["resp"]))
 
     def score(self, X, lengths=None) -> float:
-        """Log-likelihood of ``X`` by the forward algorithm at the point estimates (total nats,
-        as hmmlearn)."""
+        """Log-likelihood of ``X`` by the forward algorithm at the point estimates.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
+            The rows of all sequences concatenated, or one array per sequence.
+        lengths : array-like of int or None
+            Length of every sequence (summing to ``len(X)``); None is one sequence.
+
+        Returns
+        -------
+        log_prob : float
+            Total over the sequences (nats), as hmmlearn's ``score``.
+        """
         return self.score_samples(X, lengths)[0]
 
     def predict_proba(self, X, lengths=None) -> np.ndarray:
-        """Posterior state marginals of every time step, shape (n_samples, K)."""
+        r"""Posterior state marginals of every time step (forward-backward at the point estimates).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
+            The rows of all sequences concatenated, or one array per sequence.
+        lengths : array-like of int or None
+            Length of every sequence (summing to ``len(X)``); None is one sequence.
+
+        Returns
+        -------
+        posteriors : ndarray of shape (n_samples, K)
+            :math:`p(z_t = k \mid x)`; rows sum to 1.
+        """
         return self.score_samples(X, lengths)[1]
 
     def sample(self, n_samples=1, random_state=None):
-        """Draw one sequence of ``n_samples`` steps from the fitted point-estimate HMM (Gaussian
-        and Bernoulli observation models). Returns ``(X, states)``."""
+        """Draw one sequence from the fitted point-estimate HMM (Gaussian and Bernoulli
+        observation models).
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Number of time steps.
+        random_state : int, numpy.random.Generator or None
+            Seed of the draw.
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+            The observations.
+        states : ndarray of int64, shape (n_samples,)
+            The hidden states.
+        """
         check_param("n_samples", n_samples, kind="int", low=1, low_inclusive=True)
         self._check_fitted()
         if self.obs not in ("gauss", "diag_gauss", "zero_mean_gauss", "bern"):  # not mult, ar_gauss

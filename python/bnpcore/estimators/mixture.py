@@ -384,11 +384,20 @@ class _BaseMixture(VBEstimator):
         return self.obs_model_.to_model(X)
 
     def predict_proba(self, X) -> np.ndarray:
-        """Variational responsibilities r_nk of one local step with the fitted globals.
+        r"""Variational responsibilities :math:`r_{nk}` of one local step with the fitted globals.
+
+        :math:`r_{nk}\propto\exp\big(E_q[\ln\pi_k]+E_q[\ln F(x_n\mid\phi_k)]\big)`, normalised
+        over the K represented clusters (L-sparse when the model's ``top_l`` is set).
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            Rows to assign (sparse only for ``obs`` in ``("mult", "bern")``).
 
         Returns
         -------
-        ndarray of shape (n_samples, K)
+        resp : ndarray of shape (n_samples, K)
+            Rows sum to 1; column k is cluster k of ``weights_``.
         """
         X = self._check_X(X)
         model = self._make_model(self.obs_model_)
@@ -403,7 +412,7 @@ class _BaseMixture(VBEstimator):
         the mass of its L largest entries, :math:`m_n(L)=\sum_{k\in\mathrm{top}_L(n)} r_{nk}`.
         Then :math:`1-m_n(L)` is the total-variation distance between the L-sparse and the
         dense responsibilities of row n, and :math:`-\log m_n(L)` is what the L-sparse step
-        gives up in that row's ELBO at these global parameters (spec 04 §1.7), so
+        gives up in that row's ELBO at these global parameters (Hughes & Sudderth 2016 App. A), so
         ``-np.log(m).mean(axis=0)`` is the per-row objective cost of each L. Use it (or
         :func:`bnpcore.plotting.plot_top_l_mass`) to choose ``top_l``. The fitted model's own
         ``top_l`` is ignored; rows are processed in chunks so no ``(n_samples, K)`` array is
@@ -438,22 +447,52 @@ class _BaseMixture(VBEstimator):
         return out
 
     def predict(self, X) -> np.ndarray:
-        """Most responsible cluster of each row (argmax of :meth:`predict_proba`)."""
+        """Most responsible cluster of each row (argmax of :meth:`predict_proba`).
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            Rows to label.
+
+        Returns
+        -------
+        labels : ndarray of int64, shape (n_samples,)
+            Cluster indices in ``range(K)`` (the order of ``weights_``).
+        """
         return np.argmax(self.predict_proba(X), axis=1)
 
     def score_samples(self, X) -> np.ndarray:
         r"""Plug-in log density :math:`\log\sum_k w_k F(x_n\mid\hat\phi_k)` of each row, with
         ``weights_`` and the posterior-mean parameters (``means_``, ``covariances_``).
 
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            Rows to score.
+
         Returns
         -------
-        ndarray of shape (n_samples,)
+        log_density : ndarray of shape (n_samples,)
+            Natural-log density of each row (nats).
         """
         X = self._check_X(X)
         return self._make_model(self.obs_model_).score_samples(X, self.summaries_, n_threads=self.n_threads)
 
     def score(self, X, y=None) -> float:
-        """Mean of :meth:`score_samples` (nats per row)."""
+        """Mean plug-in log density of the rows of ``X`` (scikit-learn's ``DensityMixin``).
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
+            Rows to score.
+        y : ignored
+            Present for scikit-learn's API (pipelines, ``GridSearchCV``).
+
+        Returns
+        -------
+        score : float
+            Mean of :meth:`score_samples` (nats per row); higher is better.
+        """
         return float(np.mean(self.score_samples(X)))
 
     def fit_predict(self, X, y=None) -> np.ndarray:

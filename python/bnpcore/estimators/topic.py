@@ -239,8 +239,22 @@ class _BaseTopicModel(VBEstimator):
         return iter(DocumentStream(chained, 1000, n_vocab=int(V)))
 
     def fit_transform(self, X, y=None, **fit_params):
-        """Fit to ``X`` (re-iterable) and return its document-topic proportions
-        (:meth:`transform`)."""
+        """Fit to ``X`` and return its document-topic proportions (:meth:`transform`).
+
+        Parameters
+        ----------
+        X : scipy.sparse matrix, array-like or re-iterable corpus of shape (n_docs, n_vocab)
+            Document-word counts (see :meth:`fit`); read twice, so not a one-shot iterator.
+        y : ignored
+            Present for scikit-learn's API.
+        **fit_params
+            Passed to :meth:`fit`.
+
+        Returns
+        -------
+        doc_topic : ndarray of shape (n_docs, K)
+            Rows sum to 1.
+        """
         if self._is_one_shot(X):
             raise ParameterError("fit_transform needs a corpus that can be read twice; an iterator is read once")
         return self.fit(X, **fit_params).transform(X)
@@ -344,7 +358,20 @@ class _BaseTopicModel(VBEstimator):
         return total / n_held
 
     def perplexity(self, X, *, random_state=None) -> float:
-        """``exp(-score(X))``: document-completion perplexity per held-out token."""
+        """Document-completion perplexity per held-out token, ``exp(-score(X))``.
+
+        Parameters
+        ----------
+        X : scipy.sparse matrix, array-like or corpus of shape (n_docs, n_vocab)
+            Held-out documents (see :meth:`score` for the split).
+        random_state : int or None
+            Seed of the token split (None: the fixed default split of :meth:`score`).
+
+        Returns
+        -------
+        perplexity : float
+            Lower is better.
+        """
         return float(np.exp(-self.score(X, random_state=random_state)))
 
     def top_words(self, n=10, vocabulary=None):

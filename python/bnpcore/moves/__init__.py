@@ -1,4 +1,4 @@
-"""Proposal moves for DP mixtures: birth, merge and delete (spec 01 §6).
+"""Proposal moves for DP mixtures: birth, merge and delete (Hughes thesis ch. 4; Hughes & Sudderth 2013 §3).
 
 :class:`MoveManager` schedules them inside memoized (or full-dataset) learning; every accepted
 move is checked against the exact whole-dataset ELBO.

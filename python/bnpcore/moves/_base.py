@@ -1,4 +1,4 @@
-"""The move machinery shared by every proposal move (spec 01 §6.0, §6.4).
+"""The move machinery shared by every proposal move (Hughes thesis ch. 4).
 
 A *move* proposes a new responsibility matrix r' for the whole dataset, built from the current
 one, and is judged by the exact whole-dataset ELBO of its summaries:
@@ -45,7 +45,7 @@ __all__ = [
     "sum_parts",
 ]
 
-#: relative acceptance threshold ε_acc (spec 01 §6.0)
+#: relative acceptance threshold ε_acc (Hughes thesis §4.1.3)
 ACCEPT_RTOL = 1e-10
 
 

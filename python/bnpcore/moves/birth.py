@@ -1,4 +1,4 @@
-r"""Birth move (spec 01 §6.2, ``birth_mode="lap"``).
+r"""Birth move (Hughes thesis §4.2; Hughes & Sudderth 2013 §3.3; ``birth_mode="lap"``).
 
 A birth replaces a target cluster :math:`k_t` by :math:`J'\ge2` fresh clusters fitted to the data
 it explains. Pipeline (one proposal active, one in preparation):
@@ -137,7 +137,7 @@ def seed_rows(model, option) -> int:
 
 
 def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kmeans_iters=10, seed_rows=1, n_threads=None):
-    r"""Fit fresh clusters to a weighted subsample (spec 01 §6.2.3), in one Rust call.
+    r"""Fit fresh clusters to a weighted subsample (Hughes thesis §4.2), in one Rust call.
 
     With :math:`J=\min(\max(n_{fresh}, n_{seeds}), \lfloor m/2\rfloor)` (nothing is fitted if
     :math:`J<2`):

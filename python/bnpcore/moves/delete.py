@@ -1,4 +1,4 @@
-r"""Delete move (spec 01 §6.3).
+r"""Delete move (Hughes thesis §4.3).
 
 A delete removes a target cluster :math:`k_t` and redistributes its mass over an absorbing set
 :math:`A`: with :math:`a_n=\hat r_{nk_t}+\sum_{j\in A}\hat r_{nj}`,
@@ -18,7 +18,7 @@ change of ``delete_retry_change`` in its size resets the count). Absorbing set: 
 :math:`\sum_n\hat r_{nk_t}\hat r_{nk}` (collected for the planned target during the previous
 lap) or, without it, the largest merge data gain with the target.
 
-Refinement (spec 01 §6.3.3). With one batch (``algorithm="full"``) the candidate is refined
+Refinement (Hughes thesis §4.3). With one batch (``algorithm="full"``) the candidate is refined
 ``delete_refine_iters`` times at the end of the iteration: global step for the candidate, then
 the restricted step again with the globals and data of the batch visit (which reproduces the
 same responsibilities bit for bit, so the candidate stays consistent with the memo).
@@ -52,7 +52,7 @@ overlap (the gain deficit shrinks by a factor of about 0.75 per step on 1-D N(0,
 with one step per lap from the absorbing clusters as they are and three laps per candidate, no
 delete was ever accepted on 25,000 points from N(0, 1) started at K = 5 with five batches, while
 one batch (five refinement steps per lap) reached K = 1 in 11 laps. Deletes are what let a fit
-escape where every pairwise merge lowers the ELBO (1-D N(0,1) data, §6.1.5).
+escape where every pairwise merge lowers the ELBO (1-D N(0,1) data, Hughes thesis §4.4.1).
 """
 
 from __future__ import annotations
@@ -331,7 +331,7 @@ class DeleteMove(Move):
                 after = model.elbo(cand)
                 if accepts(elbo, after, mgr.accept_rtol) or it == refine - 1:
                     break
-                # full-dataset refinement (spec 01 §6.3.3): global step for the candidate, then
+                # full-dataset refinement (Hughes thesis §4.3): global step for the candidate, then
                 # the restricted step again on the same responsibilities (same data, same globals
                 # as the batch visit, so the same r and the same memo)
                 self._adopt(p, model, ctx.G, cand, pt, pa, N, S)

@@ -1,4 +1,4 @@
-"""The scheduler of proposal moves inside memoized (or full-dataset) learning (spec 01 §6.4).
+"""The scheduler of proposal moves inside memoized (or full-dataset) learning (Hughes thesis ch. 4).
 
 :class:`MoveManager` is configured by a frozen :class:`MoveConfig` (never by an estimator) and
 driven by the memoized lap through its hooks (``start_lap``, ``batch_options``, ``after_batch``,
@@ -22,7 +22,7 @@ from bnpcore.moves.merge import MergeMove
 
 __all__ = ["DEFAULT_MAX_PER_LAP", "MOVE_KINDS", "MoveConfig", "MoveManager"]
 
-#: move kinds in planning and evaluation order (birth, merge, delete; spec 01 §6.4)
+#: move kinds in planning and evaluation order (birth, merge, delete; Hughes thesis ch. 4)
 MOVE_KINDS = {"birth": BirthMove, "merge": MergeMove, "delete": DeleteMove}
 
 #: default caps on proposals per lap
@@ -66,7 +66,7 @@ class MoveManager:
 
     Notes
     -----
-    Evaluation order at the end of a lap: births, merges, deletes (spec 01 §6.4). Every
+    Evaluation order at the end of a lap: births, merges, deletes (Hughes thesis ch. 4). Every
     proposal is recorded in ``state.moves_log`` as a dict with ``lap``, ``kind``, ``uids`` (the
     clusters involved), ``elbo_before``, ``elbo_after``, ``elbo_gain`` and ``accepted`` (births
     also list ``new_uids`` when accepted).
@@ -75,7 +75,7 @@ class MoveManager:
     #: advanced settings (override through ``MoveConfig.options``, the estimators' ``move_options``)
     DEFAULT_OPTIONS: ClassVar[dict] = {
         "accept_rtol": ACCEPT_RTOL,
-        # birth (spec 01 §6.2)
+        # birth (Hughes thesis §4.2)
         "birth_n_fresh": 3,
         "birth_n_seeds": 3,
         "birth_min_size": 10.0,
@@ -88,12 +88,12 @@ class MoveManager:
         "birth_max_fail": 2,
         "birth_laps": 1,
         "birth_seed_rows": "auto",
-        # merge (spec 01 §6.1)
+        # merge (Hughes thesis §4.1)
         "merge_allpairs_max_K": 300,
         "merge_max_scored_pairs": 5000,
         "merge_neighbours": 16,
         "merge_retry_change": 0.1,
-        # delete (spec 01 §6.3)
+        # delete (Hughes thesis §4.3)
         "delete_max_absorb": 10,
         "delete_max_fail": 1,
         "delete_retry_change": 0.1,
@@ -150,7 +150,7 @@ class MoveManager:
         exact = all(m is not None for m in state.memos)
         ctx = LapContext(model, state, state.lap + 1, exact, len(state.memos), self.n_threads)
         # clusters with mass in frozen memos (partial_fit batches whose data are gone) have no
-        # proposal summaries there: they take part in no move (spec 01 §5.3)
+        # proposal summaries there: they take part in no move (Hughes & Sudderth 2013 §3; Hughes thesis §3.5.3)
         for fm in getattr(state, "frozen", []) or []:
             ctx.involved.update(int(u) for u, n in zip(fm.uids, fm.N) if n != 0.0)
         self._ctx = ctx

@@ -1,4 +1,4 @@
-r"""Merge move (spec 01 §6.1).
+r"""Merge move (Hughes thesis §4.1; Hughes & Sudderth 2013 §3.2).
 
 Merging clusters :math:`k_A<k_B` sets :math:`\hat r'_{nk_A}=\hat r_{nk_A}+\hat r_{nk_B}` and
 removes column :math:`k_B`. Its summaries need no data pass except the merged entropy
@@ -23,7 +23,7 @@ __all__ = ["MergeMove", "candidate_pairs", "merge_scores"]
 
 def merge_scores(model, G, chunk: int = 4096, pairs=None):
     r"""Exact :math:`\Delta_{\rm data}` and :math:`\Delta_{\rm alloc}` of merging every pair
-    ``i < j`` (positions) of the summaries ``G`` (spec 01 §6.1.2), or only the ``pairs`` given.
+    ``i < j`` (positions) of the summaries ``G`` (Hughes thesis §4.1), or only the ``pairs`` given.
 
     .. math::
         \Delta_{\rm data}&=c(\hat\lambda_i)+c(\hat\lambda_j)-c(\bar\lambda)-c\big(\bar\lambda\oplus(N_i+N_j,S_i+S_j)\big)\\

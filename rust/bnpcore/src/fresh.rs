@@ -1,4 +1,4 @@
-//! Fresh clusters for a birth proposal (spec 01 §6.2.3): the whole fit of `J'` clusters to a
+//! Fresh clusters for a birth proposal (Hughes thesis §4.2): the whole fit of `J'` clusters to a
 //! weighted subsample `(x', w)` in one call.
 //!
 //! Algorithm (the reference is `bnpcore._reference.birth.fit_fresh_clusters`):

@@ -1,6 +1,6 @@
 //! Special functions: digamma, log-gamma, multivariate log-gamma, Beta/Dirichlet log normalisers.
 //!
-//! Conventions follow spec 01 §0: `c_*` functions are **log normalising constants**
+//! Conventions follow Hughes thesis §2.2: `c_*` functions are **log normalising constants**
 //! (`c_Beta(a, b) = lnΓ(a+b) − lnΓ(a) − lnΓ(b)`), not log-partition functions.
 
 use std::f64::consts::PI;

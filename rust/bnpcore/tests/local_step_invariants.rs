@@ -1,4 +1,4 @@
-//! Invariants of the fused local step for every observation model (spec 01 P9, P12, P24):
+//! Invariants of the fused local step for every observation model:
 //! summaries additive over disjoint splits, responsibilities on the simplex even with extreme
 //! log weights, and bit-identical results for any rayon pool size.
 

@@ -1,7 +1,7 @@
-//! The fused local step (spec 01 §4.2): log weights `W_nk = E[log F(x_n|φ_k)] + E[ln π_k]`,
+//! The fused local step (Hughes thesis §3.4.2): log weights `W_nk = E[log F(x_n|φ_k)] + E[ln π_k]`,
 //! responsibilities `r_nk = exp(W_nk − lse_n)`, and their immediate reduction to additive
 //! summaries — counts `N_k`, statistics `S_k`, entropies `H_k = −Σ r ln r` — plus everything
-//! the proposal moves need from the same responsibilities (spec 01 §6):
+//! the proposal moves need from the same responsibilities (Hughes thesis ch. 4):
 //!
 //! * merge pair entropies `H^merge_ab = −Σ_n (r_na + r_nb) ln(r_na + r_nb)`;
 //! * restricted-step proposals (birth and delete): the mass `a_n = Σ_{k∈src} r_nk` is
@@ -9,11 +9,11 @@
 //! * a responsibility column (birth subsample collection) and a co-occurrence vector
 //!   `Σ_n r_nt r_nk` (choice of a delete's absorbing set).
 //!
-//! With `top_l = Some(L)`, `L < K`, responsibilities are L-sparse (spec 04 §1): per row the `L`
+//! With `top_l = Some(L)`, `L < K`, responsibilities are L-sparse (Hughes & Sudderth 2016 §3; Hughes thesis §7.1): per row the `L`
 //! largest log weights are selected in linear time ([`top_l`]) and normalised over; every
 //! output above is then computed from the sparse rows only (summaries by scatter-adding the
 //! selected clusters, bucketed by cluster inside each tile; pair entropies, co-occurrences and
-//! restricted steps as in spec 04 §3.2–§3.4). `L ≥ K` runs the dense kernel, so it reproduces
+//! restricted steps as in Hughes thesis ch. 4 with L-sparse rows). `L ≥ K` runs the dense kernel, so it reproduces
 //! the dense result exactly. For the zero-mean Gaussian at large `K`, the sparse rows' candidate
 //! clusters come from a single-precision GEMM with a rigorous error bound and their log weights
 //! are recomputed in double precision ([`cand32`]): the same top `L`, about twice as fast.

@@ -54,7 +54,7 @@ impl FreshRows {
     }
 }
 
-/// Restricted step of one proposal on the dense rows of a tile (spec 01 §6.2.4, §6.3.2):
+/// Restricted step of one proposal on the dense rows of a tile (Hughes thesis §4.2–4.3):
 /// `a_n = Σ_{c∈src} r_nc`, `r'_nj = a_n softmax_j(W̃_nj)` for `a_n >` [`PROPOSAL_MIN_MASS`],
 /// `r'_n0 = a_n` otherwise; accumulates `N'`, `S'`, `H'` of the destination columns. The few
 /// destination columns are evaluated and accumulated row by row (dot products and `axpy`s on
@@ -217,8 +217,8 @@ pub(super) struct RowSlots<'a> {
 }
 
 /// Restricted steps (births, deletes) of one row held as `m = gv.len()` entries (`slot_of[k]` is
-/// the slot of cluster `k`, [`NONE`] if absent) under the "at most `l` entries" family (spec 04
-/// §3.3-§3.4): the source mass `a_n` goes to the destinations the row already holds outside the
+/// the slot of cluster `k`, [`NONE`] if absent) under the "at most `l` entries" family (Hughes thesis
+/// §4.2–4.3 with L-sparse rows): the source mass `a_n` goes to the destinations the row already holds outside the
 /// source (no slot needed) plus the best `|src ∩ T_n| + l − m` others, softmax-weighted.
 pub(super) fn budget_proposals_row(
     opts: &LocalOptions,

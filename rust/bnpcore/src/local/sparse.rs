@@ -30,7 +30,7 @@ pub(crate) fn select_top_l_of_candidates(w: &[f64], l: usize, cand: &[u32], scra
 }
 
 /// L-sparse responsibilities of one tile (log weights in `sc.w`, `l < K`) and everything
-/// computed from them (spec 04 §1.3, §1.6, §3.2–§3.4). With `cands`, the log weights are those
+/// computed from them (Hughes thesis §7.1, eq. 7.3; moves of ch. 4). With `cands`, the log weights are those
 /// of the candidates in `sc.c32` instead ([`cand32`]: a superset of every row's top `l`, plus
 /// the proposals' destination columns), placed in the `−∞`-filled row `sc.wx`: the selection
 /// over that row is the selection over the full row.
@@ -121,7 +121,7 @@ pub(super) fn sparse_tile(ctx: &LocalContext, tile: &Tile, l: usize, sc: &mut Sc
         if let (Some(c), Some(oc)) = (opts.collect_col, out_col.as_mut()) {
             oc[[n, 0]] = slot(c, &sc.slot_of).map_or(0.0, |s_| sc.gv[s_]);
         }
-        // restricted steps (births, deletes) with slot budgets (spec 04 §3.3-§3.4)
+        // restricted steps (births, deletes) with slot budgets (Hughes thesis §4.2–4.3 with L-sparse rows)
         if !opts.proposals.is_empty() {
             let mut bufs =
                 PropBufs { cand: &mut sc.cand, dwr: &mut sc.dwr, support: &mut sc.support, gsub: &mut sc.gsub, psub: &mut sc.psub };

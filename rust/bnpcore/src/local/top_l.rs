@@ -1,10 +1,10 @@
-//! Top-L selection for L-sparse responsibilities (spec 04 §1.3–§1.4).
+//! Top-L selection for L-sparse responsibilities (Hughes thesis Alg. 7.2, §7.1.2).
 //!
 //! Per row, the support `T_n` is the set of the `L` largest log weights under the total order
 //! "larger value first, then smaller index first" (NaN counts as `−∞`), so every selection
 //! algorithm returns the same set. Responsibilities are the softmax of the gathered weights in
 //! ascending-index order: `r_nk = exp(W_nk − lse⁽ᴸ⁾_n)` for `k ∈ T_n`, the exact optimum of the
-//! per-row objective under "at most L non-zeros" (spec 04 §1.2).
+//! per-row objective under "at most L non-zeros" (Hughes thesis eqs. 7.2, 7.4).
 
 use std::cmp::Ordering;
 
@@ -56,7 +56,7 @@ pub fn select_top_among(w: &[f64], cand: &mut [u32], l: usize) -> usize {
 /// Largest `l` at which [`select_top_l`] uses the threshold scan rather than introselect.
 pub const SCAN_MAX_L: usize = 32;
 
-/// Threshold scan (spec 04 §1.4, item 2): keep the best `l` entries seen so far sorted by rank
+/// Threshold scan (Hughes thesis §7.1.2): keep the best `l` entries seen so far sorted by rank
 /// in `best`, and insert an element only when it beats the current `l`-th (one comparison per
 /// element in the common case). Scanning in index order, a later element beats an earlier one
 /// only if its value is strictly larger under `total_cmp`, which is exactly [`rank_cmp`].
@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn shifting_a_row_keeps_the_set_and_the_responsibilities() {
-        // spec 04 §5.4: adding c to every log weight of a row changes neither the selected
+        // adding c to every log weight of a row changes neither the selected
         // clusters nor their renormalised responsibilities; permuting the clusters (distinct
         // weights) permutes the selection
         let mut seed = 11u64;

@@ -16,7 +16,7 @@
 //! ½ [ν̂ (x − M̂p)ᵀ B̂⁻¹ (x − M̂p) + F pᵀ V̂⁻¹ p]`, `E ln|Λ| = Σ_i ψ((ν̂+1−i)/2) + F ln 2 − ln|B̂|`:
 //! a quadratic form `−½ yᵀ Q y + cst` with `Q = ν̂ [I, −M̂]ᵀ B̂⁻¹ [I, −M̂] + F [0 0; 0 V̂⁻¹]`.
 //!
-//! **Log normaliser** (sign of spec 01: ELBO data term `Σh + Σ_k [c(prior) − c(post_k)]`):
+//! **Log normaliser** (sign convention of Hughes thesis §2.2: ELBO data term `Σh + Σ_k [c(prior) − c(post_k)]`):
 //! `c = ν/2 ln|B| − νF/2 ln 2 − ln Γ_F(ν/2) + F/2 ln|V|`, with `h(x) = −F/2 ln 2π` per row.
 
 use std::f64::consts::PI;

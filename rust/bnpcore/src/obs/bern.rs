@@ -1,4 +1,4 @@
-//! Bernoulli (binary vectors) with a Beta prior per dimension (spec 01 §2.5).
+//! Bernoulli (binary vectors) with a Beta prior per dimension (the Beta-Bernoulli conjugate pair).
 //!
 //! Posterior `λ̂_kd1 = λ̄_d1 + S_kd`, `λ̂_kd0 = λ̄_d0 + N_k − S_kd`;
 //! `E_q[log F] = Σ_d [x_d E ln θ_kd + (1 − x_d) E ln(1 − θ_kd)]` = `x·(E ln θ − E ln(1−θ)) + Σ_d E ln(1−θ)`

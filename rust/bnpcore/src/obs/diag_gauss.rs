@@ -1,4 +1,4 @@
-//! Diagonal-covariance Gaussian with a Normal-Gamma prior (spec 01 §2.3).
+//! Diagonal-covariance Gaussian with a Normal-Gamma prior (the Normal-Gamma conjugate pair; Bishop 2006 §2.3.6).
 //!
 //! Per dimension `λ_d ~ Gamma(ν/2, β_d/2)`, `μ_d | λ_d ~ N(m_d, (κ λ_d)⁻¹)`. Posterior
 //! `κ̂ = κ + N`, `ν̂ = ν + N`, `m̂_d = (κ m_d + Sx_d)/κ̂`, `β̂_d = β_d + Sx2_d + κ m_d² − κ̂ m̂_d²`.

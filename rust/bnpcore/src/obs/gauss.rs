@@ -1,5 +1,5 @@
 //! Full-covariance Gaussian with a Normal-Wishart prior, and zero-mean Gaussian with a Wishart
-//! prior (spec 01 §2.1–§2.2).
+//! prior (Hughes thesis §2.2, §3.6.1; Bishop 2006 §10.2).
 //!
 //! Prior `Λ ~ W(ν, B⁻¹)` (so `E[Λ] = ν B⁻¹`), `μ | Λ ~ N(m, (κΛ)⁻¹)`. Posterior
 //! `κ̂ = κ + N`, `ν̂ = ν + N`, `m̂ = (κ m + Sx)/κ̂`, `B̂ = B + Sxx + κ m mᵀ − κ̂ m̂ m̂ᵀ`

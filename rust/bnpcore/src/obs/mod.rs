@@ -1,4 +1,4 @@
-//! Exponential-family observation models with conjugate priors (spec 01 §2).
+//! Exponential-family observation models with conjugate priors (Hughes thesis §2.2, §3.6).
 //!
 //! Every model implements [`ObsModel`]. Its global parameters are the posterior
 //! `λ̂_k = λ̄ ⊕ (N_k, S_k)`, built from *effective summaries* by [`ObsModel::posterior`]. The
@@ -58,7 +58,7 @@ pub enum FeatureMap {
     Identity,
     /// `φ(x) = [x, x²]` (diagonal Gaussians)
     WithSquares,
-    /// Full-covariance Gaussians (spec 04 §8.1, "vech" form): with `y = x − c`,
+    /// Full-covariance Gaussians ("vech" form): with `y = x − c`,
     /// `φ(x) = [y, vech(y yᵀ)]` (zero mean: no linear part), where `vech(y yᵀ) = (y_i y_j)_{i ≤ j}`
     /// row by row. A quadratic form is then `yᵀ A y = vech(y yᵀ) · vech'(A)` with the
     /// off-diagonal entries of `vech'(A)` doubled, which halves the work of the whitening
@@ -205,7 +205,7 @@ impl LogLikTable {
     }
 }
 
-/// Interface of an observation model (spec 01 §2.0 table).
+/// Interface of an observation model (Hughes thesis §2.2–2.3).
 pub trait ObsModel: Send + Sync {
     /// Posterior parameters of all clusters, with cached factorisations.
     type Post: Send + Sync;
@@ -262,11 +262,11 @@ pub trait ObsModel: Send + Sync {
     fn acc_finish(&self, _n: ArrayView1<f64>, acc: Array2<f64>) -> Array2<f64> {
         acc
     }
-    /// `Σ_n r_nk E_q[log F(x_n|φ_k)]` from summaries `(n, s)` (spec 01 P5).
+    /// `Σ_n r_nk E_q[log F(x_n|φ_k)]` from summaries `(n, s)`.
     fn e_log_lik_sum_from_stats(&self, post: &Self::Post, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Array1<f64>;
-    /// Point estimates `(name, array)` (spec 01 §10.1).
+    /// Point estimates `(name, array)`.
     fn point_estimates(&self, post: &Self::Post) -> Vec<(&'static str, ArrayD<f64>)>;
-    /// Transform rows once for Bregman divergences between smoothed atoms (spec 01 §5.5).
+    /// Transform rows once for Bregman divergences between smoothed atoms (Hughes thesis §2.4.2, Alg. 2.2).
     fn div_prepare(&self, x: ArrayView2<f64>) -> Result<Self::DivPrep>;
     /// Divergence of every prepared row to prepared row `i`: `out[n] = D(μ̃_n, μ̃_i)`.
     fn div_to(&self, prep: &Self::DivPrep, i: usize, out: &mut [f64]);
@@ -474,7 +474,7 @@ impl Obs {
         })
     }
 
-    /// Bregman k-means++ seeding (spec 01 §5.5, Alg. 2.2 with the errata): returns `len(uniforms)`
+    /// Bregman k-means++ seeding (Hughes thesis Alg. 2.2): returns `len(uniforms)`
     /// distinct row indices. Randomness comes from `uniforms` (values in `[0, 1)`), so the caller
     /// owns the random stream. Row `n_k` is drawn with probability `∝ min_{ℓ<k} D(μ̃_n, μ̃_{n_ℓ})`;
     /// if all remaining divergences are zero, uniformly among the rows not chosen yet.

@@ -1,4 +1,4 @@
-//! Multinomial (bag of words) with a Dirichlet prior (spec 01 §2.4).
+//! Multinomial (bag of words) with a Dirichlet prior (Hughes thesis §2.2.1, §3.6.2).
 //!
 //! `log F(x|β_k) = Σ_v x_v ln β_kv` (`h = 0`: probability of the token sequence).
 //! Posterior `λ̂_kv = λ̄_v + S_kv`; `E_q[log F] = Σ_v x_v (ψ(λ̂_kv) − ψ(Σ_w λ̂_kw))` (one GEMM);
