@@ -1,7 +1,7 @@
 """Type stubs of the Rust extension ``bnpcore._core`` (private: use the ``bnpcore`` API)."""
 
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -48,7 +48,7 @@ class Alloc:
 def local_step(
     obs: ObsModel,
     alloc: Alloc,
-    x: F64,
+    x: Union[F64, tuple[npt.NDArray[Any], npt.NDArray[Any], F64, int]],
     n_post: F64,
     s_post: F64,
     *,

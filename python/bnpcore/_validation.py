@@ -5,14 +5,14 @@ Dense arrays go through :func:`check_array`. scipy.sparse input is never densifi
 * bag-of-words data (documents) stay sparse all the way into Rust: :func:`check_counts_csr`
   validates them and returns one canonical ``csr_array`` (the document sources of
   :mod:`bnpcore.data` call it);
-* the mixture observation models have dense Rust kernels today. :func:`check_array` called with
-  the observation model's ``obs`` refuses sparse input for the Gaussian models (a clear
-  :class:`~bnpcore.exceptions.DataError` naming the argument). For the count models
-  ``mult``/``bern`` the estimators pass ``keep_sparse=True``: the rows are validated sparse
-  (:func:`check_sparse_rows`), batches stay CSR, and the local step densifies one bounded row
-  chunk at a time (:data:`bnpcore.model.SPARSE_CHUNK_ENTRIES`); a CSR kernel for the mixtures
-  is future work. :func:`densify_sparse_for_dense_kernel` remains for callers that do not know
-  the model (``obs=None``).
+* :func:`check_array` called with the mixture's ``obs`` refuses sparse input for the Gaussian
+  models (a clear :class:`~bnpcore.exceptions.DataError` naming the argument). For the count
+  models ``mult``/``bern`` the estimators pass ``keep_sparse=True``: the rows are validated
+  sparse (:func:`check_sparse_rows`), batches stay CSR, and the Rust local step reads the CSR
+  arrays themselves (O(nnz·K) per step). Plug-in scores (``score_samples``) still evaluate
+  bounded dense row chunks (:data:`bnpcore.model.SPARSE_CHUNK_ENTRIES`).
+  :func:`densify_sparse_for_dense_kernel` remains for callers that do not know the model
+  (``obs=None``).
 
 Sequence lengths (hmmlearn-style ``(X, lengths)``) are checked by :func:`check_lengths`.
 """
@@ -90,8 +90,8 @@ def check_sparse_rows(X, obs: str, name: str = "X", n_features: int | None = Non
 
     ``obs="mult"``: non-negative integer counts; ``obs="bern"``: values 0 or 1. Returns the
     canonical ``csr_array`` of :func:`check_counts_csr` (CSC, COO and ``csr_matrix`` are
-    converted in O(nnz)). The mixtures then run their local steps on bounded row chunks
-    (:data:`bnpcore.model.SPARSE_CHUNK_ENTRIES`), so memory stays O(nnz + chunk).
+    converted in O(nnz)). The mixtures' local steps then read the CSR arrays in Rust, so
+    memory stays O(nnz + K·V).
     """
     csr = check_counts_csr(X, name=name, n_vocab=n_features, min_rows=min_rows)
     if obs == "bern" and csr.nnz and float(np.max(csr.data)) > 1.0:

@@ -59,8 +59,9 @@ def test_sparse_counts_fit_a_multinomial_mixture_like_dense_ones(cls):
         warnings.simplefilter("ignore", ConvergenceWarning)
         a = cls(**kw).fit(sp.csr_matrix(X))
         b = cls(**kw).fit(X)
-    np.testing.assert_array_equal(a.history_["elbo"], b.history_["elbo"])
-    np.testing.assert_array_equal(a.predict_proba(sp.csr_array(X)), b.predict_proba(X))
+    # the CSR kernel sums the same products in another order: equal to round-off
+    np.testing.assert_allclose(a.history_["elbo"], b.history_["elbo"], rtol=1e-12)
+    np.testing.assert_allclose(a.predict_proba(sp.csr_array(X)), b.predict_proba(X), rtol=1e-10, atol=1e-14)
 
 
 def test_gaussian_mixture_refuses_sparse_x():

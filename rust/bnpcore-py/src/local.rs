@@ -1,16 +1,17 @@
 //! Bindings of `bnpcore::local`: the fused local step of a mixture (responsibilities, summaries
 //! and everything the moves need from them).
 
-use bnpcore::local::{Dest, LocalOptions, Proposal};
+use bnpcore::local::{CsrIndices, CsrRows, Dest, LocalOptions, Proposal};
 use bnpcore::obs::Obs;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::{PyKeyError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::alloc::PyAlloc;
 use crate::obs::PyObs;
 use crate::parallel::run;
+use crate::topic::{extract_csr, Csr};
 
 fn extract_proposals(obs: &Obs, py: Python<'_>, props: Option<&Bound<'_, PyList>>) -> PyResult<Vec<Proposal>> {
     let mut out = Vec::new();
@@ -43,6 +44,9 @@ fn extract_proposals(obs: &Obs, py: Python<'_>, props: Option<&Bound<'_, PyList>
 /// padded with 2**32-1) and `resp_val` (float64, same shape) replace `resp`; `n_candidates` (int)
 /// is present when the L-sparse candidates came from the single-precision GEMM (zero-mean
 /// Gaussian, large K): the number of (row, cluster) log weights recomputed in float64.
+///
+/// `x` is a float64 2-D array, or a tuple `(indptr, indices, data, n_features)` of CSR rows
+/// (scipy's arrays, borrowed; `mult` and `bern` only), whose step costs O(nnz · K).
 #[pyfunction]
 #[pyo3(signature = (obs, alloc, x, n_post, s_post, *, weights = None, merge_pairs = None, proposals = None,
                     collect_col = None, cooccur_col = None, return_resp = false, top_l = None, n_threads = None))]
@@ -50,7 +54,7 @@ pub(crate) fn local_step<'py>(
     py: Python<'py>,
     obs: &PyObs,
     alloc: &PyAlloc,
-    x: PyReadonlyArray2<'py, f64>,
+    x: &Bound<'py, PyAny>,
     n_post: PyReadonlyArray1<'py, f64>,
     s_post: PyReadonlyArray2<'py, f64>,
     weights: Option<PyReadonlyArray1<'py, f64>>,
@@ -73,8 +77,38 @@ pub(crate) fn local_step<'py>(
         return_resp,
         top_l,
     };
-    let (x, n, s) = (x.as_array(), n_post.as_array(), s_post.as_array());
-    let out = run(py, n_threads, || obs.inner.local_step(x, n, s, &alloc.inner, &opts))?;
+    let (n, s) = (n_post.as_array(), s_post.as_array());
+    let out = if let Ok(t) = x.cast::<PyTuple>() {
+        if t.len() != 4 {
+            return Err(PyTypeError::new_err("sparse `x` must be a tuple (indptr, indices, data, n_features)"));
+        }
+        let data: PyReadonlyArray1<f64> = t.get_item(2)?.extract()?;
+        let n_cols: usize = t.get_item(3)?.extract()?;
+        let data = data.as_slice().map_err(|_| PyTypeError::new_err("sparse `x`: data must be a contiguous float64 array"))?;
+        let (ip, ix) = (t.get_item(0)?, t.get_item(1)?);
+        let idx = extract_csr(&ip, &ix)?;
+        let contiguous = |_| PyTypeError::new_err("sparse `x`: indptr and indices must be contiguous");
+        let rows = match &idx {
+            Csr::I32(p, i) => CsrRows::new(
+                CsrIndices::I32(p.as_slice().map_err(contiguous)?),
+                CsrIndices::I32(i.as_slice().map_err(contiguous)?),
+                data,
+                n_cols,
+            ),
+            Csr::I64(p, i) => CsrRows::new(
+                CsrIndices::I64(p.as_slice().map_err(contiguous)?),
+                CsrIndices::I64(i.as_slice().map_err(contiguous)?),
+                data,
+                n_cols,
+            ),
+        }
+        .map_err(|e| crate::errors::to_py(py, e))?;
+        run(py, n_threads, || obs.inner.local_step_csr(&rows, n, s, &alloc.inner, &opts))?
+    } else {
+        let x: PyReadonlyArray2<f64> = x.extract()?;
+        let x = x.as_array();
+        run(py, n_threads, || obs.inner.local_step(x, n, s, &alloc.inner, &opts))?
+    };
     let d = PyDict::new(py);
     d.set_item("N", out.n.into_pyarray(py))?;
     d.set_item("S", out.s.into_pyarray(py))?;

@@ -7,7 +7,6 @@ use ndarray::{s, Axis};
 use super::proposal::{budget_proposals_row, dense_proposal, PropBufs, RowSlots};
 use super::top_l::NONE;
 use super::{ent_term, log_add_exp, log_resp, softmax_row, LocalContext, Partial, Scratch, Tile};
-use crate::linalg::gemm;
 
 /// Dense responsibilities of one tile (log weights in `sc.w`) and their summaries.
 pub(super) fn dense_tile(ctx: &LocalContext, tile: &Tile, sc: &mut Scratch, part: &mut Partial) {
@@ -94,7 +93,7 @@ pub(super) fn dense_tile(ctx: &LocalContext, tile: &Tile, sc: &mut Scratch, part
         }
     }
     part.n += &resp.sum_axis(Axis(0));
-    gemm(1.0, resp.t(), phi.view(), 1.0, part.acc.view_mut());
+    phi.add_t_product(resp.view(), part.acc.view_mut());
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@
 //! modules beside these).
 
 mod cand32;
+mod csr;
 mod dense;
 pub mod doc_topic;
 pub mod fwd_bwd;
@@ -52,6 +53,8 @@ use crate::error::{Error, Result};
 use crate::obs::{LogLikTable, Obs, ObsModel};
 use crate::parallel::{leaf_rows, tree_reduce, TILE_ROWS};
 use crate::with_obs;
+use csr::Feats;
+pub use csr::{CsrIndices, CsrRows};
 pub use proposal::PROPOSAL_MIN_MASS;
 use proposal::{FreshRows, PropScratch};
 #[cfg(test)]
@@ -171,16 +174,19 @@ struct Partial {
 }
 
 impl Partial {
-    fn zeros(k: usize, f: usize, n_pairs: usize, prop_lens: &[usize], cooccur: bool) -> Partial {
+    /// `acc_t`: the accumulators are stored transposed (`F × K`, `F × J`), the layout of the
+    /// CSR path (see [`csr::Feats`]).
+    fn zeros(k: usize, f: usize, n_pairs: usize, prop_lens: &[usize], cooccur: bool, acc_t: bool) -> Partial {
+        let shape = |r: usize| if acc_t { (f, r) } else { (r, f) };
         Partial {
             n: Array1::zeros(k),
-            acc: Array2::zeros((k, f)),
+            acc: Array2::zeros(shape(k)),
             h: Array1::zeros(k),
             lse: 0.0,
             pair_h: vec![0.0; n_pairs],
             props: prop_lens
                 .iter()
-                .map(|&j| PropPartial { n: Array1::zeros(j), acc: Array2::zeros((j, f)), h: Array1::zeros(j) })
+                .map(|&j| PropPartial { n: Array1::zeros(j), acc: Array2::zeros(shape(j)), h: Array1::zeros(j) })
                 .collect(),
             cooccur: if cooccur { Some(Array1::zeros(k)) } else { None },
         }
@@ -406,9 +412,9 @@ pub(crate) struct Tile<'a> {
     /// number of rows
     rows: usize,
     /// table features `φ(X)` of the tile (those of the log weights)
-    tphi: ArrayView2<'a, f64>,
+    tphi: Feats<'a>,
     /// summary features of the tile (the same as `tphi` except for the full Gaussian's centred tables)
-    phi: ArrayView2<'a, f64>,
+    phi: Feats<'a>,
     /// row weight `w_n` of tile row `n` (1 without row weights)
     wt: &'a dyn Fn(usize) -> f64,
 }
@@ -449,6 +455,15 @@ struct Scratch {
     wx: Vec<f64>,
 }
 
+/// The rows of one batch: dense, or compressed sparse rows (count models: `mult`, `bern`).
+#[derive(Clone, Copy, Debug)]
+pub enum BatchRows<'a> {
+    /// `n_rows × D` dense rows
+    Dense(ArrayView2<'a, f64>),
+    /// CSR rows (`O(nnz · K)` per step)
+    Csr(&'a CsrRows<'a>),
+}
+
 /// Local step + summaries of one batch for a concrete model, a prepared table and the
 /// allocation model's log weights of each segment (for mixtures, the `E[ln π]` added to every
 /// row).
@@ -462,17 +477,51 @@ pub fn local_step<M: ObsModel>(
     weights: &SegmentWeights,
     opts: &LocalOptions,
 ) -> Result<LocalOutput> {
+    local_step_rows(model, BatchRows::Dense(x), table, weights, opts)
+}
+
+/// [`local_step`] of dense or CSR rows. CSR rows need a model whose feature map is the
+/// identity and whose `h(x)` is zero (`mult`, `bern`:
+/// [`ObsModel::check_sparse_values`]); every output equals the dense step's up to the
+/// summation order of the products.
+///
+/// # Errors
+/// As [`local_step`]; sparse rows for a model that does not take them.
+pub fn local_step_rows<M: ObsModel>(
+    model: &M,
+    data: BatchRows,
+    table: &LogLikTable,
+    weights: &SegmentWeights,
+    opts: &LocalOptions,
+) -> Result<LocalOutput> {
     let SegmentWeights::Rows { e_log_pi } = weights;
-    model.check_data(x, "X")?;
-    let n_rows = x.nrows();
+    let (n_rows, n_cols) = match data {
+        BatchRows::Dense(x) => {
+            model.check_data(x, "X")?;
+            x.dim()
+        }
+        BatchRows::Csr(c) => {
+            model.check_sparse_values(c.values(), "X")?;
+            let identity = crate::obs::FeatureMap::Identity;
+            if model.feature_map() != identity || *table.feature_map() != identity {
+                return Err(Error::param("X", "sparse rows need an observation model with the identity feature map (mult, bern)"));
+            }
+            if c.n_cols() != model.n_features() {
+                return Err(Error::shape("X", format!("(n_samples, {})", model.n_features()), format!("({}, {})", c.n_rows(), c.n_cols())));
+            }
+            (c.n_rows(), c.n_cols())
+        }
+    };
     let k = table.n_clusters();
     validate(k, n_rows, e_log_pi.view(), opts)?;
+    // CSR rows accumulate `Accᵀ` (F × K): one contiguous K-vector update per stored entry
+    let acc_t = matches!(data, BatchRows::Csr(_));
     // features of the log weights (the table's) and of the summaries (the model's): the same map
     // up to the centre of the full-covariance Gaussian's tables
     let feat = table.feature_map().clone();
     let sfeat = model.feature_map();
     let same_feat = sfeat == feat;
-    let f_dim = sfeat.dim(x.ncols());
+    let f_dim = sfeat.dim(n_cols);
     for p in &opts.proposals {
         if let Dest::Fresh { table: t, .. } = &p.dest {
             if *t.feature_map() != feat {
@@ -502,7 +551,10 @@ pub fn local_step<M: ObsModel>(
         })
         .collect();
     // L-sparse zero-mean Gaussian rows at large K: candidates from an f32 GEMM, exact selection
-    let c32 = sparse_l.and_then(|l| cand32::Cand32::prepare(table, &elp, n_rows, l));
+    let c32 = match data {
+        BatchRows::Dense(_) => sparse_l.and_then(|l| cand32::Cand32::prepare(table, &elp, n_rows, l)),
+        BatchRows::Csr(_) => None,
+    };
     // (a sum of integers: the same for any order of the leaves)
     let n_cand = std::sync::atomic::AtomicU64::new(0);
     // existing clusters whose log weights the restricted steps read (beyond the candidates)
@@ -543,7 +595,7 @@ pub fn local_step<M: ObsModel>(
     let ctx = LocalContext { opts, k, fresh: &fresh, out: &writers, defer_vech, cands: c32.is_some() };
 
     let leaf = |a: usize, b: usize| -> Partial {
-        let mut part = Partial::zeros(k, f_dim, opts.merge_pairs.len(), &prop_lens, opts.cooccur_col.is_some());
+        let mut part = Partial::zeros(k, f_dim, opts.merge_pairs.len(), &prop_lens, opts.cooccur_col.is_some(), acc_t);
         let tile = TILE_ROWS.min(b - a);
         let mut sc = Scratch {
             phi: Vec::new(),
@@ -578,22 +630,31 @@ pub fn local_step<M: ObsModel>(
         while t0 < b {
             let t1 = (t0 + TILE_ROWS).min(b);
             let rows = t1 - t0;
-            let xt = x.slice(s![t0..t1, ..]);
             let mut phi_buf = std::mem::take(&mut sc.phi);
             let mut sphi_buf = std::mem::take(&mut sc.sphi);
             {
-                // (the f32 candidate path builds its own features; f64 ones only for proposals)
-                let phi = if c32.is_some() && opts.proposals.is_empty() {
-                    ArrayView2::from_shape((0, 0), &[][..]).expect("empty features")
-                } else {
-                    feat.apply(xt, &mut phi_buf)
+                let (tphi, phi) = match data {
+                    BatchRows::Dense(x) => {
+                        let xt = x.slice_move(s![t0..t1, ..]);
+                        // (the f32 candidate path builds its own features; f64 ones only for proposals)
+                        let tphi = if c32.is_some() && opts.proposals.is_empty() {
+                            ArrayView2::from_shape((0, 0), &[][..]).expect("empty features")
+                        } else {
+                            feat.apply(xt, &mut phi_buf)
+                        };
+                        if let (Some(c), Some(l)) = (&c32, sparse_l) {
+                            c.tile(xt, l, &extra_cols, &mut sc.c32);
+                            n_cand.fetch_add(sc.c32.idx.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        let phi =
+                            if same_feat || (defer_vech && opts.proposals.is_empty()) { tphi } else { sfeat.apply(xt, &mut sphi_buf) };
+                        (Feats::Dense(tphi), Feats::Dense(phi))
+                    }
+                    BatchRows::Csr(c) => (Feats::Csr { rows: c, r0: t0 }, Feats::Csr { rows: c, r0: t0 }),
                 };
-                if let (Some(c), Some(l)) = (&c32, sparse_l) {
-                    c.tile(xt, l, &extra_cols, &mut sc.c32);
-                    n_cand.fetch_add(sc.c32.idx.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                } else {
+                if c32.is_none() {
                     let mut w = sc.w.slice_mut(s![0..rows, ..]);
-                    table.eval_features(phi, w.view_mut());
+                    tphi.eval(table, w.view_mut());
                     for mut row in w.rows_mut() {
                         let r = row.as_slice_mut().expect("contiguous");
                         r.iter_mut().zip(&elp).for_each(|(o, &e)| *o += e);
@@ -605,14 +666,12 @@ pub fn local_step<M: ObsModel>(
                     for (pi, p) in opts.proposals.iter().enumerate() {
                         if let Dest::Fresh { table: t, e_log_pi: fe } = &p.dest {
                             let mut dw = sc.dest_w[pi].slice_mut(s![0..rows, ..]);
-                            t.eval_features(phi, dw.view_mut());
+                            tphi.eval(t, dw.view_mut());
                             dw += fe;
                         }
                     }
                 }
                 let wt = |n: usize| opts.weights.map_or(1.0, |wv| wv[t0 + n]);
-                let tphi = phi;
-                let phi = if same_feat || (defer_vech && opts.proposals.is_empty()) { phi } else { sfeat.apply(xt, &mut sphi_buf) };
                 let tile = Tile { t0, rows, tphi, phi, wt: &wt };
                 match sparse_l {
                     None => dense::dense_tile(&ctx, &tile, &mut sc, &mut part),
@@ -623,7 +682,7 @@ pub fn local_step<M: ObsModel>(
             sc.sphi = sphi_buf;
             t0 = t1;
         }
-        if defer_vech {
+        if let (true, BatchRows::Dense(x)) = (defer_vech, data) {
             if let crate::obs::FeatureMap::Vech { d, linear, center } = &sfeat {
                 sparse::vech_bucket_summaries(x, *d, *linear, center.as_ref(), k, &mut sc, &mut part.acc);
             }
@@ -632,7 +691,7 @@ pub fn local_step<M: ObsModel>(
     };
     let leaf_n = leaf_rows(n_rows);
     let total = tree_reduce(n_rows, leaf_n, &leaf, &|p: Partial, q: Partial| p.add(q))
-        .unwrap_or_else(|| Partial::zeros(k, f_dim, opts.merge_pairs.len(), &prop_lens, opts.cooccur_col.is_some()));
+        .unwrap_or_else(|| Partial::zeros(k, f_dim, opts.merge_pairs.len(), &prop_lens, opts.cooccur_col.is_some(), acc_t));
     // dense path with top_l >= K: report the dense rows in the sparse layout
     if let (Some(l), Some(iv)) = (out_l, idx_out.as_mut()) {
         if sparse_l.is_none() {
@@ -644,13 +703,18 @@ pub fn local_step<M: ObsModel>(
             }
         }
     }
-    let s_total = model.acc_finish(total.n.view(), total.acc);
-    let proposals = total.props.into_iter().map(|p| ProposalStats { s: model.acc_finish(p.n.view(), p.acc), n: p.n, h: p.h }).collect();
+    let untranspose = |a: Array2<f64>| if acc_t { a.t().as_standard_layout().into_owned() } else { a };
+    let s_total = model.acc_finish(total.n.view(), untranspose(total.acc));
+    let proposals =
+        total.props.into_iter().map(|p| ProposalStats { s: model.acc_finish(p.n.view(), untranspose(p.acc)), n: p.n, h: p.h }).collect();
     Ok(LocalOutput {
         n: total.n,
         s: s_total,
         h: total.h,
-        h_sum: weighted_h_sum(model, x, opts.weights),
+        h_sum: match data {
+            BatchRows::Dense(x) => weighted_h_sum(model, x, opts.weights),
+            BatchRows::Csr(_) => 0.0, // h(x) = 0 for the models that take sparse rows
+        },
         lse_sum: total.lse,
         moves: MoveOutputs { pair_h: Array1::from(total.pair_h), proposals, col: col_out, cooccur: total.cooccur },
         resp: resp_out,
@@ -679,6 +743,23 @@ impl Obs {
         let table = self.e_log_lik_table(n_post, s_post)?;
         let weights = alloc.segment_weights(n_post)?;
         with_obs!(self, m => local_step(m, x, &table, &weights, opts))
+    }
+
+    /// [`Obs::local_step`] of CSR rows (`mult`, `bern`): `O(nnz · K)` per step.
+    ///
+    /// # Errors
+    /// As [`Obs::local_step`]; sparse rows for a Gaussian model.
+    pub fn local_step_csr(
+        &self,
+        x: &CsrRows,
+        n_post: ArrayView1<f64>,
+        s_post: ArrayView2<f64>,
+        alloc: &Alloc,
+        opts: &LocalOptions,
+    ) -> Result<LocalOutput> {
+        let table = self.e_log_lik_table(n_post, s_post)?;
+        let weights = alloc.segment_weights(n_post)?;
+        with_obs!(self, m => local_step_rows(m, BatchRows::Csr(x), &table, &weights, opts))
     }
 }
 

@@ -8,9 +8,10 @@
 
 use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut2, Axis};
 
+use super::csr::Feats;
+
 use super::top_l::{select_top_among, NONE};
-use super::{axpy_rows, cand32, ent_term, log_resp, softmax_row, Dest, LocalOptions, Partial, PropPartial, Proposal, Tile};
-use crate::linalg::gemm;
+use super::{ent_term, log_resp, softmax_row, Dest, LocalOptions, Partial, PropPartial, Proposal, Tile};
 use crate::obs::LogLikTable;
 
 /// Rows whose source mass `a_n` of a dense restricted step is at most this value give all of it
@@ -92,11 +93,9 @@ pub(super) fn dense_proposal(
         }
         match (&p.dest, fresh) {
             (Dest::Fresh { .. }, Some(fr)) => {
-                let x = tphi.row(n);
-                let x = x.as_slice().expect("contiguous");
                 for jj in 0..j {
                     let wr = fr.wt.row(jj);
-                    ps.dw[jj] = cand32::dot(x, wr.as_slice().expect("contiguous")) + fr.cst[jj] + fr.e_log_pi[jj];
+                    ps.dw[jj] = tphi.dot_row(n, wr.as_slice().expect("contiguous")) + fr.cst[jj] + fr.e_log_pi[jj];
                 }
             }
             (Dest::Columns(cols), _) => {
@@ -119,8 +118,7 @@ pub(super) fn dense_proposal(
     }
     for (jj, list) in ps.lists.iter().enumerate() {
         if !list.is_empty() {
-            let mut acc = st.acc.row_mut(jj);
-            axpy_rows(acc.as_slice_mut().expect("contiguous"), phi, list);
+            phi.axpy_rows_into(&mut st.acc, jj, list);
         }
     }
 }
@@ -158,7 +156,7 @@ fn dense_proposal_gemm(
     let mut dw = ArrayViewMut2::from_shape((rows, j), &mut ps.dwm[..]).expect("destination weights");
     match &p.dest {
         Dest::Fresh { table, e_log_pi } => {
-            table.eval_features(*tphi, dw.view_mut());
+            tphi.eval(table, dw.view_mut());
             dw += e_log_pi;
         }
         Dest::Columns(cols) => {
@@ -190,7 +188,7 @@ fn dense_proposal_gemm(
         row.iter_mut().for_each(|r| *r *= wn);
     }
     st.n += &rp.sum_axis(Axis(0));
-    gemm(1.0, rp.t(), *phi, 1.0, st.acc.view_mut());
+    phi.add_t_product(rp.view(), st.acc.view_mut());
 }
 
 /// Scratch buffers of [`budget_proposals_row`].
@@ -227,7 +225,7 @@ pub(super) fn budget_proposals_row(
     dest_w: &[Array2<f64>],
     b: &mut PropBufs,
     part: &mut Partial,
-    phi: &ArrayView2<f64>,
+    phi: &Feats,
 ) {
     let RowSlots { n, wn, wr, gv, slot_of } = *row;
     let m = gv.len();
@@ -290,8 +288,7 @@ pub(super) fn budget_proposals_row(
             st.n[jj] += wn * r;
             let coef = wn * r;
             if coef != 0.0 {
-                let mut accr = st.acc.row_mut(jj);
-                axpy_rows(accr.as_slice_mut().expect("contiguous"), phi, &[(n as u32, coef)]);
+                phi.axpy_rows_into(&mut st.acc, jj, &[(n as u32, coef)]);
             }
         }
     }

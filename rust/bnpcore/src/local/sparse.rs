@@ -8,7 +8,7 @@ use ndarray::{s, Array1, Array2, ArrayView2};
 
 use super::proposal::{budget_proposals_row, PropBufs, RowSlots};
 use super::top_l::{select_top_among, select_top_l, NONE};
-use super::{axpy_rows, ent_term, log_add_exp, log_resp, softmax_row, LocalContext, Partial, Scratch, Tile};
+use super::{ent_term, log_add_exp, log_resp, softmax_row, LocalContext, Partial, Scratch, Tile};
 use crate::linalg::gemm;
 
 /// [`select_top_l`] on a row `w` that is `−∞` outside `cand` (with `cand` holding every
@@ -188,8 +188,7 @@ pub(super) fn sparse_tile(ctx: &LocalContext, tile: &Tile, l: usize, sc: &mut Sc
         if lo == hi {
             continue;
         }
-        let mut accr = part.acc.row_mut(kk);
-        axpy_rows(accr.as_slice_mut().expect("contiguous"), phi, &sc.bucket[lo..hi]);
+        phi.axpy_rows_into(&mut part.acc, kk, &sc.bucket[lo..hi]);
     }
 }
 

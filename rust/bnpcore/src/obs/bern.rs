@@ -66,6 +66,12 @@ impl ObsModel for Bern {
         }
         Ok(())
     }
+    fn check_sparse_values(&self, values: &[f64], name: &str) -> Result<()> {
+        if values.iter().any(|&v| v != 0.0 && v != 1.0) {
+            return Err(Error::data(name, "Bernoulli data must contain only 0 and 1"));
+        }
+        Ok(())
+    }
     fn h_sum(&self, _x: ArrayView2<f64>) -> f64 {
         0.0
     }

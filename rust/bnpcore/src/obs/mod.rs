@@ -225,6 +225,14 @@ pub trait ObsModel: Send + Sync {
     fn check_data(&self, x: ArrayView2<f64>, name: &str) -> Result<()> {
         check_shape_finite(x, self.n_features(), name)
     }
+    /// Check the stored values of sparse rows (CSR); models that take sparse rows have the
+    /// identity feature map and `h(x) = 0`. The default refuses them.
+    ///
+    /// # Errors
+    /// [`Error::InvalidData`] naming `name`.
+    fn check_sparse_values(&self, _values: &[f64], name: &str) -> Result<()> {
+        Err(Error::data(name, format!("sparse rows are only taken by count models (mult, bern), not {}", self.kind())))
+    }
     /// `Σ_n h(x_n)` for a block.
     fn h_sum(&self, x: ArrayView2<f64>) -> f64;
     /// Global step: posterior from (effective) summaries.

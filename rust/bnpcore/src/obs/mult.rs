@@ -75,6 +75,18 @@ impl ObsModel for Mult {
         }
         Ok(())
     }
+    fn check_sparse_values(&self, values: &[f64], name: &str) -> Result<()> {
+        if values.iter().any(|&v| !v.is_finite()) {
+            return Err(Error::NonFinite { what: format!("`{name}`") });
+        }
+        if values.iter().any(|&v| v < 0.0) {
+            return Err(Error::data(name, "word counts must be non-negative"));
+        }
+        if values.iter().any(|&v| v != v.round()) {
+            return Err(Error::data(name, "word counts must be integers"));
+        }
+        Ok(())
+    }
     fn h_sum(&self, _x: ArrayView2<f64>) -> f64 {
         0.0
     }
