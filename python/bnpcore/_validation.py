@@ -9,8 +9,9 @@ Dense arrays go through :func:`check_array`. scipy.sparse input is never densifi
   models (a clear :class:`~bnpcore.exceptions.DataError` naming the argument). For the count
   models ``mult``/``bern`` the estimators pass ``keep_sparse=True``: the rows are validated
   sparse (:func:`check_sparse_rows`), batches stay CSR, and the Rust local step reads the CSR
-  arrays themselves (O(nnz·K) per step). Plug-in scores (``score_samples``) still evaluate
-  bounded dense row chunks (:data:`bnpcore.model.SPARSE_CHUNK_ENTRIES`).
+  arrays themselves (O(nnz·K) per step; plug-in scores too). Only two bounded samples are made
+  dense: the initialisation subsample (at most ``SPARSE_INIT_ENTRIES`` entries) and a birth's
+  row reservoir (at most 2**24 entries).
   :func:`densify_sparse_for_dense_kernel` remains for callers that do not know the model
   (``obs=None``).
 

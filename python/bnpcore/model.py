@@ -7,13 +7,7 @@ from scipy.special import logsumexp
 
 from bnpcore.stats import SuffStats
 
-__all__ = ["SPARSE_CHUNK_ENTRIES", "Model", "combine_outputs"]
-
-#: dense entries (rows × features) of one row chunk of a sparse batch in the mixture local step
-SPARSE_CHUNK_ENTRIES = 1 << 23
-
-_ADD = ("N", "S", "H", "h_sum", "lse_sum", "pair_H", "cooccur", "n_candidates")
-_ROWS = ("resp", "resp_idx", "resp_val", "col")
+__all__ = ["Model"]
 
 
 def _is_sparse(X) -> bool:
@@ -29,28 +23,6 @@ def _csr_tuple(X) -> tuple:
     indptr = np.ascontiguousarray(X.indptr, dtype=idx_dtype)
     indices = np.ascontiguousarray(X.indices, dtype=idx_dtype)
     return indptr, indices, data, int(X.shape[1])
-
-
-def combine_outputs(outs: list) -> dict:
-    """The output of one local step over row chunks, from the chunks' outputs in order: sums of
-    the summaries and move statistics, row arrays concatenated, proposal summaries added."""
-    if len(outs) == 1:
-        return outs[0]
-    out = {}
-    for key in outs[0]:
-        vals = [o[key] for o in outs]
-        if key in _ADD:
-            total = vals[0]
-            for v in vals[1:]:
-                total = total + v
-            out[key] = total
-        elif key in _ROWS:
-            out[key] = np.concatenate(vals, axis=0)
-        elif key == "proposals":
-            out[key] = [tuple(sum(parts[i] for parts in group) for i in range(len(group[0]))) for group in zip(*vals)]
-        else:  # pragma: no cover - a new output: refuse to guess how it combines
-            raise KeyError(f"local-step output {key!r} has no chunk-combination rule")
-    return out
 
 
 class Model:
@@ -168,7 +140,6 @@ class Model:
     def score_samples(self, X, glob: SuffStats, n_threads=None) -> np.ndarray:
         """Plug-in mixture log density ``log Σ_k w_k F(x_n | φ̂_k)``."""
         if _is_sparse(X):
-            step = max(1, SPARSE_CHUNK_ENTRIES // max(int(X.shape[1]), 1))
-            return np.concatenate([self.score_samples(X[a : a + step].toarray(), glob, n_threads) for a in range(0, X.shape[0], step)])
+            X = _csr_tuple(X)  # CSR rows read by the Rust kernel: O(nnz K)
         logp = self.obs.core.log_density(X, glob.N, glob.S, n_threads=n_threads)
         return logsumexp(logp + self.log_weights(glob), axis=1)

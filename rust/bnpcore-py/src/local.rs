@@ -13,6 +13,36 @@ use crate::obs::PyObs;
 use crate::parallel::run;
 use crate::topic::{extract_csr, Csr};
 
+/// Borrow the CSR rows of a tuple `(indptr, indices, data, n_features)` (scipy's arrays) for the
+/// duration of `f`.
+pub(crate) fn with_csr<'py, R>(py: Python<'py>, t: &Bound<'py, PyTuple>, f: impl FnOnce(&CsrRows) -> PyResult<R>) -> PyResult<R> {
+    if t.len() != 4 {
+        return Err(PyTypeError::new_err("sparse `x` must be a tuple (indptr, indices, data, n_features)"));
+    }
+    let data: PyReadonlyArray1<f64> = t.get_item(2)?.extract()?;
+    let n_cols: usize = t.get_item(3)?.extract()?;
+    let data = data.as_slice().map_err(|_| PyTypeError::new_err("sparse `x`: data must be a contiguous float64 array"))?;
+    let (ip, ix) = (t.get_item(0)?, t.get_item(1)?);
+    let idx = extract_csr(&ip, &ix)?;
+    let contiguous = |_| PyTypeError::new_err("sparse `x`: indptr and indices must be contiguous");
+    let rows = match &idx {
+        Csr::I32(p, i) => CsrRows::new(
+            CsrIndices::I32(p.as_slice().map_err(contiguous)?),
+            CsrIndices::I32(i.as_slice().map_err(contiguous)?),
+            data,
+            n_cols,
+        ),
+        Csr::I64(p, i) => CsrRows::new(
+            CsrIndices::I64(p.as_slice().map_err(contiguous)?),
+            CsrIndices::I64(i.as_slice().map_err(contiguous)?),
+            data,
+            n_cols,
+        ),
+    }
+    .map_err(|e| crate::errors::to_py(py, e))?;
+    f(&rows)
+}
+
 fn extract_proposals(obs: &Obs, py: Python<'_>, props: Option<&Bound<'_, PyList>>) -> PyResult<Vec<Proposal>> {
     let mut out = Vec::new();
     let Some(props) = props else { return Ok(out) };
@@ -79,31 +109,7 @@ pub(crate) fn local_step<'py>(
     };
     let (n, s) = (n_post.as_array(), s_post.as_array());
     let out = if let Ok(t) = x.cast::<PyTuple>() {
-        if t.len() != 4 {
-            return Err(PyTypeError::new_err("sparse `x` must be a tuple (indptr, indices, data, n_features)"));
-        }
-        let data: PyReadonlyArray1<f64> = t.get_item(2)?.extract()?;
-        let n_cols: usize = t.get_item(3)?.extract()?;
-        let data = data.as_slice().map_err(|_| PyTypeError::new_err("sparse `x`: data must be a contiguous float64 array"))?;
-        let (ip, ix) = (t.get_item(0)?, t.get_item(1)?);
-        let idx = extract_csr(&ip, &ix)?;
-        let contiguous = |_| PyTypeError::new_err("sparse `x`: indptr and indices must be contiguous");
-        let rows = match &idx {
-            Csr::I32(p, i) => CsrRows::new(
-                CsrIndices::I32(p.as_slice().map_err(contiguous)?),
-                CsrIndices::I32(i.as_slice().map_err(contiguous)?),
-                data,
-                n_cols,
-            ),
-            Csr::I64(p, i) => CsrRows::new(
-                CsrIndices::I64(p.as_slice().map_err(contiguous)?),
-                CsrIndices::I64(i.as_slice().map_err(contiguous)?),
-                data,
-                n_cols,
-            ),
-        }
-        .map_err(|e| crate::errors::to_py(py, e))?;
-        run(py, n_threads, || obs.inner.local_step_csr(&rows, n, s, &alloc.inner, &opts))?
+        with_csr(py, t, |rows| run(py, n_threads, || obs.inner.local_step_csr(rows, n, s, &alloc.inner, &opts)))?
     } else {
         let x: PyReadonlyArray2<f64> = x.extract()?;
         let x = x.as_array();

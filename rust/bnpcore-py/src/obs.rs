@@ -125,12 +125,18 @@ impl PyObs {
     fn log_density<'py>(
         &self,
         py: Python<'py>,
-        x: PyReadonlyArray2<'py, f64>,
+        x: &Bound<'py, PyAny>,
         n_post: PyReadonlyArray1<'py, f64>,
         s_post: PyReadonlyArray2<'py, f64>,
         n_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (x, n, s) = (x.as_array(), n_post.as_array(), s_post.as_array());
+        let (n, s) = (n_post.as_array(), s_post.as_array());
+        if let Ok(t) = x.cast::<pyo3::types::PyTuple>() {
+            let out = crate::local::with_csr(py, t, |rows| run(py, n_threads, || self.inner.log_density_csr(rows, n, s)))?;
+            return Ok(out.into_pyarray(py).into_any());
+        }
+        let x: PyReadonlyArray2<f64> = x.extract()?;
+        let x = x.as_array();
         Ok(run(py, n_threads, || self.inner.log_density(x, n, s))?.into_pyarray(py).into_any())
     }
 

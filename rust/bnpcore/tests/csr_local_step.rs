@@ -134,3 +134,23 @@ fn csr_rows_are_refused_where_they_do_not_apply() {
     assert!(model("mult", 3).local_step_csr(&c4, n.view(), s.view(), &alloc, &opts).is_err());
     assert!(model("mult", 3).local_step_csr(&csr, n.view(), s.view(), &alloc, &opts).is_ok());
 }
+
+#[test]
+fn csr_plugin_log_density_equals_dense() {
+    for kind in ["mult", "bern"] {
+        let mut rng = Rng::new(9);
+        let (n, d, k) = (700, 6, 4);
+        let obs = model(kind, d);
+        let x = data(kind, n, d, &mut rng);
+        let (np_, sp) = obs.summarize(x.view(), resp(n, k, &mut rng).view()).unwrap();
+        let dense = obs.log_density(x.view(), np_.view(), sp.view()).unwrap();
+        let (ip, ix, dv) = to_csr(&x);
+        let csr = CsrRows::new(CsrIndices::I64(&ip), CsrIndices::I32(&ix), &dv, d).unwrap();
+        let sparse = obs.log_density_csr(&csr, np_.view(), sp.view()).unwrap();
+        close(dense.as_slice().unwrap(), sparse.as_slice().unwrap(), "log_density");
+    }
+    let g = model("gauss", 2);
+    let csr = CsrRows::new(CsrIndices::I64(&[0, 1]), CsrIndices::I32(&[0]), &[1.0], 2).unwrap();
+    let (gn, gs) = g.summarize(Array2::eye(2).view(), Array2::from_elem((2, 1), 1.0).view()).unwrap();
+    assert!(g.log_density_csr(&csr, gn.view(), gs.view()).is_err());
+}

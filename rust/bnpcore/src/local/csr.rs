@@ -192,6 +192,18 @@ impl Feats<'_> {
     }
 }
 
+/// `φ(X) W + cst` of every CSR row (`n_rows × K`), in parallel over tiles of rows.
+pub fn eval_table_csr(table: &LogLikTable, x: &CsrRows) -> ndarray::Array2<f64> {
+    use ndarray::Axis;
+    use rayon::prelude::*;
+    let tile = crate::parallel::TILE_ROWS;
+    let mut out = ndarray::Array2::<f64>::zeros((x.n_rows(), table.n_clusters()));
+    out.axis_chunks_iter_mut(Axis(0), tile).into_par_iter().enumerate().for_each(|(i, o)| {
+        Feats::Csr { rows: x, r0: i * tile }.eval(table, o);
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,7 +54,7 @@ use crate::obs::{LogLikTable, Obs, ObsModel};
 use crate::parallel::{leaf_rows, tree_reduce, TILE_ROWS};
 use crate::with_obs;
 use csr::Feats;
-pub use csr::{CsrIndices, CsrRows};
+pub use csr::{eval_table_csr, CsrIndices, CsrRows};
 pub use proposal::PROPOSAL_MIN_MASS;
 use proposal::{FreshRows, PropScratch};
 #[cfg(test)]

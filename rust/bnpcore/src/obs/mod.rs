@@ -412,6 +412,23 @@ impl Obs {
         Ok(eval_table(&table, x))
     }
 
+    /// [`Obs::log_density`] of CSR rows (`mult`, `bern`): `O(nnz · K)`.
+    ///
+    /// # Errors
+    /// As [`Obs::log_density`]; sparse rows for a Gaussian model.
+    pub fn log_density_csr(&self, x: &crate::local::CsrRows, n_post: ArrayView1<f64>, s_post: ArrayView2<f64>) -> Result<Array2<f64>> {
+        with_obs!(self, m => m.check_sparse_values(x.values(), "X"))?;
+        if x.n_cols() != self.n_features() {
+            return Err(Error::shape("X", format!("(n_samples, {})", self.n_features()), format!("({}, {})", x.n_rows(), x.n_cols())));
+        }
+        check_summaries(n_post, s_post, self.stat_dim())?;
+        let table = with_obs!(self, m => { let p = m.posterior(n_post, s_post)?; m.plugin_table(&p)? });
+        if *table.feature_map() != FeatureMap::Identity {
+            return Err(Error::param("X", "sparse rows need an observation model with the identity feature map (mult, bern)"));
+        }
+        Ok(crate::local::eval_table_csr(&table, x))
+    }
+
     /// Observation part of the ELBO without `Σh`: `Σ_k [c(λ̄) − c(λ̄ ⊕ (N_k, S_k))]`.
     ///
     /// # Errors
