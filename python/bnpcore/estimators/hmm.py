@@ -536,9 +536,19 @@ _DOC = r"""
         consecutive steps of a randomly chosen sequence.
     max_laps, min_laps, tol, warm_start, callback, checkpoint_path, random_state, n_threads, verbose
         As for :class:`bnpcore.DPMixture`.
-    moves : None or ()
-        Birth, merge and delete moves for HMM states are not available yet (None and () both
-        mean none).
+    moves : None, () or tuple of {"birth", "merge", "delete"}
+        Proposal moves of ``HDPHMM`` (Hughes, Stephenson & Sudderth 2015; Hughes thesis §6.5),
+        each accepted only if the exact objective rises; None is all three for ``HDPHMM`` and
+        none for ``FiniteHMM`` (whose K is fixed; it accepts only None or ``()``). Merges are
+        scored from the merge tables the forward-backward kernel tracks during a lap (no extra
+        pass); births, deletes and further merges of the same lap are judged by whole-dataset
+        passes from candidate globals. See ``docs/hmm.md``.
+    move_options : dict or None
+        Overrides of the move settings: ``passes`` (2: local-step passes per judged
+        candidate), ``merge_candidates`` (10: pairs tracked per lap), ``delete_max_size`` (0.1:
+        largest share of the time steps a deleted state may hold), ``birth_n_fresh`` (3),
+        ``birth_max_rows`` (3000), ``birth_refine_iters`` (20), ``birth_collect_threshold``
+        (0.5), ``accept_rtol``.
 
     Attributes
     ----------

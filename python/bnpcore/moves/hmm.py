@@ -9,8 +9,18 @@ objective is exact. The proposal is accepted only if that objective is above the
 then the batch memos are replaced by the candidate's. Nothing of a rejected proposal remains.
 
 * **merge** — pairs whose pooled summaries raise the observation term, ranked by that exact
-  change (:func:`bnpcore.moves.merge.merge_scores` on the observation part), at most
-  ``max_per_lap["merge"]`` evaluated per lap, disjoint;
+  change (:func:`bnpcore.moves.merge.merge_scores` on the observation part). At the start of a
+  lap up to ``merge_candidates`` pairs are planned and the forward-backward kernel tracks their
+  merged entropy tables during the lap's local steps (thesis §6.5.1: the merged local
+  parameters :math:`\hat r'_t`, :math:`\hat s'_t` sum the two states' marginals, and the tables
+  of the merged chain follow from per-pair row, column, self and start terms). At the end of
+  the lap every planned pair is scored *without any extra pass*: each batch memo is merged
+  with its own tables, so the candidate's objective is the exact objective of a valid
+  variational distribution. The best pair is accepted if it raises it. A second merge in the
+  same lap cannot use the tables (they describe the unmerged chain), and some merges pay only
+  once the local steps are refitted, so the next pairs — ranked by their exact gain — are
+  judged by ``passes`` whole-dataset local steps as below, up to ``max_per_lap["merge"]``
+  candidates per lap;
 * **delete** — the smallest states (at most ``delete_max_size`` of the time steps), removed
   from the globals so the local step reassigns their time steps;
 * **birth** — during a lap the time steps of one target state (responsibility > 0.5) are
@@ -85,6 +95,33 @@ def _kmeans_fresh(obs, X, w, J, rng, iters: int = 10):
     return np.asarray(N), np.asarray(S)
 
 
+def _merge_memo(m, i: int, j: int, tabs: dict, q: int):
+    """Batch memo ``m`` with state ``j`` merged into state ``i`` (positions, ``i < j``), its
+    entropy tables assembled from the kernel's merge tables of pair ``q``: row ``i`` of the
+    transition table from the merged outgoing row, column ``i`` from the merged incoming
+    column, entry ``(i, i)`` from the merged self term, and the start entropy of ``i``."""
+    K = m.K
+    keep = [k for k in range(K) if k != j]
+    ht = np.array(m["Htable"], dtype=np.float64, copy=True)
+    ht[i, :] = tabs["merge_h_row"][q]
+    ht[:, i] = tabs["merge_h_col"][q]
+    ht[i, i] = tabs["merge_h_self"][q]
+    return m.merge(i, j, 0.0, Hstart=float(tabs["merge_h_start"][q]), Htable=ht[np.ix_(keep, keep)])
+
+
+def _tree_total(memos):
+    """Σ memos by the fixed binary tree of :meth:`FitState.recompute_total` (the same sums, so an
+    adopted candidate's objective is reproduced exactly)."""
+
+    def rec(lo, hi):
+        if hi - lo == 1:
+            return memos[lo]
+        mid = (lo + hi) // 2
+        return rec(lo, mid) + rec(mid, hi)
+
+    return rec(0, len(memos))
+
+
 class HMMMoveManager:
     """Birth/merge/delete moves of HMM states (module docstring), driven by the memoized lap
     through ``start_lap``, ``batch_options``, ``after_batch`` and ``end_lap``."""
@@ -92,6 +129,7 @@ class HMMMoveManager:
     DEFAULT_OPTIONS: ClassVar[dict] = {
         "accept_rtol": ACCEPT_RTOL,
         "passes": 2,
+        "merge_candidates": 10,
         "delete_max_size": 0.1,
         "birth_n_fresh": 3,
         "birth_max_rows": 3000,
@@ -121,6 +159,8 @@ class HMMMoveManager:
         self._lap = 0
         self._exact = False
         self._last_stats = None
+        self._merge_plan: list = []  # (uid, uid) pairs whose merge tables this lap's steps track
+        self._pair_tabs: dict = {}  # batch -> merge tables of the planned pairs
 
     # ------------------------------------------------------------------ helpers
     def _start(self, kind: str) -> int:
@@ -157,16 +197,26 @@ class HMMMoveManager:
         self._exact = all(m is not None for m in state.memos) and not state.frozen
         self._target = None
         self._reservoir = None
+        self._merge_plan = []
+        self._pair_tabs = {}
         if self._exact and self._on("birth") and self._source is not None:
             self._target = self._birth_target(state.stats)
+        if self._exact and self._on("merge") and self._source is not None and model.alloc.nested:
+            self._merge_plan = self._rank_pairs(model, state.stats, set(), int(self.options["merge_candidates"]))
 
     def batch_options(self, model, state, b) -> dict:
-        if self._target is None:
-            return {}
-        self._glob = state.stats
-        return {"return_resp": True}
+        opts = {}
+        if self._merge_plan:
+            G = state.stats
+            opts["merge_pairs"] = [tuple(sorted(int(p) for p in G.positions([a, c]))) for a, c in self._merge_plan]
+        if self._target is not None:
+            self._glob = state.stats
+            opts["return_resp"] = True
+        return opts
 
     def after_batch(self, model, state, b, out, X=None) -> None:
+        if self._merge_plan and "merge_h_row" in out and np.asarray(out["merge_h_row"]).shape[0] == len(self._merge_plan):
+            self._pair_tabs[int(b)] = {k: np.asarray(out[k]) for k in ("merge_h_row", "merge_h_col", "merge_h_self", "merge_h_start")}
         if self._target is None or X is None or "resp" not in out:
             return
         glob = self._glob
@@ -203,6 +253,8 @@ class HMMMoveManager:
             self.structure_version += 1
         self._target = None
         self._reservoir = None
+        self._merge_plan = []
+        self._pair_tabs = {}
         self._last_stats = state.stats if (self._exact and model.alloc.nested) else None
         return accepted, elbo
 
@@ -240,18 +292,18 @@ class HMMMoveManager:
         state.recompute_total()
         return float(model.elbo(state.stats))
 
-    def _merges(self, model, state, elbo, touched) -> tuple[int, float]:
+    def _rank_pairs(self, model, G, touched, limit: int) -> list:
+        """Disjoint ``(uid, uid)`` pairs whose pooled summaries raise the observation term, best
+        first, skipping failed and touched states; at most ``limit``."""
         from bnpcore.moves.merge import merge_scores
 
-        G = state.stats
-        if G.K < 2:
-            return 0, elbo
+        if G is None or G.K < 2 or limit <= 0:
+            return []
         d_data, _ = merge_scores(_FreshModel(model.obs), G)
-        # pooling two states that explain the same kind of data raises the observation term;
-        # pairs that lower it are not worth a whole-dataset pass
+        # pooling two states that explain the same kind of data raises the observation term
         ii, jj = np.nonzero(np.isfinite(d_data) & (d_data > 0))
         order = np.argsort(-d_data[ii, jj], kind="stable")
-        pairs = []
+        pairs: list = []
         for o in order:
             a, c = int(G.uids[ii[o]]), int(G.uids[jj[o]])
             if self._failed(("merge", (a, c))) or a in touched or c in touched:
@@ -259,9 +311,53 @@ class HMMMoveManager:
             if any(a in p or c in p for p in pairs):
                 continue
             pairs.append((a, c))
-            if len(pairs) >= self._cap("merge"):
+            if len(pairs) >= limit:
                 break
+        return pairs
+
+    def _pair_stat_candidates(self, model, state) -> list:
+        """``(gain, (a, c), memos, elbo)`` of every planned pair, from the merge tables the lap's
+        local steps tracked (no data pass); empty when some batch has no tables."""
+        if not self._merge_plan or len(self._pair_tabs) != len(state.memos) or any(m is None for m in state.memos):
+            return []
+        G = state.stats
+        base = float(model.elbo(G))
+        out = []
+        for q, (a, c) in enumerate(self._merge_plan):
+            i, j = sorted(int(p) for p in G.positions([a, c]))
+            memos = [_merge_memo(m, i, j, self._pair_tabs[b], q) for b, m in enumerate(state.memos)]
+            try:
+                new = float(model.elbo(_tree_total(memos)))
+            except Exception:  # a degenerate candidate (non-finite objective) is simply rejected
+                new = -np.inf
+            out.append((new - base, (a, c), memos, new))
+        return out
+
+    def _merges(self, model, state, elbo, touched) -> tuple[int, float]:
+        G = state.stats
+        if G.K < 2:
+            return 0, elbo
         accepted = 0
+        cands = self._pair_stat_candidates(model, state)
+        rtol = float(self.options["accept_rtol"])
+        if cands:
+            # every planned pair scored exactly from the tracked tables (no pass); the best one is
+            # adopted if it raises the objective. The others keep their exact merged-without-
+            # refitting gain as a ranking: the tables describe the unmerged chain, so after one
+            # merge (or when refitting the local steps is what makes a merge pay) the next pairs
+            # are judged by passes, best-ranked first
+            order = sorted(range(len(cands)), key=lambda q: -cands[q][0])
+            best = order[0]
+            _gain, (a, c), memos, new = cands[best]
+            ok = accepts(elbo, new, rtol)
+            self._log(state, "merge", [a, c], elbo, new, ok, evaluated="pair_stats")
+            if ok:
+                elbo = self._adopt(model, state, memos)
+                touched.update((a, c))
+                accepted += 1
+            pairs = [cands[q][1] for q in order if q != best or not ok][: max(0, self._cap("merge") - accepted)]
+        else:
+            pairs = self._rank_pairs(model, G, touched, self._cap("merge"))
         for a, c in pairs:
             G = state.stats
             if a in touched or c in touched:
@@ -271,7 +367,7 @@ class HMMMoveManager:
             glob = G.merge(i, j, 0.0, Hstart=0.0, Htable=np.zeros((K1, K1)))  # entropies unused as globals
             memos, new = self._resummarize(model, glob)
             ok = accepts(elbo, new, float(self.options["accept_rtol"]))
-            self._log(state, "merge", [a, c], elbo, new, ok)
+            self._log(state, "merge", [a, c], elbo, new, ok, evaluated="passes")
             if ok:
                 elbo = self._adopt(model, state, memos)
                 touched.update((a, c))
