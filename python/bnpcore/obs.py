@@ -14,7 +14,7 @@ import numpy as np
 from bnpcore import _core
 from bnpcore.exceptions import DataError, ParameterError
 
-__all__ = ["OBS_KINDS", "SHIFT_RATIO", "ObsModel", "check_magnitude", "data_shift", "default_prior"]
+__all__ = ["OBS_KINDS", "SHIFT_RATIO", "ObsModel", "ar_rows", "check_magnitude", "data_shift", "default_prior"]
 
 OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 
@@ -62,7 +62,7 @@ def check_magnitude(kind: str, X, name: str = "X") -> None:
     DataError
         Naming ``name`` and the largest magnitude.
     """
-    if kind in ("gauss", "diag_gauss", "zero_mean_gauss"):
+    if kind in ("gauss", "diag_gauss", "zero_mean_gauss", "ar_gauss"):
         with np.errstate(over="ignore", invalid="ignore"):
             second_moment = float(np.einsum("ij,ij->", X, X))
         if not np.isfinite(second_moment):
@@ -80,6 +80,66 @@ def check_magnitude(kind: str, X, name: str = "X") -> None:
             )
 
 
+def ar_rows(X, lengths=None, n_features=None):
+    r"""Rows :math:`[x_t, x_{t-1}]` (every step but the first of each sequence) for the
+    auto-regressive Gaussian (``obs="ar_gauss"``), and the new lengths (each one shorter).
+
+    The HMMs build them from ``(X, lengths)`` themselves; for a mixture of auto-regressive
+    regimes, ``DPMixture(obs="ar_gauss").fit(ar_rows(X, lengths)[0])`` clusters the steps
+    (each regresses :math:`x_t` on :math:`x_{t-1}`).
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features), or list of 2-D arrays
+        Sequences concatenated (hmmlearn's convention), or one array per sequence.
+    lengths : array-like of int or None
+        Length of every sequence (summing to ``len(X)``); None is one sequence. Must be None
+        when ``X`` is a list.
+    n_features : int or None
+        Expected number of columns of ``X`` (checked when given).
+
+    Returns
+    -------
+    rows : ndarray of shape (n_samples - n_sequences, 2 * n_features)
+        ``[x_t, x_{t-1}]`` of every sequence, in order.
+    lengths : ndarray of int64, shape (n_sequences,)
+        Rows per sequence.
+    """
+    from bnpcore._validation import check_array, check_lengths
+    from bnpcore.exceptions import ShapeError
+
+    if isinstance(X, (list, tuple)):
+        if lengths is not None:
+            raise ParameterError("`lengths` must be None when `X` is a list of sequences (their lengths are their row counts)")
+        seqs = [check_array(x, name=f"X[{i}]", n_features=n_features) for i, x in enumerate(X)]
+    else:
+        Xa = check_array(X, name="X", n_features=n_features)
+        lens = np.array([Xa.shape[0]]) if lengths is None else check_lengths(lengths, Xa.shape[0], rows_name="X")
+        seqs = np.split(Xa, np.cumsum(lens)[:-1])
+    if any(s.shape[0] < 2 for s in seqs):
+        raise ShapeError("obs='ar_gauss' needs sequences of at least 2 steps (x_t is regressed on x_{t-1})")
+    Y = np.concatenate([np.hstack([s[1:], s[:-1]]) for s in seqs])
+    return np.ascontiguousarray(Y), np.array([s.shape[0] - 1 for s in seqs], dtype=np.int64)
+
+
+def _ar_prior(Y, prior_scale=1.0, prior_dof=None) -> dict:
+    r"""Default Matrix-Normal-Wishart prior of the auto-regressive model from rows
+    ``[x_t, x_{t-1}]``: :math:`\nu=F+2`, :math:`B=(\nu-F-1)\,s\,\mathrm{Cov}(x_t-x_{t-1})` (the
+    scale of one step's innovation), :math:`M=0`, :math:`V=I` (a weak shrinkage of the
+    coefficients towards 0)."""
+    n, d = Y.shape
+    if d % 2:
+        from bnpcore.exceptions import ShapeError
+
+        raise ShapeError(f"obs='ar_gauss' needs rows [x_t, x_(t-1)] with an even number of columns, got {d} (see bnpcore.obs.ar_rows)")
+    F = d // 2
+    nu = float(F + 2 if prior_dof is None else _real_above("prior_dof", prior_dof, F - 1.0, f"F - 1 = {F - 1}"))
+    diff = Y[:, :F] - Y[:, F:]
+    cov = np.atleast_2d(np.cov(diff, rowvar=False)) if n > 1 else np.eye(F)
+    cov = 0.5 * (cov + cov.T) + 1e-6 * max(np.trace(cov) / F, 1e-12) * np.eye(F)
+    return {"nu": nu, "B": (nu - F - 1.0) * float(prior_scale) * cov, "M": np.zeros((F, F)), "V": np.eye(F)}
+
+
 def default_prior(
     kind: str,
     X: np.ndarray,
@@ -95,9 +155,11 @@ def default_prior(
 
     Parameters
     ----------
-    kind : {"gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern"}
+    kind : {"gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern", "ar_gauss"}
     X : ndarray of shape (n_samples, n_features)
-        Training data (or its first batch) used for the data-scaled defaults.
+        Training data (or its first batch) used for the data-scaled defaults (for
+        ``"ar_gauss"`` rows ``[x_t, x_{t-1}]``, :func:`ar_rows`: ν̄ = F + 2, B̄ = (ν̄ − F − 1)·s·Cov(x_t − x_{t−1}),
+        M̄ = 0, V̄ = I).
     prior_dof : float, optional
         Wishart/Gamma degrees of freedom ν̄ (default D + 2, or 3 for ``diag_gauss``).
     prior_mean_precision : float, optional
@@ -118,8 +180,10 @@ def default_prior(
     dict
         The prior in the layout of docs/internals.md, e.g. ``{"nu", "kappa", "m", "B"}``.
     """
+    if kind == "ar_gauss":
+        return _ar_prior(X, _real_above("prior_scale", prior_scale, 0.0, "0"), prior_dof)
     if kind not in OBS_KINDS:
-        raise ParameterError(f"`obs` must be one of {OBS_KINDS}, got {kind!r}")
+        raise ParameterError(f"`obs` must be one of {OBS_KINDS + SEQUENCE_OBS_KINDS}, got {kind!r}")
     n, d = X.shape
     prior_scale = _real_above("prior_scale", prior_scale, 0.0, "0")
     check_magnitude(kind, X)

@@ -371,11 +371,12 @@ def test_pair_stat_merge_candidate_equals_explicitly_merged_local_parameters(kap
 
 
 def test_pair_stat_merges_are_accepted_without_a_pass_and_raise_the_objective():
-    """Redundant auto-regressive states (the AR toy from one state with births) are merged from
-    the tracked tables: such a merge is logged as evaluated from pair statistics, its logged
-    objective is the one the fit continues from, and it raises the objective."""
-    X, lengths, _ = bnpcore.datasets.make_sticky_hmm("ar", random_state=0)
-    m = _fit(HDPHMM("ar_gauss", n_components=1, random_state=0, max_laps=30), X, lengths)
+    """Redundant states (the sticky toy from 30 states, merges only) are merged from the tracked
+    tables: such a merge is logged as evaluated from pair statistics, its logged objective is
+    the one the fit continues from, and it raises the objective; the fit ends at the 8 states."""
+    X, lengths, z = bnpcore.datasets.make_sticky_hmm(random_state=10)
+    m = _fit(HDPHMM(n_components=30, kappa=50.0, moves=("merge",), n_batches=4, max_laps=30, random_state=0), X, lengths)
+    assert m.n_components_ == 8 and adjusted_rand_score(z, m.predict(X, lengths)) == 1.0
     recs = [r for r in m.moves_log_ if r["kind"] == "merge" and r.get("evaluated") == "pair_stats"]
     assert any(r["accepted"] for r in recs)
     for r in recs:

@@ -8,43 +8,13 @@ from bnpcore._validation import check_array, check_lengths, check_param
 from bnpcore.data._base import SeqBatch
 from bnpcore.data.sequences import SequenceBatches
 from bnpcore.estimators._engine import VBEstimator
-from bnpcore.exceptions import ParameterError, ShapeError
+from bnpcore.exceptions import ParameterError
 from bnpcore.hmm import FiniteHMMAlloc, HDPHMMAlloc, HMMModel, init_hmm_stats
 from bnpcore.io import register_model_type
 from bnpcore.moves.hmm import HMM_MOVE_KINDS, HMMMoveConfig, HMMMoveManager
-from bnpcore.obs import OBS_KINDS, ObsModel, data_shift, default_prior
+from bnpcore.obs import OBS_KINDS, ObsModel, ar_rows, data_shift, default_prior
 
 __all__ = ["HDPHMM", "FiniteHMM"]
-
-
-def _ar_rows(X, lengths, n_features=None):
-    """Rows ``[x_t, x_{t-1}]`` (t ≥ 2 of every sequence) for the auto-regressive model, and the
-    new lengths (each one shorter). Sequences of one step carry no transition: an error."""
-    if isinstance(X, (list, tuple)):
-        if lengths is not None:
-            raise ParameterError("`lengths` must be None when `X` is a list of sequences (their lengths are their row counts)")
-        seqs = [check_array(x, name=f"X[{i}]", n_features=n_features) for i, x in enumerate(X)]
-    else:
-        Xa = check_array(X, name="X", n_features=n_features)
-        lens = np.array([Xa.shape[0]]) if lengths is None else check_lengths(lengths, Xa.shape[0], rows_name="X")
-        seqs = np.split(Xa, np.cumsum(lens)[:-1])
-    if any(s.shape[0] < 2 for s in seqs):
-        raise ShapeError("obs='ar_gauss' needs sequences of at least 2 steps (x_t is regressed on x_{t-1})")
-    Y = np.concatenate([np.hstack([s[1:], s[:-1]]) for s in seqs])
-    return np.ascontiguousarray(Y), np.array([s.shape[0] - 1 for s in seqs], dtype=np.int64)
-
-
-def _ar_prior(Y, prior_scale=1.0, prior_dof=None) -> dict:
-    r"""Default Matrix-Normal-Wishart prior of the auto-regressive model from rows
-    ``[x_t, x_{t-1}]``: :math:`\nu=F+2`, :math:`B=(\nu-F-1)\,s\,\mathrm{Cov}(x_t-x_{t-1})` (the
-    scale of one step's innovation), :math:`M=0`, :math:`V=I` (a weak shrinkage of the
-    coefficients towards 0)."""
-    F = Y.shape[1] // 2
-    nu = float(F + 2 if prior_dof is None else prior_dof)
-    diff = Y[:, :F] - Y[:, F:]
-    cov = np.atleast_2d(np.cov(diff, rowvar=False)) if Y.shape[0] > 1 else np.eye(F)
-    cov = 0.5 * (cov + cov.T) + 1e-6 * max(np.trace(cov) / F, 1e-12) * np.eye(F)
-    return {"nu": nu, "B": (nu - F - 1.0) * float(prior_scale) * cov, "M": np.zeros((F, F)), "V": np.eye(F)}
 
 
 class _Sequences(SequenceBatches):
@@ -204,7 +174,7 @@ class _BaseHMM(VBEstimator):
     def _make_obs(self, X0) -> ObsModel:
         X0 = X0.X if isinstance(X0, SeqBatch) else X0
         if self.obs == "ar_gauss":
-            return ObsModel("ar_gauss", _ar_prior(X0, self.prior_scale, self.prior_dof))
+            return ObsModel("ar_gauss", default_prior("ar_gauss", X0, prior_scale=self.prior_scale, prior_dof=self.prior_dof))
         shift = data_shift(self.obs, X0)
         hyper = dict(prior_dof=self.prior_dof, prior_mean_precision=self.prior_mean_precision, prior_mean=self.prior_mean,
                      prior_covariance=self.prior_covariance, prior_scale=self.prior_scale, prior_count=self.prior_count)
@@ -223,7 +193,7 @@ class _BaseHMM(VBEstimator):
         n_features = self.n_features_in_ if self._continuing() else None
         lengths = getattr(self, "_fit_lengths", None)
         if self.obs == "ar_gauss":  # rows [x_t, x_{t-1}]: twice the user's columns
-            X, lengths = _ar_rows(X, lengths, n_features=n_features)
+            X, lengths = ar_rows(X, lengths, n_features=n_features)
             n_features = None if n_features is None else 2 * n_features
         probe = SequenceBatches(X, lengths, 1, n_features=n_features)
         B = 1 if self._algorithm() == "full" else self._n_batches(probe.n_rows)
@@ -245,7 +215,7 @@ class _BaseHMM(VBEstimator):
         n_features = self.n_features_in_ if fitted else None
         lengths = self._partial_lengths
         if self.obs == "ar_gauss":
-            X, lengths = _ar_rows(X, lengths, n_features=n_features)
+            X, lengths = ar_rows(X, lengths, n_features=n_features)
             n_features = None if n_features is None else 2 * n_features
         batch = SequenceBatches(X, lengths, 1, n_features=n_features, name=name).get(0)
         if fitted:
@@ -335,7 +305,7 @@ class _BaseHMM(VBEstimator):
     def _sequences(self, X, lengths) -> SeqBatch:
         self._check_fitted()
         if self.obs == "ar_gauss":
-            Y, lens = _ar_rows(X, lengths, n_features=self.n_features_in_)
+            Y, lens = ar_rows(X, lengths, n_features=self.n_features_in_)
             return SequenceBatches(Y, lens, 1, n_features=2 * self.n_features_in_).get(0)
         if isinstance(X, (list, tuple)):
             src = SequenceBatches(X, lengths, 1, n_features=self.n_features_in_)

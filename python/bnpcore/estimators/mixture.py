@@ -133,7 +133,7 @@ class _BaseMixture(VBEstimator):
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
-        check_param("obs", self.obs, kind="str", options=OBS_KINDS)
+        check_param("obs", self.obs, kind="str", options=(*OBS_KINDS, "ar_gauss"))
         check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True, allow_none=True)
         check_param("gamma", self.gamma, kind="real", low=0)
         check_param("init", self.init, kind="str", options=("kmeans++", "random_from_data"))
@@ -268,7 +268,9 @@ class _BaseMixture(VBEstimator):
         shift = getattr(self.obs_model_, "shift", None)
         if shift is not None and "means" in pe:  # back to the user's coordinates
             pe = dict(pe, means=pe["means"] + shift)
-        for name in ("means", "covariances"):
+        if "ar_coefs" in pe:  # auto-regressive regimes: coefficients A_k, no means
+            pe = dict(pe, coef=pe["ar_coefs"])
+        for name in ("means", "covariances", "coef"):
             if name in pe:
                 setattr(self, name + "_", pe[name])
             elif hasattr(self, name + "_"):
@@ -542,6 +544,8 @@ class _BaseMixture(VBEstimator):
         check_param("n_samples", n_samples, kind="int", low=1, low_inclusive=True)
         if self.obs == "mult":
             raise ParameterError("sample() is not available for obs='mult' (a row's number of tokens is not modelled)")
+        if self.obs == "ar_gauss":
+            raise ParameterError("sample() is not available for obs='ar_gauss' (the regressors x_(t-1) are not modelled)")
         rng = np.random.default_rng(random_state)
         w = np.asarray(self.weights_, dtype=np.float64)
         counts = rng.multinomial(int(n_samples), w / w.sum())
@@ -560,13 +564,17 @@ class _BaseMixture(VBEstimator):
         return np.concatenate(rows), np.concatenate(labels)
 
 
-_DOC_PARAMS = """
+_DOC_PARAMS = r"""
     Parameters
     ----------
-    obs : {"gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern"}, default="gauss"
+    obs : {"gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern", "ar_gauss"}, default="gauss"
         Observation model: full-covariance Gaussian (Normal-Wishart prior), diagonal Gaussian
         (Normal-Gamma), zero-mean Gaussian (Wishart), multinomial counts (Dirichlet), binary
-        vectors (Beta).
+        vectors (Beta), or auto-regressive Gaussian regimes (Matrix-Normal-Wishart): rows
+        :math:`[x_t, x_{t-1}]` (:func:`bnpcore.obs.ar_rows`), cluster k regressing
+        :math:`x_t\sim N(A_k x_{t-1},\Lambda_k^{-1})`; fitted ``coef_`` (K, F, F) and
+        ``covariances_`` (no ``means_``). Its k-means++ and births use the likelihood-gap
+        divergence of one-row posteriors (a regression has no Bregman divergence).
     n_components : int or None, default=None
         Initial number of clusters K. None means 1 for :class:`DPMixture`, whose default moves
         then grow and prune the clusters (every cluster added by a birth is one the exact ELBO
@@ -581,7 +589,7 @@ _DOC_PARAMS = """
         clusters (``n_components``, ``n_batches`` and ``init`` are ignored), samples each
         minibatch of ``batch_size`` rows (integer counts) with a locally collapsed Gibbs
         sampler that may open new clusters and updates the globals with the rate
-        :math:`\\rho_t=\\max(S/n_{\\rm seen},S/D)` (``docs/truncation_free.md``).
+        :math:`\rho_t=\max(S/n_{\rm seen},S/D)` (``docs/truncation_free.md``).
         ``"auto"`` is ``"memoized"`` for :class:`DPMixture` (the moves' home: on the
         100,000 × 16, 25-cluster benchmark it finds the 25 clusters in 28 laps, where full laps
         with the same moves need 73 laps and about 9× the CPU time) and ``"full"`` for
@@ -689,6 +697,8 @@ _DOC_PARAMS = """
     weights_ : ndarray of shape (K,)
         Posterior-mean mixture weights (renormalised over the K represented clusters), sorted by
         decreasing cluster size for DP mixtures.
+    coef_ : ndarray of shape (K, F, F)
+        Posterior-mean regression matrices :math:`A_k` (``obs="ar_gauss"`` only).
     means_ : ndarray of shape (K, n_features)
         Posterior means (Gaussian models), word probabilities (``mult``) or Bernoulli
         probabilities (``bern``).

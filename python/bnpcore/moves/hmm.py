@@ -69,32 +69,6 @@ class _FreshModel:
         self.alloc = DPAlloc(1.0)
 
 
-def _kmeans_fresh(obs, X, w, J, rng, iters: int = 10):
-    """Summaries of ``J`` fresh states from a weighted Euclidean k-means of the rows ``X``
-    (None when fewer than two non-empty groups remain)."""
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    n = X.shape[0]
-    if n < 2 * J:
-        return None, None
-    C = X[rng.choice(n, size=J, replace=False)].copy()
-    lab = np.zeros(n, dtype=np.int64)
-    for _ in range(iters):
-        d = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
-        lab = d.argmin(axis=1)
-        for j in range(J):
-            m = lab == j
-            if m.any():
-                C[j] = np.average(X[m], axis=0, weights=w[m])
-    keep = [j for j in range(J) if np.any(lab == j)]
-    if len(keep) < 2:
-        return None, None
-    R = np.zeros((n, len(keep)))
-    for i, j in enumerate(keep):
-        R[lab == j, i] = w[lab == j]
-    N, S = obs.core.summarize(X, R)
-    return np.asarray(N), np.asarray(S)
-
-
 def _merge_memo(m, i: int, j: int, tabs: dict, q: int):
     """Batch memo ``m`` with state ``j`` merged into state ``i`` (positions, ``i < j``), its
     entropy tables assembled from the kernel's merge tables of pair ``q``: row ``i`` of the
@@ -416,15 +390,12 @@ class HMMMoveManager:
             return 0, elbo
         t = int(G.positions([uid])[0])
         J0 = int(self.options["birth_n_fresh"])
-        try:
-            N, S, _ = fit_fresh_clusters(
-                _FreshModel(model.obs), np.ascontiguousarray(res.X), np.ascontiguousarray(res.r), J0,
-                state.rng_moves, n_seeds=J0, iters=int(self.options["birth_refine_iters"]), n_threads=self.n_threads,
-            )
-        except ParameterError:
-            # no Bregman seeding for this model (auto-regressive Gaussian): Euclidean k-means
-            # on the collected rows, each group summarised by the model
-            N, S = _kmeans_fresh(model.obs, res.X, res.r, J0, state.rng_moves)
+        # fresh states fitted with the model's own divergence (the likelihood gap of one-row
+        # posteriors for the auto-regressive Gaussian)
+        N, S, _ = fit_fresh_clusters(
+            _FreshModel(model.obs), np.ascontiguousarray(res.X), np.ascontiguousarray(res.r), J0,
+            state.rng_moves, n_seeds=J0, iters=int(self.options["birth_refine_iters"]), n_threads=self.n_threads,
+        )
         if N is None:
             self.failed[("birth", uid)] = self.structure_version
             self._log(state, "birth", [uid], elbo, -np.inf, False)

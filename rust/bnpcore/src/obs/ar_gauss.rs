@@ -169,8 +169,8 @@ impl ArGauss {
 
 impl ObsModel for ArGauss {
     type Post = ArGaussPost;
-    /// (k-means++ seeding is not supported: [`ObsModel::div_prepare`] always fails)
-    type DivPrep = usize;
+    /// (k-means++ seeding uses the likelihood-gap divergence of [`ArGauss::div_to`])
+    type DivPrep = Array2<f64>;
 
     fn kind(&self) -> &'static str {
         "ar_gauss"
@@ -291,12 +291,30 @@ impl ObsModel for ArGauss {
         vec![("ar_coefs", a.into_dyn()), ("covariances", cov.into_dyn()), ("dof", post.nu.clone().into_dyn())]
     }
 
-    fn div_prepare(&self, _x: ArrayView2<f64>) -> Result<usize> {
-        Err(Error::param("obs", "Bregman k-means++ seeding is not available for the auto-regressive Gaussian"))
+    fn div_prepare(&self, x: ArrayView2<f64>) -> Result<Array2<f64>> {
+        self.check_data(x, "X")?;
+        Ok(x.as_standard_layout().into_owned())
     }
 
-    fn div_to(&self, _prep: &usize, _i: usize, out: &mut [f64]) {
-        out.iter_mut().for_each(|o| *o = 0.0);
+    /// Likelihood-gap divergence of every row to row `i`: with `q_i` the posterior after the one
+    /// atom `y_i`, `D(y_n, y_i) = max(0, E_{q_i} log p(y_i) − E_{q_i} log p(y_n))` — zero at
+    /// `n = i`, large for rows the atom's regression explains badly. (A regression has no
+    /// Bregman divergence between smoothed atoms; this gap plays its role in k-means++ seeding
+    /// and in the seeds of a birth's fresh fit.)
+    fn div_to(&self, prep: &Array2<f64>, i: usize, out: &mut [f64]) {
+        let d = self.f + self.e;
+        let mut s1 = Array2::<f64>::zeros((1, d * d));
+        self.stats.summarize_block(prep.slice(s![i..i + 1, ..]), Array2::<f64>::ones((1, 1)).view(), s1.view_mut());
+        let n1 = Array1::<f64>::ones(1);
+        let Ok(post) = self.posterior(n1.view(), s1.view()) else {
+            out.iter_mut().for_each(|o| *o = 0.0);
+            return;
+        };
+        let ell = super::eval_table(&self.e_log_lik_table(&post), prep.view());
+        let own = ell[[i, 0]];
+        for (o, &v) in out.iter_mut().zip(ell.column(0).iter()) {
+            *o = (own - v).max(0.0);
+        }
     }
 }
 

@@ -280,6 +280,15 @@ pub trait ObsModel: Send + Sync {
     fn div_to(&self, prep: &Self::DivPrep, i: usize, out: &mut [f64]);
 }
 
+/// Log-likelihoods of finite rows are NaN only when the rows' magnitude overflows the model's
+/// quadratic forms (|x| ≳ 1e154 for Gaussians): an error rather than a silent NaN.
+fn no_nan(out: Array2<f64>) -> Result<Array2<f64>> {
+    if out.iter().any(|v| v.is_nan()) {
+        return Err(Error::NonFinite { what: "log-likelihoods of `X` (values too large in magnitude for the model)".into() });
+    }
+    Ok(out)
+}
+
 /// Shape and finiteness check shared by the models.
 pub(crate) fn check_shape_finite(x: ArrayView2<f64>, d: usize, name: &str) -> Result<()> {
     if x.ncols() != d {
@@ -389,7 +398,7 @@ impl Obs {
     pub fn e_log_lik(&self, x: ArrayView2<f64>, n_post: ArrayView1<f64>, s_post: ArrayView2<f64>) -> Result<Array2<f64>> {
         self.check_data(x, "X")?;
         let table = self.e_log_lik_table(n_post, s_post)?;
-        Ok(eval_table(&table, x))
+        no_nan(eval_table(&table, x))
     }
 
     /// The [`LogLikTable`] of `E_q[log F]` for posterior `(n_post, s_post)`.
@@ -409,7 +418,7 @@ impl Obs {
         self.check_data(x, "X")?;
         check_summaries(n_post, s_post, self.stat_dim())?;
         let table = with_obs!(self, m => { let p = m.posterior(n_post, s_post)?; m.plugin_table(&p)? });
-        Ok(eval_table(&table, x))
+        no_nan(eval_table(&table, x))
     }
 
     /// [`Obs::log_density`] of CSR rows (`mult`, `bern`): `O(nnz · K)`.
@@ -426,7 +435,7 @@ impl Obs {
         if *table.feature_map() != FeatureMap::Identity {
             return Err(Error::param("X", "sparse rows need an observation model with the identity feature map (mult, bern)"));
         }
-        Ok(crate::local::eval_table_csr(&table, x))
+        no_nan(crate::local::eval_table_csr(&table, x))
     }
 
     /// Observation part of the ELBO without `Σh`: `Σ_k [c(λ̄) − c(λ̄ ⊕ (N_k, S_k))]`.
