@@ -34,7 +34,9 @@ pub struct CsrRows<'a> {
     n_cols: usize,
 }
 
-fn offsets<I: CsrIndex>(ip: &[I]) -> Result<Vec<usize>> {
+/// CSR offsets as `usize`: non-empty, non-negative, non-decreasing, starting at 0 (the
+/// mixture's CSR rows and the topic model's documents).
+pub(crate) fn offsets<I: CsrIndex>(ip: &[I]) -> Result<Vec<usize>> {
     if ip.is_empty() {
         return Err(Error::shape("indptr", "(n_rows + 1,)", "(0,)"));
     }

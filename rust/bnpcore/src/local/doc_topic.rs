@@ -284,17 +284,7 @@ fn validate<'a, I: CsrIndex>(
     if ip.is_empty() {
         return Err(Error::shape("indptr", "(n_docs + 1,)", "(0,)"));
     }
-    let mut offs = Vec::with_capacity(ip.len());
-    for &x in ip {
-        let o = x.checked().ok_or_else(|| Error::data("indptr", "offsets must be >= 0"))?;
-        if offs.last().is_some_and(|&prev| o < prev) {
-            return Err(Error::data("indptr", "offsets must be non-decreasing"));
-        }
-        offs.push(o);
-    }
-    if offs[0] != 0 {
-        return Err(Error::data("indptr", format!("must start at 0, got {}", offs[0])));
-    }
+    let offs = super::csr::offsets(ip)?;
     let nnz = offs[offs.len() - 1];
     if ind.len() != nnz || dat.len() != nnz {
         return Err(Error::shape("indices/data", format!("length indptr[-1] = {nnz}"), format!("{} / {}", ind.len(), dat.len())));
