@@ -299,3 +299,48 @@ def test_tune_malloc_only_under_a_nanny_setting(monkeypatch):
         assert len(calls) == expect
         if expect:
             assert dict(calls) == {bd._M_TRIM_THRESHOLD: 256 * 1024 * 1024, bd._M_MMAP_THRESHOLD: 32 * 1024 * 1024}
+
+
+def test_hmm_moves_on_dask_never_fetch_batches(client, monkeypatch):
+    """The HMM's merge/delete candidates (whole-dataset passes) run on the workers that hold
+    the batches: the driver never gathers a batch, and the fit equals the local one."""
+    from bnpcore import HDPHMM
+    from bnpcore.distributed import DaskBatches
+
+    X, lengths, _ = bnpcore.datasets.make_sticky_hmm(n_seqs=8, seq_len=300, random_state=0)
+    kw = dict(n_components=12, kappa=50.0, moves=("merge", "delete"), n_batches=4, schedule="parallel", max_laps=8, tol=0,
+              random_state=1, move_options={"merge_candidates": 0})  # every merge judged by passes
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        local = HDPHMM(**kw).fit(X, lengths)
+
+        def no_fetch(self, b):
+            raise AssertionError(f"the driver fetched batch {b}")
+
+        monkeypatch.setattr(DaskBatches, "get", no_fetch)
+        remote = HDPHMM(backend="dask", client=client, **kw).fit(X, lengths)
+    assert [r["kind"] for r in local.moves_log_ if r.get("evaluated", "passes") == "passes"]
+    assert local.moves_log_ == remote.moves_log_
+    assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])
+
+
+def test_topic_moves_on_dask_never_fetch_batches(client, monkeypatch):
+    """The topic model's delete and birth candidates (whole-dataset document-step passes) run on
+    the workers: the driver never gathers a batch, and the fit equals the local one."""
+    from bnpcore import HDPTopicModel
+    from bnpcore.distributed import DaskBatches
+
+    X = bnpcore.datasets.make_bars(n_docs=200, random_state=0)[0]
+    kw = dict(n_components=1, algorithm="memoized", n_batches=3, schedule="parallel", max_laps=6, tol=0, random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        local = HDPTopicModel(**kw).fit(X)
+
+        def no_fetch(self, b):
+            raise AssertionError(f"the driver fetched batch {b}")
+
+        monkeypatch.setattr(DaskBatches, "get", no_fetch)
+        remote = HDPTopicModel(backend="dask", client=client, **kw).fit(X)
+    assert any(r["kind"] == "birth" for r in local.moves_log_)
+    assert local.moves_log_ == remote.moves_log_
+    assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])

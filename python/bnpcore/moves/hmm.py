@@ -112,8 +112,10 @@ class HMMMoveManager:
     }
     DEFAULT_MAX_PER_LAP: ClassVar[dict] = {"birth": 1, "merge": 3, "delete": 1}
 
-    #: the batch source of the fit (set by the estimator for the length of a fit)
+    #: the batch source of the fit and the executor of its local steps (set by the estimator
+    #: for the length of a fit)
     _source = None
+    _executor = None
 
     def __init__(self, config: HMMMoveConfig):
         unknown = set(config.options) - set(self.DEFAULT_OPTIONS)
@@ -250,11 +252,14 @@ class HMMMoveManager:
         of the last pass and their exact objective."""
         memos = None
         for _ in range(int(self.options["passes"])):
-            memos = []
-            for b in range(len(self._source)):
-                Xb = model.prepare(self._source.get(b)) if hasattr(model, "prepare") else self._source.get(b)
-                out = model.local_step(Xb, glob, n_threads=self.n_threads)
-                memos.append(model.stats_from_output(out, glob.uids))
+            if self._executor is not None:  # a cluster: the steps run where the batches are
+                items = [(b, {}) for b in range(len(self._source))]
+                memos = [model.stats_from_output(r.out, glob.uids) for r in self._executor.run(model, glob, items, n_threads=self.n_threads)]
+            else:  # here, one batch at a time
+                memos = []
+                for b in range(len(self._source)):
+                    out = model.local_step(model.prepare(self._source.get(b)), glob, n_threads=self.n_threads)
+                    memos.append(model.stats_from_output(out, glob.uids))
             total = memos[0]
             for s in memos[1:]:
                 total = total + s
