@@ -42,7 +42,7 @@ import uuid
 
 import numpy as np
 
-from bnpcore.algorithms.executor import BatchResult, prepare, select_collected_rows
+from bnpcore.algorithms.executor import SELECT_ROWS, BatchResult, kernel_options, prepare, select_collected_rows, select_output_rows
 from bnpcore.exceptions import BackendError, ParameterError, ShapeError
 
 __all__ = ["BACKENDS", "WORKER_TIMEOUT", "DaskBatches", "DaskExecutor", "dask_session", "row_batches_on_dask"]
@@ -148,13 +148,16 @@ def _local_step(model, X, glob, opts, n_threads, b, collect_threshold):
     if isinstance(X, np.ndarray) and hasattr(obs_core, "check_data"):
         obs_core.check_data(X, f"X (batch {b})")
     X = prepare(model, X)
-    out = model.local_step(X, glob, n_threads=n_threads, **opts)
+    out = model.local_step(X, glob, n_threads=n_threads, **kernel_options(opts))
     rows = None
     if collect_threshold is not None and out.get("col") is not None:
         out, rows = select_collected_rows(out, X, collect_threshold)
+    elif opts.get(SELECT_ROWS) is not None:
+        # a move that reads per-row outputs with their rows (topic and HMM births): only the
+        # rows it collects leave the worker
+        out, rows = select_output_rows(out, X, opts[SELECT_ROWS])
     elif opts.get("return_doc_topic") or opts.get("return_resp"):
-        # a move that reads per-row outputs together with the rows (topic and HMM births)
-        # gets the batch itself: the only case in which data travel to the driver
+        # per-row outputs asked for without a selection: the batch itself travels
         rows = X
     shape = getattr(getattr(X, "X", X), "shape", None)  # a SeqBatch counts its rows
     return out, rows, None if shape is None else int(shape[0])

@@ -344,3 +344,38 @@ def test_topic_moves_on_dask_never_fetch_batches(client, monkeypatch):
     assert any(r["kind"] == "birth" for r in local.moves_log_)
     assert local.moves_log_ == remote.moves_log_
     assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])
+
+
+def test_birth_rows_are_selected_where_the_batch_lives():
+    """A topic or HMM birth asks for per-row outputs with a selection rule; the worker-side
+    step returns only the rows it collects (and their outputs), and the move's own rule picks
+    every one of them again."""
+    from bnpcore import HDPHMM, HDPTopicModel
+    from bnpcore.algorithms.executor import SELECT_ROWS
+    from bnpcore.distributed import _local_step
+
+    X = bnpcore.datasets.make_bars(n_docs=60, random_state=0)[0]
+    tm = _fit(HDPTopicModel(n_components=3, moves=(), n_batches=1, max_laps=2, random_state=0), X)
+    model = tm._make_model(tm.obs_model_)
+    Xc = tm._make_source(X).get(0)
+    full, _, n = _local_step(model, Xc, tm.summaries_, {"return_doc_topic": True}, None, 0, None)
+    thr = float(np.median(full["doc_topic"][:, 1]))
+    out, rows, n2 = _local_step(model, Xc, tm.summaries_, {"return_doc_topic": True, SELECT_ROWS: ("doc_topic", 1, thr)}, None, 0, None)
+    keep = np.flatnonzero(full["doc_topic"][:, 1] > thr)
+    assert 0 < keep.size < Xc.shape[0] and n == n2 == Xc.shape[0]
+    np.testing.assert_array_equal(out["doc_topic"], full["doc_topic"][keep])
+    assert (rows != Xc[keep]).nnz == 0
+    np.testing.assert_array_equal(out["N"], full["N"])
+
+    Xs, lengths, _ = bnpcore.datasets.make_sticky_hmm(n_seqs=4, seq_len=100, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        hm = HDPHMM(n_components=4, moves=(), max_laps=2, random_state=0).fit(Xs, lengths)
+    model = hm._make_model(hm.obs_model_)
+    batch = hm._make_source(Xs).get(0)
+    full, _, _ = _local_step(model, batch, hm.summaries_, {"return_resp": True}, None, 0, None)
+    out, rows, _ = _local_step(model, batch, hm.summaries_, {"return_resp": True, SELECT_ROWS: ("resp", 2, 0.5)}, None, 0, None)
+    keep = np.flatnonzero(full["resp"][:, 2] > 0.5)
+    assert 0 < keep.size < batch.X.shape[0]
+    np.testing.assert_array_equal(out["resp"], full["resp"][keep])
+    np.testing.assert_array_equal(rows, model.prepare(batch).X[keep])

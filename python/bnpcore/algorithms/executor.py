@@ -62,6 +62,32 @@ def select_collected_rows(out: dict, X, threshold: float):
     return out, np.ascontiguousarray(X[rows])
 
 
+#: local-step option of a move that reads per-row outputs with their rows (topic and HMM
+#: births): ``(key, column, threshold)`` — only the rows whose ``out[key][:, column]`` exceeds
+#: ``threshold`` are wanted. Not a kernel option: executors strip it; a cluster's executor
+#: applies it where the batch lives (:func:`select_output_rows`), so only those rows travel.
+SELECT_ROWS = "select_rows"
+
+
+def select_output_rows(out: dict, X, select):
+    """Keep the rows ``flatnonzero(out[key][:, column] > threshold)`` of the batch ``X`` (its
+    ``.X`` for a sequence batch) and of the per-row output ``out[key]``, in row order. A move
+    that applies the same rule to the reduced pair selects every row again, so it sees the same
+    rows with the same outputs in the same order."""
+    key, col, thr = select
+    vals = np.asarray(out[key])
+    rows = np.flatnonzero(vals[:, int(col)] > float(thr))
+    out = dict(out)
+    out[key] = np.ascontiguousarray(vals[rows])
+    Xr = getattr(X, "X", X)
+    return out, Xr[rows]
+
+
+def kernel_options(opts: dict) -> dict:
+    """``opts`` without the executor-level :data:`SELECT_ROWS` entry."""
+    return opts if SELECT_ROWS not in opts else {k: v for k, v in opts.items() if k != SELECT_ROWS}
+
+
 def prepare(model, X):
     """``model.prepare(X)`` (the batch in the model's coordinates) for models that have it."""
     fn = getattr(model, "prepare", None)
@@ -88,7 +114,7 @@ class LocalExecutor:
         results = []
         for b, opts in items:
             Xb = prepare(model, self.source.get(int(b)))
-            out = model.local_step(Xb, glob, n_threads=n_threads, **opts)
+            out = model.local_step(Xb, glob, n_threads=n_threads, **kernel_options(opts))
             results.append(BatchResult(b, out, Xb))
         return results
 

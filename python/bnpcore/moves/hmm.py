@@ -186,8 +186,13 @@ class HMMMoveManager:
             G = state.stats
             opts["merge_pairs"] = [tuple(sorted(int(p) for p in G.positions([a, c]))) for a, c in self._merge_plan]
         if self._target is not None:
-            self._glob = state.stats
+            from bnpcore.algorithms.executor import SELECT_ROWS
+
+            self._glob = G = state.stats
             opts["return_resp"] = True
+            if self._target in set(G.uids.tolist()):  # on a cluster only the collected steps travel
+                col = int(G.positions([self._target])[0])
+                opts[SELECT_ROWS] = ("resp", col, float(self.options["birth_collect_threshold"]))
         return opts
 
     def after_batch(self, model, state, b, out, X=None) -> None:

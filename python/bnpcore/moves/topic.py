@@ -177,8 +177,13 @@ class TopicMoveManager:
             pos = state.stats.positions([u for pair in self._pairs for u in pair]).reshape(-1, 2)
             opts["merge_pairs"] = [(int(a), int(c)) for a, c in pos]
         if self._birth_target is not None:
+            from bnpcore.algorithms.executor import SELECT_ROWS
+
             opts["return_doc_topic"] = True
-            self._birth_glob = state.stats
+            self._birth_glob = G = state.stats
+            if self._birth_target in set(G.uids.tolist()):  # on a cluster only the collected documents travel
+                t = int(G.positions([self._birth_target])[0])
+                opts[SELECT_ROWS] = ("doc_topic", t, float(self.options["birth_min_count"]))
         return opts
 
     def after_batch(self, model, state, b, out, X=None) -> None:
