@@ -330,7 +330,8 @@ def test_pair_stat_merge_candidate_equals_explicitly_merged_local_parameters(kap
     """A merge candidate built from the kernel's merge tables (no data pass) has exactly the
     summaries and objective of the explicitly merged local parameters (numpy reference
     forward-backward, state j's marginals added into state i's), batch by batch."""
-    from bnpcore.moves.hmm import _merge_memo, _tree_total
+    from bnpcore.algorithms._base import tree_sum
+    from bnpcore.moves.hmm import _merge_memo
 
     X, lengths, _ = _hmm_data("gauss", n_seqs=6, T=50, K=3, seed=2)
     m = _fit(HDPHMM(n_components=5, kappa=kappa, moves=(), n_batches=2, max_laps=3, random_state=1), X, lengths)
@@ -367,7 +368,7 @@ def test_pair_stat_merge_candidate_equals_explicitly_merged_local_parameters(kap
         np.testing.assert_allclose(got["Htable"], want_trans, rtol=1e-9, atol=1e-9)
         extra = {"n_seqs": float(batch.n_seqs), "M0": M0, "M": M, "Hstart": want_start, "Htable": want_trans}
         reference.append(bnpcore.stats.SuffStats(N, S, np.zeros(G.K - 1), float(memo.h), np.delete(G.uids, j), extra))
-    assert np.isclose(model.elbo(_tree_total(merged)), model.elbo(_tree_total(reference)), rtol=1e-11)
+    assert np.isclose(model.elbo(tree_sum(merged)), model.elbo(tree_sum(reference)), rtol=1e-11)
 
 
 def test_pair_stat_merges_are_accepted_without_a_pass_and_raise_the_objective():

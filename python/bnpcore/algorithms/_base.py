@@ -9,7 +9,7 @@ import numpy as np
 
 from bnpcore.stats import SuffStats
 
-__all__ = ["HISTORY_KEYS", "FitState", "remove_empty_and_sort"]
+__all__ = ["HISTORY_KEYS", "FitState", "remove_empty_and_sort", "tree_sum"]
 
 HISTORY_KEYS = ("lap", "elbo", "n_components", "seconds")
 
@@ -124,17 +124,7 @@ class FitState:
         self._refresh_total()
 
     def _tree_sum(self, lo: int, hi: int):
-        tree = self.__dict__.setdefault("_tree", {})
-        key = (lo, hi)
-        if key not in tree:
-            if hi - lo == 1:
-                val = self.memos[lo]
-            else:
-                mid = (lo + hi) // 2
-                a, b = self._tree_sum(lo, mid), self._tree_sum(mid, hi)
-                val = a if b is None else (b if a is None else a + b)
-            tree[key] = val
-        return tree[key]
+        return tree_sum(self.memos, lo, hi, self.__dict__.setdefault("_tree", {}))
 
     def _refresh_total(self) -> None:
         root = self._tree_sum(0, len(self.memos)) if self.memos else None
@@ -151,6 +141,26 @@ class Timer:
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
+
+
+def tree_sum(memos, lo: int = 0, hi: int | None = None, cache: dict | None = None):
+    """Σ ``memos[lo:hi]`` by the fixed binary tree over the batch index that defines G (missing
+    memos, None, are skipped; None if all are). ``cache`` keeps the node sums between calls
+    (:class:`FitState` updates one root-to-leaf path per replaced memo). Candidates built from
+    modified memos are summed by the same tree, so an adopted candidate's objective is
+    reproduced exactly."""
+    hi = len(memos) if hi is None else hi
+    cache = {} if cache is None else cache
+    key = (lo, hi)
+    if key not in cache:
+        if hi - lo == 1:
+            val = memos[lo]
+        else:
+            mid = (lo + hi) // 2
+            a, b = tree_sum(memos, lo, mid, cache), tree_sum(memos, mid, hi, cache)
+            val = a if b is None else (b if a is None else a + b)
+        cache[key] = val
+    return cache[key]
 
 
 def remove_empty_and_sort(model, state: FitState, elbo: float, *, empty_tol: float = 1e-10) -> float:

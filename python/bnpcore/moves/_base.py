@@ -42,7 +42,7 @@ from bnpcore.stats import SuffStats
 
 __all__ = [
     "ACCEPT_RTOL", "BatchRequest", "LapContext", "Move", "accepts", "decode_state", "encode_state", "replace_columns",
-    "sum_parts",
+    "sum_parts", "whole_dataset_passes",
 ]
 
 #: relative acceptance threshold ε_acc (Hughes thesis §4.1.3)
@@ -163,6 +163,30 @@ def sum_parts(parts):
         S = S + p[1]
         H = H + p[2]
     return N, S, H
+
+
+def whole_dataset_passes(model, source, executor, glob, n_passes: int, *, n_threads=None):
+    """``n_passes`` local-step passes over every batch of ``source`` from the candidate globals
+    ``glob``, each pass's summed memos being the next pass's globals (the topic and HMM moves
+    judge a candidate by the exact objective of the last pass). Returns the last pass's memos
+    and their (batch-order) sum. With a cluster ``executor`` the steps run where the batches
+    are and only summaries come back; without one (None) they run here, one batch at a time."""
+    from bnpcore.algorithms.executor import prepare
+
+    memos, total = None, glob
+    for _ in range(int(n_passes)):
+        if executor is not None:
+            items = [(b, {}) for b in range(len(source))]
+            memos = [model.stats_from_output(r.out, total.uids) for r in executor.run(model, total, items, n_threads=n_threads)]
+        else:
+            memos = []
+            for b in range(len(source)):
+                out = model.local_step(prepare(model, source.get(b)), total, n_threads=n_threads)
+                memos.append(model.stats_from_output(out, total.uids))
+        total = memos[0]
+        for s in memos[1:]:
+            total = total + s
+    return memos, total
 
 
 def replace_columns(stats: SuffStats, positions, N, S, H) -> SuffStats:

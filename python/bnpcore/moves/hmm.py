@@ -41,8 +41,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from bnpcore.algorithms._base import tree_sum
 from bnpcore.exceptions import ParameterError
-from bnpcore.moves._base import ACCEPT_RTOL, accepts
+from bnpcore.moves._base import ACCEPT_RTOL, accepts, whole_dataset_passes
 from bnpcore.moves.birth import Reservoir
 
 __all__ = ["HMM_MOVE_KINDS", "HMMMoveConfig", "HMMMoveManager"]
@@ -81,19 +82,6 @@ def _merge_memo(m, i: int, j: int, tabs: dict, q: int):
     ht[:, i] = tabs["merge_h_col"][q]
     ht[i, i] = tabs["merge_h_self"][q]
     return m.merge(i, j, 0.0, Hstart=float(tabs["merge_h_start"][q]), Htable=ht[np.ix_(keep, keep)])
-
-
-def _tree_total(memos):
-    """Σ memos by the fixed binary tree of :meth:`FitState.recompute_total` (the same sums, so an
-    adopted candidate's objective is reproduced exactly)."""
-
-    def rec(lo, hi):
-        if hi - lo == 1:
-            return memos[lo]
-        mid = (lo + hi) // 2
-        return rec(lo, mid) + rec(mid, hi)
-
-    return rec(0, len(memos))
 
 
 class HMMMoveManager:
@@ -255,21 +243,8 @@ class HMMMoveManager:
     def _resummarize(self, model, glob) -> tuple[list, float]:
         """``passes`` whole-dataset local steps from the globals ``glob``: the batch summaries
         of the last pass and their exact objective."""
-        memos = None
-        for _ in range(int(self.options["passes"])):
-            if self._executor is not None:  # a cluster: the steps run where the batches are
-                items = [(b, {}) for b in range(len(self._source))]
-                memos = [model.stats_from_output(r.out, glob.uids) for r in self._executor.run(model, glob, items, n_threads=self.n_threads)]
-            else:  # here, one batch at a time
-                memos = []
-                for b in range(len(self._source)):
-                    out = model.local_step(model.prepare(self._source.get(b)), glob, n_threads=self.n_threads)
-                    memos.append(model.stats_from_output(out, glob.uids))
-            total = memos[0]
-            for s in memos[1:]:
-                total = total + s
-            glob = total
-        return memos, float(model.elbo(glob))
+        memos, total = whole_dataset_passes(model, self._source, self._executor, glob, int(self.options["passes"]), n_threads=self.n_threads)
+        return memos, float(model.elbo(total))
 
     def _adopt(self, model, state, memos) -> float:
         state.memos = memos
@@ -299,22 +274,22 @@ class HMMMoveManager:
                 break
         return pairs
 
-    def _pair_stat_candidates(self, model, state) -> list:
-        """``(gain, (a, c), memos, elbo)`` of every planned pair, from the merge tables the lap's
-        local steps tracked (no data pass); empty when some batch has no tables."""
+    def _pair_stat_candidates(self, model, state, elbo: float) -> list:
+        """``(gain, (a, c), memos, elbo)`` of every planned pair over the current objective
+        ``elbo``, from the merge tables the lap's local steps tracked (no data pass); empty when
+        some batch has no tables."""
         if not self._merge_plan or len(self._pair_tabs) != len(state.memos) or any(m is None for m in state.memos):
             return []
         G = state.stats
-        base = float(model.elbo(G))
         out = []
         for q, (a, c) in enumerate(self._merge_plan):
             i, j = sorted(int(p) for p in G.positions([a, c]))
             memos = [_merge_memo(m, i, j, self._pair_tabs[b], q) for b, m in enumerate(state.memos)]
             try:
-                new = float(model.elbo(_tree_total(memos)))
+                new = float(model.elbo(tree_sum(memos)))
             except Exception:  # a degenerate candidate (non-finite objective) is simply rejected
                 new = -np.inf
-            out.append((new - base, (a, c), memos, new))
+            out.append((new - elbo, (a, c), memos, new))
         return out
 
     def _merges(self, model, state, elbo, touched) -> tuple[int, float]:
@@ -322,7 +297,7 @@ class HMMMoveManager:
         if G.K < 2:
             return 0, elbo
         accepted = 0
-        cands = self._pair_stat_candidates(model, state)
+        cands = self._pair_stat_candidates(model, state, elbo)
         rtol = float(self.options["accept_rtol"])
         if cands:
             # every planned pair scored exactly from the tracked tables (no pass); the best one is

@@ -49,7 +49,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from bnpcore.moves._base import ACCEPT_RTOL, accepts
+from bnpcore.moves._base import ACCEPT_RTOL, accepts, whole_dataset_passes
 
 __all__ = ["TOPIC_MOVE_KINDS", "TopicMoveConfig", "TopicMoveManager"]
 
@@ -354,28 +354,10 @@ class TopicMoveManager:
         """Batch summaries after ``delete_passes`` document-step passes with topic ``j``
         removed (the first pass uses the current summaries without ``j`` as globals)."""
         saved_top_l = model.top_l
-        memos, _ = self._passes(model, state.stats.drop([j]), int(self.options["delete_passes"]))
+        memos, _ = whole_dataset_passes(model, self._source, self._executor, state.stats.drop([j]), int(self.options["delete_passes"]),
+                                        n_threads=self.n_threads)
         model.top_l = saved_top_l
         return memos
-
-    def _passes(self, model, glob, n_passes: int):
-        """``n_passes`` whole-dataset document-step passes from the globals ``glob`` (each pass's
-        summed summaries are the next pass's globals): the last pass's batch memos and their
-        total. On a cluster the steps run where the batches are (the executor of the lap)."""
-        memos, total = None, glob
-        for _ in range(n_passes):
-            if self._executor is not None:
-                items = [(b, {}) for b in range(len(self._source))]
-                memos = [model.stats_from_output(r.out, total.uids) for r in self._executor.run(model, total, items, n_threads=self.n_threads)]
-            else:
-                memos = []
-                for b in range(len(self._source)):
-                    out = model.local_step(self._source.get(b), total, n_threads=self.n_threads)
-                    memos.append(model.stats_from_output(out, total.uids))
-            total = memos[0]
-            for s in memos[1:]:
-                total = total + s
-        return memos, total
 
     #: the batch source of the fit and the executor of its local steps (set by the estimator;
     #: delete and birth candidates pass over every batch)
@@ -459,7 +441,7 @@ class TopicMoveManager:
         glob.N = glob.S.sum(axis=1)
         extra = {"P": np.full(J, G["P"][t]), "Q": np.full(J, G["Q"][t])}
         glob = glob.append(N=S_new.sum(axis=1), S=S_new, H=np.zeros(J), uids=new_uids, **extra)
-        memos, glob = self._passes(model, glob, int(self.options["birth_passes"]))
+        memos, glob = whole_dataset_passes(model, self._source, self._executor, glob, int(self.options["birth_passes"]), n_threads=self.n_threads)
         new = model.elbo(glob)
         return new, memos, new_uids
 
