@@ -13,7 +13,7 @@ use super::axpy_rows;
 use super::doc_topic::CsrIndex;
 use crate::error::{Error, Result};
 use crate::linalg::gemm;
-use crate::obs::LogLikTable;
+use crate::obs::{LogLikTable, ObsModel};
 
 /// Column ids of CSR rows as scipy stores them (`int32` or `int64`).
 #[derive(Clone, Copy, Debug)]
@@ -192,6 +192,20 @@ impl Feats<'_> {
             }
         }
     }
+}
+
+/// CSR rows for `model` and its `table`: values in the model's support (only count models take
+/// sparse rows, [`ObsModel::check_sparse_values`]), identity feature maps, `n_features` columns.
+pub(crate) fn check_csr_rows<M: ObsModel>(model: &M, x: &CsrRows, table: &LogLikTable) -> Result<()> {
+    model.check_sparse_values(x.values(), "X")?;
+    let identity = crate::obs::FeatureMap::Identity;
+    if model.feature_map() != identity || *table.feature_map() != identity {
+        return Err(Error::param("X", "sparse rows need an observation model with the identity feature map (mult, bern)"));
+    }
+    if x.n_cols() != model.n_features() {
+        return Err(Error::shape("X", format!("(n_samples, {})", model.n_features()), format!("({}, {})", x.n_rows(), x.n_cols())));
+    }
+    Ok(())
 }
 
 /// `φ(X) W + cst` of every CSR row (`n_rows × K`), in parallel over tiles of rows.

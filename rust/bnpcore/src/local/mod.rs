@@ -53,6 +53,7 @@ use crate::error::{Error, Result};
 use crate::obs::{LogLikTable, Obs, ObsModel};
 use crate::parallel::{leaf_rows, tree_reduce, TILE_ROWS};
 use crate::with_obs;
+pub(crate) use csr::check_csr_rows;
 use csr::Feats;
 pub use csr::{eval_table_csr, CsrIndices, CsrRows};
 pub use proposal::PROPOSAL_MIN_MASS;
@@ -501,14 +502,7 @@ pub fn local_step_rows<M: ObsModel>(
             x.dim()
         }
         BatchRows::Csr(c) => {
-            model.check_sparse_values(c.values(), "X")?;
-            let identity = crate::obs::FeatureMap::Identity;
-            if model.feature_map() != identity || *table.feature_map() != identity {
-                return Err(Error::param("X", "sparse rows need an observation model with the identity feature map (mult, bern)"));
-            }
-            if c.n_cols() != model.n_features() {
-                return Err(Error::shape("X", format!("(n_samples, {})", model.n_features()), format!("({}, {})", c.n_rows(), c.n_cols())));
-            }
+            check_csr_rows(model, c, table)?;
             (c.n_rows(), c.n_cols())
         }
     };
@@ -740,9 +734,7 @@ impl Obs {
         alloc: &Alloc,
         opts: &LocalOptions,
     ) -> Result<LocalOutput> {
-        let table = self.e_log_lik_table(n_post, s_post)?;
-        let weights = alloc.segment_weights(n_post)?;
-        with_obs!(self, m => local_step(m, x, &table, &weights, opts))
+        self.local_step_rows(BatchRows::Dense(x), n_post, s_post, alloc, opts)
     }
 
     /// [`Obs::local_step`] of CSR rows (`mult`, `bern`): `O(nnz · K)` per step.
@@ -757,9 +749,24 @@ impl Obs {
         alloc: &Alloc,
         opts: &LocalOptions,
     ) -> Result<LocalOutput> {
+        self.local_step_rows(BatchRows::Csr(x), n_post, s_post, alloc, opts)
+    }
+
+    /// [`Obs::local_step`] of dense or CSR rows ([`local_step_rows`]).
+    ///
+    /// # Errors
+    /// As [`Obs::local_step`] and [`Obs::local_step_csr`].
+    pub fn local_step_rows(
+        &self,
+        data: BatchRows,
+        n_post: ArrayView1<f64>,
+        s_post: ArrayView2<f64>,
+        alloc: &Alloc,
+        opts: &LocalOptions,
+    ) -> Result<LocalOutput> {
         let table = self.e_log_lik_table(n_post, s_post)?;
         let weights = alloc.segment_weights(n_post)?;
-        with_obs!(self, m => local_step_rows(m, BatchRows::Csr(x), &table, &weights, opts))
+        with_obs!(self, m => local_step_rows(m, data, &table, &weights, opts))
     }
 }
 

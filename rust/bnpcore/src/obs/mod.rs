@@ -416,9 +416,13 @@ impl Obs {
     /// Shape/finiteness errors, or a degenerate posterior.
     pub fn log_density(&self, x: ArrayView2<f64>, n_post: ArrayView1<f64>, s_post: ArrayView2<f64>) -> Result<Array2<f64>> {
         self.check_data(x, "X")?;
+        no_nan(eval_table(&self.plugin_table_of(n_post, s_post)?, x))
+    }
+
+    /// The [`LogLikTable`] of the plug-in `log F(x | φ̂_k)` for posterior `(n_post, s_post)`.
+    fn plugin_table_of(&self, n_post: ArrayView1<f64>, s_post: ArrayView2<f64>) -> Result<LogLikTable> {
         check_summaries(n_post, s_post, self.stat_dim())?;
-        let table = with_obs!(self, m => { let p = m.posterior(n_post, s_post)?; m.plugin_table(&p)? });
-        no_nan(eval_table(&table, x))
+        with_obs!(self, m => { let p = m.posterior(n_post, s_post)?; m.plugin_table(&p) })
     }
 
     /// [`Obs::log_density`] of CSR rows (`mult`, `bern`): `O(nnz · K)`.
@@ -426,15 +430,8 @@ impl Obs {
     /// # Errors
     /// As [`Obs::log_density`]; sparse rows for a Gaussian model.
     pub fn log_density_csr(&self, x: &crate::local::CsrRows, n_post: ArrayView1<f64>, s_post: ArrayView2<f64>) -> Result<Array2<f64>> {
-        with_obs!(self, m => m.check_sparse_values(x.values(), "X"))?;
-        if x.n_cols() != self.n_features() {
-            return Err(Error::shape("X", format!("(n_samples, {})", self.n_features()), format!("({}, {})", x.n_rows(), x.n_cols())));
-        }
-        check_summaries(n_post, s_post, self.stat_dim())?;
-        let table = with_obs!(self, m => { let p = m.posterior(n_post, s_post)?; m.plugin_table(&p)? });
-        if *table.feature_map() != FeatureMap::Identity {
-            return Err(Error::param("X", "sparse rows need an observation model with the identity feature map (mult, bern)"));
-        }
+        let table = self.plugin_table_of(n_post, s_post)?;
+        with_obs!(self, m => crate::local::check_csr_rows(m, x, &table))?;
         no_nan(crate::local::eval_table_csr(&table, x))
     }
 
