@@ -25,7 +25,8 @@ then the batch memos are replaced by the candidate's. Nothing of a rejected prop
   from the globals so the local step reassigns their time steps;
 * **birth** — during a lap the time steps of one target state (responsibility > 0.5) are
   reservoir-sampled (at most ``birth_max_rows``); at the end of the lap ``birth_n_fresh`` fresh
-  states are fitted to them with the model's own divergence
+  states are fitted to them with the model's own divergence (auto-regressive states: weighted
+  Euclidean k-means of the rows ``[x_t, x_{t-1}]``, measured better)
   (:func:`bnpcore.moves.birth.fit_fresh_clusters`) and replace the target. Targets rotate over
   the states by decreasing size; a state that failed is tried again only after the structure
   changed. While some state is still to be tried, the fit does not declare convergence.
@@ -68,6 +69,32 @@ class _FreshModel:
 
         self.obs = obs
         self.alloc = DPAlloc(1.0)
+
+
+def _kmeans_fresh(obs, X, w, J, rng, iters: int = 10):
+    """Summaries of ``J`` fresh states from a weighted Euclidean k-means of the rows ``X``
+    (None when fewer than two non-empty groups remain)."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    n = X.shape[0]
+    if n < 2 * J:
+        return None, None
+    C = X[rng.choice(n, size=J, replace=False)].copy()
+    lab = np.zeros(n, dtype=np.int64)
+    for _ in range(iters):
+        d = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
+        lab = d.argmin(axis=1)
+        for j in range(J):
+            m = lab == j
+            if m.any():
+                C[j] = np.average(X[m], axis=0, weights=w[m])
+    keep = [j for j in range(J) if np.any(lab == j)]
+    if len(keep) < 2:
+        return None, None
+    R = np.zeros((n, len(keep)))
+    for i, j in enumerate(keep):
+        R[lab == j, i] = w[lab == j]
+    N, S = obs.core.summarize(X, R)
+    return np.asarray(N), np.asarray(S)
 
 
 def _merge_memo(m, i: int, j: int, tabs: dict, q: int):
@@ -375,12 +402,17 @@ class HMMMoveManager:
             return 0, elbo
         t = int(G.positions([uid])[0])
         J0 = int(self.options["birth_n_fresh"])
-        # fresh states fitted with the model's own divergence (the likelihood gap of one-row
-        # posteriors for the auto-regressive Gaussian)
-        N, S, _ = fit_fresh_clusters(
-            _FreshModel(model.obs), np.ascontiguousarray(res.X), np.ascontiguousarray(res.r), J0,
-            state.rng_moves, n_seeds=J0, iters=int(self.options["birth_refine_iters"]), n_threads=self.n_threads,
-        )
+        if model.obs.kind == "ar_gauss":
+            # Euclidean k-means of the collected rows [x_t, x_(t-1)], each group summarised by
+            # the model: measured better for auto-regressive states than the fresh-cluster fit
+            # with the likelihood-gap divergence (on the AR toy from one state, up to 4,500
+            # nats of final objective; benches/bench_hmm_moves.py)
+            N, S = _kmeans_fresh(model.obs, res.X, res.r, J0, state.rng_moves)
+        else:
+            N, S, _ = fit_fresh_clusters(
+                _FreshModel(model.obs), np.ascontiguousarray(res.X), np.ascontiguousarray(res.r), J0,
+                state.rng_moves, n_seeds=J0, iters=int(self.options["birth_refine_iters"]), n_threads=self.n_threads,
+            )
         if N is None:
             self.failed[("birth", uid)] = self.structure_version
             self._log(state, "birth", [uid], elbo, -np.inf, False)
