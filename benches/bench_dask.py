@@ -10,8 +10,9 @@ algorithm="memoized", schedule="parallel", moves=(), tol=0)``, ``--laps`` laps) 
   each, ``n_threads=1`` per local step) that read the files themselves,
 
 and the two fits are checked to be bit-identical. Reported: seconds per lap (after the first,
-which includes reading the files), the Dask overhead, bytes moved per lap (pickled size of the
-model and globals broadcast to every worker plus the summaries returned), the driver's peak
+which includes reading the files), the Dask overhead, bytes through the driver per lap (pickled
+size of the model and globals broadcast to every worker, the local-step outputs returned — the
+memos stay on the workers — and G's root), the driver's peak
 resident memory, and the predicted time per lap on 8, 32 and 128 workers for a 1-billion-row
 mixture and a 10-million-document corpus from the measured per-batch compute time and bytes.
 
@@ -54,7 +55,7 @@ def main(argv=None):
     import bnpcore
     import distributed
     from bnpcore.datasets import make_gaussian_mixture
-    from bnpcore.distributed import DaskExecutor
+    from bnpcore.distributed import DaskExecutor, RemoteMemo
 
     tmp = Path(tempfile.mkdtemp(prefix="bnpcore-dask-"))
     X, _ = make_gaussian_mixture(n_samples=args.n_samples, random_state=0)[:2]
@@ -81,27 +82,37 @@ def main(argv=None):
     local, t_local = fit(n_threads=None)
     local_lap = np.diff(local.history_["seconds"])[1:].mean() if args.laps > 2 else local.history_["seconds"][-1] / args.laps
 
-    moved = {"out": 0, "in": 0, "laps": 0}
+    moved = {"out": 0, "in": 0, "root": 0, "laps": 0}
     orig_run = DaskExecutor._run_once
+    orig_fetch = RemoteMemo.materialize_all
 
-    def counting(self, model, glob, items, n_threads):
-        res = orig_run(self, model, glob, items, n_threads)
+    def counting(self, model, glob, items, n_threads, memo_uids):
+        res = orig_run(self, model, glob, items, n_threads, memo_uids)
         n_workers = len(self.client.scheduler_info()["workers"])
         moved["out"] += n_workers * len(pickle.dumps((model, glob), protocol=5))
-        moved["in"] += sum(len(pickle.dumps(r.out, protocol=5)) for r in res)
+        moved["in"] += sum(len(pickle.dumps((r.out, r.X), protocol=5)) for r in res)
         moved["laps"] += 1
         return res
 
+    def fetching(memos):
+        vals = orig_fetch(memos)
+        if len(memos) == 1:  # G's root, once per lap (the final gather of every memo is not a lap's)
+            moved["root"] += len(pickle.dumps(vals, protocol=5))
+        return vals
+
     DaskExecutor._run_once = counting
+    RemoteMemo.materialize_all = staticmethod(fetching)
     with distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                                   dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
         remote, t_remote = fit(backend="dask", client=client, n_threads=1)
         # per-batch compute time on a worker, for the scale-out arithmetic
         batch_seconds = (remote.history_["seconds"][-1] - remote.history_["seconds"][-2]) * args.workers / args.n_files
     DaskExecutor._run_once = orig_run
+    RemoteMemo.materialize_all = staticmethod(orig_fetch)
     remote_lap = np.diff(remote.history_["seconds"])[1:].mean() if args.laps > 2 else remote.history_["seconds"][-1] / args.laps
     identical = bool(np.array_equal(local.history_["elbo"], remote.history_["elbo"]))
-    per_lap_bytes = (moved["out"] + moved["in"]) / max(moved["laps"], 1)
+    laps_run = max(moved["laps"], 1)
+    per_lap_bytes = (moved["out"] + moved["in"] + moved["root"]) / laps_run
     K = remote.summaries_.K
 
     rows = [
@@ -110,27 +121,33 @@ def main(argv=None):
     ]
     print(f"{n:,} × {d} in {args.n_files} files, K = {K}, {args.laps} laps; results identical: {identical}")
     print(table(rows, ["backend", "s / lap (laps 2+)", "overhead", "total s"]))
-    print(f"bytes moved per lap: {per_lap_bytes / 1e6:.2f} MB "
-          f"(broadcast {moved['out'] / max(moved['laps'], 1) / 1e6:.2f} MB, summaries {moved['in'] / max(moved['laps'], 1) / 1e6:.2f} MB); "
-          f"O(batches × K × D²) = {args.n_files} × {K} × {d * d} × 8 B = {args.n_files * K * d * d * 8 / 1e6:.2f} MB")
+    g_bytes = len(pickle.dumps(remote.summaries_, protocol=5))
+    print(f"bytes through the driver per lap: {per_lap_bytes / 1e6:.3f} MB "
+          f"(globals broadcast {moved['out'] / laps_run / 1e6:.3f} MB, local-step outputs without S "
+          f"{moved['in'] / laps_run / 1e6:.3f} MB, G's root {moved['root'] / laps_run / 1e6:.3f} MB); "
+          f"the memos stay on the workers: O(batches × K × D²) = {args.n_files} × {K} × {d * d} × 8 B = "
+          f"{args.n_files * K * d * d * 8 / 1e6:.2f} MB is summed there, not sent to the driver")
     print(f"driver peak RSS: {_rss_peak_mb():.0f} MB (before the fits: {driver_mb_before:.0f} MB, data {n * d * 8 / 1e6:.0f} MB on disk)")
 
-    # scale-out on paper: per-row compute from the measured per-batch time; the driver reduces
-    # B memos of K (D² + D + 2) numbers and broadcasts the globals once per worker per lap
+    # scale-out on paper: per-row compute from the measured per-batch time. Per lap the driver
+    # sends the globals (|G| bytes) to every worker and receives one small output per batch and
+    # G's root; the B memos (|memo| ≈ |G| bytes each) are summed by the fixed tree on the
+    # workers: ⌈log2 B⌉ levels, each a worker-to-worker transfer and an addition of one memo.
     rows_per_batch = n / args.n_files
     sec_per_row = batch_seconds / rows_per_batch
-    memo_bytes = per_lap_bytes / (args.n_files + args.workers)
-    net = 1e9 / 8 * 10  # 10 Gbit/s driver link, bytes/s
-    reduce_rate = 2e9  # bytes/s the driver sums (memory bandwidth bound)
+    small = moved["in"] / laps_run / args.n_files  # one batch's driver part
+    net = 1e9 / 8 * 10  # 10 Gbit/s links, bytes/s
+    add_rate = 2e9  # bytes/s one worker sums (memory bandwidth bound)
     pred = []
     for label, total_rows, batch_rows in (("1e9-row mixture", 1e9, 5e6), ("1e7-document corpus (K=100, V=1e4)", 1e7, 5e4)):
         B = total_rows / batch_rows
-        mb = memo_bytes if "mixture" in label else 100 * 1e4 * 8  # topic-word table per batch memo
+        gb = g_bytes if "mixture" in label else 100 * 1e4 * 8  # the topic-word table
         for w in (8, 32, 128):
             compute = sec_per_row * total_rows / w
-            driver = B * mb / net + B * mb / reduce_rate + w * mb / net
-            pred.append([label, w, f"{compute:.1f}", f"{driver:.2f}", f"{compute + driver:.1f}"])
-    print(table(pred, ["job", "workers", "compute s", "driver s", "s / lap"]))
+            driver = (w * gb + gb + B * small) / net
+            tree = np.ceil(np.log2(B)) * (gb / net + gb / add_rate)
+            pred.append([label, w, f"{compute:.1f}", f"{driver:.3f}", f"{tree:.3f}", f"{compute + driver + tree:.1f}"])
+    print(table(pred, ["job", "workers", "compute s", "driver s", "worker tree s", "s / lap"]))
     save("bench_dask", {
         "machine": machine(), "n": n, "d": d, "files": args.n_files, "laps": args.laps, "K": int(K),
         "local_lap_s": float(local_lap), "dask_lap_s": float(remote_lap), "identical": identical,

@@ -9,16 +9,16 @@ With ``backend="dask"`` an estimator keeps that split across machines:
   ``dask.dataframe.DataFrame`` of numeric columns, or (for an in-memory array) a batch scattered
   once at the start of the fit;
 * **only K-sized summaries travel.** Per lap the driver broadcasts the model and the global
-  summaries once (one copy per worker), every batch's local step runs on the worker that holds
-  the batch (the Rust kernels release the GIL), and the batch summaries come back. The driver
-  keeps the batch memos (they are K-sized) and sums them by the same fixed binary tree over the
-  batch index as on one machine, so the result does not depend on which worker finished first;
+  summaries once (one copy per worker) and every batch's local step runs on the worker that
+  holds the batch (the Rust kernels release the GIL). With ``schedule="parallel"`` the batch
+  memos stay on the workers (:class:`RemoteMemo`): they are summed there by the same fixed
+  binary tree over the batch index as on one machine, and only G's root comes back, once per
+  lap, with the small outputs the moves read (never the data statistics). With
+  ``"sequential"`` each batch needs the G left by the previous one, so the memos come back;
 * **moves** ask for their statistics through the same local step (merge pair entropies,
-  birth and delete proposal summaries), so those too are computed where the data are; a
-  mixture birth copies only the rows it collects (at most ``birth_max_subsample`` per lap) to
-  the driver. The topic-model and HMM moves are not distributed yet: their births read the
-  batch with its per-row outputs, and their delete/birth candidates re-read every batch, so
-  on Dask those batches are fetched to the driver (same result, more traffic).
+  birth and delete proposal summaries, the topic and HMM candidates' passes), so those too are
+  computed where the data are; accepted moves transform the memos where they live. A birth
+  copies only the rows it collects to the driver.
 
 For the same batches, ``schedule`` and ``random_state`` the fit equals the local backend's fit
 bit for bit: the same local steps run on the same inputs in the same order of reduction.
@@ -45,7 +45,7 @@ import numpy as np
 from bnpcore.algorithms.executor import SELECT_ROWS, BatchResult, kernel_options, prepare, select_collected_rows, select_output_rows
 from bnpcore.exceptions import BackendError, ParameterError, ShapeError
 
-__all__ = ["BACKENDS", "WORKER_TIMEOUT", "DaskBatches", "DaskExecutor", "dask_session", "row_batches_on_dask"]
+__all__ = ["BACKENDS", "WORKER_TIMEOUT", "DaskBatches", "DaskExecutor", "RemoteMemo", "dask_session", "row_batches_on_dask"]
 
 #: accepted values of the estimators' ``backend``
 BACKENDS = ("local", "dask")
@@ -140,9 +140,11 @@ def _probe() -> str:
     return bnpcore.__version__
 
 
-def _local_step(model, X, glob, opts, n_threads, b, collect_threshold):
+def _local_step(model, X, glob, opts, n_threads, b, collect_threshold, memo_uids=None):
     """One batch's local step where the batch lives; only K-sized outputs (and the rows a
-    birth collects) are returned."""
+    birth collects) are returned. With ``memo_uids`` the batch's memo is built here too:
+    ``(memo, out without "S", rows, n)``, of which only the last three travel (see
+    :class:`RemoteMemo`)."""
     _tune_malloc()
     obs_core = getattr(getattr(model, "obs", None), "core", None)
     if isinstance(X, np.ndarray) and hasattr(obs_core, "check_data"):
@@ -160,7 +162,120 @@ def _local_step(model, X, glob, opts, n_threads, b, collect_threshold):
         # per-row outputs asked for without a selection: the batch itself travels
         rows = X
     shape = getattr(getattr(X, "X", X), "shape", None)  # a SeqBatch counts its rows
-    return out, rows, None if shape is None else int(shape[0])
+    n = None if shape is None else int(shape[0])
+    if memo_uids is None:
+        return out, rows, n
+    memo = model.stats_from_output(out, memo_uids)
+    return memo, {k: v for k, v in out.items() if k != "S"}, rows, n
+
+
+def _driver_part(step):
+    return step[1:]
+
+
+def _value(memo):
+    """A remote memo's value: a local step's result ``(memo, out, rows, n)`` holds it first
+    (the memo stays in the step's result on the worker; no task of its own)."""
+    return memo[0] if isinstance(memo, tuple) else memo
+
+
+def _add(a, b):
+    return _value(a) + _value(b)
+
+
+def _apply(fn, memo, *args):
+    return fn(_value(memo), *args)
+
+
+def _subtree(*leaves):
+    """The fixed tree's sum of consecutive memos, in one task (the same additions, in the same
+    order, as :func:`~bnpcore.algorithms._base.tree_sum` over them)."""
+    from bnpcore.algorithms._base import tree_sum
+
+    return tree_sum([None if m is None else _value(m) for m in leaves])
+
+
+class RemoteMemo:
+    """A batch memo kept on the Dask worker that built it (``schedule="parallel"``): the
+    driver holds a future. Sums of memos (the fixed tree that defines G, a move's candidate)
+    and a move's changes to them (:func:`~bnpcore.algorithms._base.memo_map`) run as tasks on
+    the workers and stay there; only what the driver needs — G's root, a candidate's total —
+    is fetched (:meth:`materialize`). The arithmetic is the one the local backend runs, so the
+    results are bit-identical.
+
+    ``keep`` holds the broadcast model and globals the memo was computed from: a worker lost
+    later makes the scheduler recompute its memos from their recipe (batch + globals), which
+    needs those inputs alive."""
+
+    __slots__ = ("client", "future", "in_step", "keep")
+
+    def __init__(self, client, future, keep=(), in_step: bool = False):
+        self.client = client
+        self.future = future
+        self.keep = tuple({f.key: f for f in keep}.values())
+        self.in_step = bool(in_step)  # the future is a local step's result (memo, out, rows, n)
+
+    def _new(self, future, *others):
+        keep = self.keep + tuple(f for o in others for f in o.keep)
+        return RemoteMemo(self.client, future, keep)
+
+    def _remote(self, other):
+        if isinstance(other, RemoteMemo):
+            return other
+        return RemoteMemo(self.client, self.client.scatter(other, hash=False))
+
+    def __add__(self, other):
+        other = self._remote(other)
+        return self._new(self.client.submit(_add, self.future, other.future, pure=False), other)
+
+    def radd(self, other):
+        """``other + self`` for a memo ``other`` held in this process."""
+        other = self._remote(other)
+        return self._new(self.client.submit(_add, other.future, self.future, pure=False), other)
+
+    def map(self, fn, *args):
+        """``fn(memo, *args)`` as a task on the workers; the result stays there."""
+        return self._new(self.client.submit(_apply, fn, self.future, *args, pure=False))
+
+    def copy(self):
+        """Memos are never modified in place: the copy is the same remote value."""
+        return self
+
+    @staticmethod
+    def subtree(memos):
+        """The fixed tree's sum of the consecutive memos ``memos`` (some remote, None skipped)
+        as one task on the workers: small subtrees cost one scheduler round trip instead of
+        one per addition."""
+        first = next(m for m in memos if isinstance(m, RemoteMemo))
+        remote = [m if m is None or isinstance(m, RemoteMemo) else first._remote(m) for m in memos]
+        real = [m for m in remote if m is not None]
+        fut = first.client.submit(_subtree, *[None if m is None else m.future for m in remote], pure=False)
+        return first._new(fut, *real)
+
+    def materialize(self):
+        """The memo's value in this process."""
+        return self.materialize_all([self])[0]
+
+    @staticmethod
+    def materialize_all(memos):
+        """The values of several remote memos, in one gather (retried while workers are
+        lost: their memos are recomputed from their recipe)."""
+        import asyncio
+        import time
+
+        from distributed import KilledWorker
+
+        client = memos[0].client
+        # a memo still inside its local step's result is extracted there (only it travels)
+        futures = [client.submit(_value, m.future, pure=False) if m.in_step else m.future for m in memos]
+        for attempt in range(DaskExecutor.attempts):
+            try:
+                return list(_gather(client, futures))
+            except (OSError, KilledWorker, asyncio.CancelledError):
+                if attempt == DaskExecutor.attempts - 1:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
 # ------------------------------------------------------------------------ the driver side
@@ -345,16 +460,20 @@ class DaskExecutor:
 
     backend = "dask"
 
-    def __init__(self, client, source: DaskBatches, collect_threshold=None):
+    def __init__(self, client, source: DaskBatches, collect_threshold=None, keep_memos: bool = False):
         self.client = client
         self.source = source
         self.collect_threshold = collect_threshold
+        self.keep_memos = bool(keep_memos)
 
     #: attempts of a lap's local steps when workers are lost while they run
     attempts = 4
 
-    def run(self, model, glob, items, *, n_threads=None) -> list[BatchResult]:
+    def run(self, model, glob, items, *, n_threads=None, memo_uids=None) -> list[BatchResult]:
         """Local steps of ``items`` on the workers, against ``glob``; outputs in item order.
+        With ``memo_uids`` each result carries the batch's memo (``.memo``): a
+        :class:`RemoteMemo` left on the worker when the executor keeps memos there
+        (``keep_memos``), else built in this process.
 
         A worker lost during the call (its connection closes, the scheduler declares it
         killed, or the broadcast copy of the globals it held disappears) makes the call start
@@ -368,26 +487,34 @@ class DaskExecutor:
         lost = (OSError, KilledWorker, asyncio.CancelledError)
         for attempt in range(self.attempts):
             try:
-                return self._run_once(model, glob, items, n_threads)
+                return self._run_once(model, glob, items, n_threads, memo_uids)
             except lost:
                 if attempt == self.attempts - 1:
                     raise
                 time.sleep(0.5 * (attempt + 1))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _run_once(self, model, glob, items, n_threads) -> list[BatchResult]:
+    def _run_once(self, model, glob, items, n_threads, memo_uids) -> list[BatchResult]:
         client = self.client
         model_f, glob_f = client.scatter([model, glob], broadcast=True, hash=False)
-        futures = []
+        remote = self.keep_memos and memo_uids is not None
+        uids = None if memo_uids is None else np.asarray(memo_uids, dtype=np.int64)
+        futures, memos = [], []
         for b, opts in items:
             thr = self.collect_threshold if "collect_col" in opts else None
-            futures.append(
-                client.submit(
-                    _local_step, model_f, self.source.futures[int(b)], glob_f, opts, n_threads, int(b), thr, pure=False
-                )
+            step = client.submit(
+                _local_step, model_f, self.source.futures[int(b)], glob_f, opts, n_threads, int(b), thr,
+                uids if remote else None, pure=False,
             )
+            if remote:  # the memo stays in the step's result on the worker
+                memos.append(RemoteMemo(client, step, (model_f, glob_f), in_step=True))
+                step = client.submit(_driver_part, step, pure=False)
+            futures.append(step)
         outs = _gather(client, futures)
-        return [BatchResult(b, out, rows, n) for (b, _), (out, rows, n) in zip(items, outs)]
+        results = [BatchResult(b, out, rows, n) for (b, _), (out, rows, n) in zip(items, outs)]
+        for i, res in enumerate(results):
+            res.memo = memos[i] if remote else (None if uids is None else model.stats_from_output(res.out, uids))
+        return results
 
     def close(self) -> None:
         self.source.futures = []

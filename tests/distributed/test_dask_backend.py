@@ -379,3 +379,135 @@ def test_birth_rows_are_selected_where_the_batch_lives():
     assert 0 < keep.size < batch.X.shape[0]
     np.testing.assert_array_equal(out["resp"], full["resp"][keep])
     np.testing.assert_array_equal(rows, model.prepare(batch).X[keep])
+
+
+# ------------------------------------------------------------------- memos on the workers
+def _gather_recorder(monkeypatch):
+    """Record every value the driver gathers from the workers, per call."""
+    import bnpcore.distributed as dist
+
+    calls = []
+    real = dist._gather
+
+    def recording(client, futures):
+        out = real(client, futures)
+        calls.append(out if isinstance(futures, (list, tuple)) else [out])
+        return out
+
+    monkeypatch.setattr(dist, "_gather", recording)
+    return calls
+
+
+@pytest.mark.parametrize("obs", ["gauss", "mult"])
+def test_parallel_memos_stay_on_the_workers_and_only_the_root_travels(client, monkeypatch, obs):
+    """With the parallel schedule the batch memos are futures on the workers during the fit:
+    no local-step output brings its data statistics ``S`` back, each lap fetches one summary
+    (G's root), and the fitted state holds the memos in this process again (one gather at the
+    end). The fit equals the local one bit for bit."""
+    from bnpcore.distributed import RemoteMemo
+    from bnpcore.stats import SuffStats
+
+    X = seeded_data(obs, n=900, k=4, seed=31)
+    laps = 4
+    kw = dict(obs=obs, n_components=4, algorithm="memoized", n_batches=3, schedule="parallel", moves=(), max_laps=laps,
+              tol=0, random_state=5)
+    local = _fit(DPMixture(**kw), X)
+    seen = []
+
+    def during(model, info):
+        seen.append([type(m).__name__ for m in model.state_.memos])
+
+    calls = _gather_recorder(monkeypatch)
+    remote = _fit(DPMixture(backend="dask", client=client, callback=during, **kw), X)
+    monkeypatch.undo()
+    _same_fit(local, remote)
+    assert all(names == ["RemoteMemo"] * 3 for names in seen)
+    assert all(type(m) is SuffStats for m in remote.state_.memos)
+    assert not any(isinstance(m, RemoteMemo) for m in remote.state_.memos)
+    for c in calls:
+        for v in c:
+            if isinstance(v, tuple) and v and isinstance(v[0], dict):
+                assert "S" not in v[0]  # a local step's driver part: no data statistics
+    stats_calls = [c for c in calls if any(isinstance(v, SuffStats) for v in c)]
+    # one root per lap (every memo replaced at once), then the memos once at the end
+    assert [len(c) for c in stats_calls] == [1] * laps + [3]
+    for name in ("N", "S", "H"):
+        for a, b in zip(local.state_.memos, remote.state_.memos):
+            assert np.array_equal(getattr(a, name), getattr(b, name))
+
+
+def test_sequential_schedule_keeps_memos_on_the_driver(client):
+    """The sequential schedule needs G after every batch, so its memos come to the driver."""
+    X = seeded_data("gauss", n=600, k=3, seed=2)
+    seen = []
+    kw = dict(n_components=3, algorithm="memoized", n_batches=3, schedule="sequential", moves=(), max_laps=2, tol=0,
+              random_state=0)
+    _fit(DPMixture(backend="dask", client=client, callback=lambda m, i: seen.append(type(m.state_.memos[0]).__name__), **kw), X)
+    assert seen == ["SuffStats", "SuffStats"]
+
+
+def test_moves_change_the_memos_on_the_workers(client):
+    """Accepted moves (births, merges, deletes, and the lap-end removal/sorting) transform the
+    memos where they live, and the result equals the local fit."""
+    from bnpcore.distributed import RemoteMemo
+
+    X = seeded_data("gauss", n=1600, k=6, seed=9)
+    kw = dict(n_components=1, algorithm="memoized", n_batches=4, schedule="parallel", max_laps=10, tol=0, random_state=2)
+    local = _fit(DPMixture(**kw), X)
+    kinds = []
+
+    def during(model, info):
+        assert all(isinstance(m, RemoteMemo) for m in model.state_.memos)
+        kinds.append(info["accepted_moves"])
+
+    remote = _fit(DPMixture(backend="dask", client=client, callback=during, **kw), X)
+    _same_fit(local, remote)
+    assert sum(kinds) > 0 and any(r["accepted"] for r in remote.moves_log_)
+
+
+def test_lost_worker_memos_are_recomputed_from_their_recipe(process_client, tmp_path):
+    """A worker killed between laps loses the memos it held; saving the checkpoint right after
+    needs them, and the scheduler recomputes them from their batch and the lap's globals: the
+    checkpoint and the final model are those of the uninterrupted fit."""
+    X = seeded_data("gauss", n=1500, k=5, seed=23)
+    paths = _npy_batches(tmp_path, X, [300, 300, 300, 300, 300])
+    kw = dict(n_components=2, algorithm="memoized", schedule="parallel", max_laps=5, tol=0, random_state=4)
+    local = _fit(DPMixture(**kw), paths)
+    killed = []
+
+    def kill_one(model, info):
+        if info["lap"] == 2 and not killed:
+            futures = [m.future for m in model.state_.memos]
+            distributed.wait(futures)
+            held = process_client.who_has(futures)
+            holder = sorted(w for ws in held.values() for w in ws)[0]  # a worker that holds memos
+            pid = process_client.run(os.getpid)[holder]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    ckpt = tmp_path / "ckpt.npz"
+    remote = _fit(DPMixture(backend="dask", client=process_client, callback=kill_one, checkpoint_path=ckpt, **kw), paths)
+    assert killed
+    _same_fit(local, remote)
+    resumed = bnpcore.load(ckpt)
+    assert np.array_equal(resumed.state_.memos[0].S, local.state_.memos[0].S)
+
+
+def test_topic_parallel_schedule_keeps_the_guarded_update_monotone(client):
+    """Topic models keep a batch's new summaries only if the objective does not drop; with the
+    parallel schedule the block of replacements is kept when it raises the objective and is
+    otherwise redone batch by batch. Every lap's objective is at least the previous one's, on
+    both backends alike."""
+    from bnpcore import HDPTopicModel
+
+    X = bnpcore.datasets.make_bars(n_docs=300, random_state=3)[0]
+    kw = dict(n_components=12, algorithm="memoized", n_batches=3, schedule="parallel", moves=("merge", "delete"),
+              max_laps=8, tol=0, random_state=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        local = HDPTopicModel(**kw).fit(X)
+        remote = HDPTopicModel(backend="dask", client=client, **kw).fit(X)
+    e = np.asarray(local.history_["elbo"])
+    assert np.all(np.diff(e[1:]) >= -1e-9 * np.abs(e[2:]))
+    assert np.array_equal(e, remote.history_["elbo"])
+    assert local.moves_log_ == remote.moves_log_

@@ -9,9 +9,43 @@ import numpy as np
 
 from bnpcore.stats import SuffStats
 
-__all__ = ["HISTORY_KEYS", "FitState", "remove_empty_and_sort", "tree_sum"]
+__all__ = ["HISTORY_KEYS", "FitState", "add_memos", "materialize", "memo_map", "remove_empty_and_sort", "sum_memos", "tree_sum"]
 
 HISTORY_KEYS = ("lap", "elbo", "n_components", "seconds")
+
+
+def materialize(memo):
+    """The summaries of ``memo`` in this process: a memo kept where its batch lives (a
+    :class:`bnpcore.distributed.RemoteMemo`, which has ``materialize``) is fetched; anything
+    else is returned as it is."""
+    fn = getattr(memo, "materialize", None)
+    return memo if fn is None else fn()
+
+
+def add_memos(a, b):
+    """``a + b`` for memos in this process or on a cluster's workers (a sum involving a remote
+    memo is computed on the workers and stays there)."""
+    if getattr(a, "map", None) is None and getattr(b, "map", None) is not None:
+        return b.radd(a)
+    return a + b
+
+
+def sum_memos(memos):
+    """``memos[0] + memos[1] + …`` in batch order (the candidates of the topic and HMM moves
+    are summed in this order), wherever the memos live."""
+    total = memos[0]
+    for m in memos[1:]:
+        total = add_memos(total, m)
+    return total
+
+
+def memo_map(fn, memo, *args):
+    """``fn(memo, *args)`` where the memo lives: in this process, or as a task on the worker
+    that holds a remote memo (the result stays there). None stays None."""
+    if memo is None:
+        return None
+    remote = getattr(memo, "map", None)
+    return fn(memo, *args) if remote is None else remote(fn, *args)
 
 
 @dataclass
@@ -92,7 +126,7 @@ class FitState:
         All new values are computed first and assigned together, so an interruption cannot leave
         G and the memos referring to different columns."""
         stats = fn(self.stats)
-        memos = [None if m is None else fn(m) for m in self.memos]
+        memos = [memo_map(fn, m) for m in self.memos]
         frozen = [fn(m) for m in self.frozen]
         self.stats, self.memos, self.frozen = stats, memos, frozen
         self._tree = {}
@@ -112,23 +146,41 @@ class FitState:
     def set_memo(self, b: int, new) -> None:
         """Replace the memo of batch ``b`` and update G along one root-to-leaf path
         (O(log B) additions of summaries)."""
+        self.set_memos({b: new})
+
+    def set_memos(self, new: dict) -> None:
+        """Replace the memos ``{b: memo}`` together, then update G once (the tree nodes above
+        the replaced leaves are recomputed). With memos kept on the workers of a cluster only
+        G's root comes back, once per call."""
         tree = self.__dict__.setdefault("_tree", {})
-        self.memos[b] = new
-        lo, hi = 0, len(self.memos)
-        while True:
-            tree.pop((lo, hi), None)
-            if hi - lo == 1:
-                break
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if b < mid else (mid, hi)
+        for b, memo in new.items():
+            self.memos[b] = memo
+            lo, hi = 0, len(self.memos)
+            while True:
+                tree.pop((lo, hi), None)
+                if hi - lo == 1:
+                    break
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if b < mid else (mid, hi)
         self._refresh_total()
+
+    def localize_memos(self) -> None:
+        """Bring memos kept on the workers of a cluster into this process (one gather), so the
+        state can be saved, warm-started on any backend or inspected. G is unchanged (the
+        tree's arithmetic is the same wherever it runs). No-op for local memos."""
+        remote = [m for m in self.memos if getattr(m, "materialize_all", None) is not None]
+        if not remote:
+            return
+        values = iter(type(remote[0]).materialize_all(remote))
+        self.memos = [next(values) if getattr(m, "materialize_all", None) is not None else m for m in self.memos]
+        self._tree = {}
 
     def _tree_sum(self, lo: int, hi: int):
         return tree_sum(self.memos, lo, hi, self.__dict__.setdefault("_tree", {}))
 
     def _refresh_total(self) -> None:
         root = self._tree_sum(0, len(self.memos)) if self.memos else None
-        total = None if root is None else root.copy()  # G never aliases a cached tree node
+        total = None if root is None else materialize(root).copy()  # G never aliases a cached tree node
         for m in self.frozen:
             total = m.copy() if total is None else total + m
         if total is not None:
@@ -143,6 +195,10 @@ class Timer:
         return time.perf_counter() - self.t0
 
 
+#: subtrees of at most this many memos held on a cluster's workers are summed in one task
+SUBTREE_LEAVES = 8
+
+
 def tree_sum(memos, lo: int = 0, hi: int | None = None, cache: dict | None = None):
     """Σ ``memos[lo:hi]`` by the fixed binary tree over the batch index that defines G (missing
     memos, None, are skipped; None if all are). ``cache`` keeps the node sums between calls
@@ -153,12 +209,15 @@ def tree_sum(memos, lo: int = 0, hi: int | None = None, cache: dict | None = Non
     cache = {} if cache is None else cache
     key = (lo, hi)
     if key not in cache:
-        if hi - lo == 1:
+        remote = [m for m in memos[lo:hi] if getattr(m, "subtree", None) is not None] if 1 < hi - lo <= SUBTREE_LEAVES else ()
+        if remote:  # memos on a cluster's workers: a small subtree is one task there
+            val = type(remote[0]).subtree(memos[lo:hi])
+        elif hi - lo == 1:
             val = memos[lo]
         else:
             mid = (lo + hi) // 2
             a, b = tree_sum(memos, lo, mid, cache), tree_sum(memos, mid, hi, cache)
-            val = a if b is None else (b if a is None else a + b)
+            val = a if b is None else (b if a is None else add_memos(a, b))
         cache[key] = val
     return cache[key]
 

@@ -23,17 +23,20 @@ SCHEDULES = ("sequential", "parallel")
 
 
 class BatchResult:
-    """What the lap needs from one local step: the output dict of ``model.local_step`` and the
+    """What the lap needs from one local step: the output dict of ``model.local_step``, the
     batch's rows for the moves (``X``: the whole batch locally; on a cluster only the rows a
-    birth collects, see :func:`select_collected_rows`)."""
+    birth collects, see :func:`select_collected_rows`) and, when asked for (``memo_uids``),
+    the batch's memo (``memo``: its summaries, or on a cluster a handle to them on the
+    worker; ``out`` then lacks the data statistics ``"S"``)."""
 
-    __slots__ = ("X", "_n_rows", "b", "out")
+    __slots__ = ("X", "_n_rows", "b", "memo", "out")
 
-    def __init__(self, b: int, out: dict, X, n_rows: int | None = None):
+    def __init__(self, b: int, out: dict, X, n_rows: int | None = None, memo=None):
         self.b = int(b)
         self.out = out
         self.X = X
         self._n_rows = n_rows
+        self.memo = memo
 
     @property
     def n_rows(self) -> int:
@@ -108,14 +111,19 @@ class LocalExecutor:
     def __init__(self, source):
         self.source = source
 
-    def run(self, model, glob, items, *, n_threads=None) -> list[BatchResult]:
+    #: memos stay where their batches live (True only for a cluster's executor)
+    keep_memos = False
+
+    def run(self, model, glob, items, *, n_threads=None, memo_uids=None) -> list[BatchResult]:
         """Local steps of ``items`` (list of ``(b, options)``) against the globals ``glob``, in
-        order."""
+        order; with ``memo_uids`` each result's ``memo`` is the batch's summaries with those
+        uids."""
         results = []
         for b, opts in items:
             Xb = prepare(model, self.source.get(int(b)))
             out = model.local_step(Xb, glob, n_threads=n_threads, **kernel_options(opts))
-            results.append(BatchResult(b, out, Xb))
+            memo = None if memo_uids is None else model.stats_from_output(out, memo_uids)
+            results.append(BatchResult(b, out, Xb, memo=memo))
         return results
 
     def close(self) -> None:

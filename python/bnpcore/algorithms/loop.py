@@ -11,6 +11,7 @@ checkpoints are its business).
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from dataclasses import dataclass, field
 
@@ -184,7 +185,8 @@ def run_laps(
             prev = elbo
     except BaseException:
         if not stochastic:
-            state.recompute_total()
+            with contextlib.suppress(Exception):  # (memos on a cluster that is gone: G stays)
+                state.recompute_total()
         raise
     return converged
 

@@ -73,17 +73,28 @@ def run_memoized_lap(
     if moves is not None:
         moves.start_lap(model, state)
     prev_batch = model.elbo(state.stats) if exact else None
+    # moves that keep a batch's replacement only if it does not lower the objective (topic
+    # models: the document step is not an exact maximisation)
+    guard = moves is not None and exact and bool(getattr(moves, "guards_batches", False))
+
+    def memo_of(res):
+        return res.memo if res.memo is not None else model.stats_from_output(res.out, state.stats.uids)
 
     def absorb(res) -> None:
         nonlocal prev_batch
-        b, out = res.b, res.out
-        new = model.stats_from_output(out, state.stats.uids)
-        state.set_memo(b, new)  # G = tree sum of the memos (exact global step follows)
-        if moves is not None:
-            moves.after_batch(model, state, b, out, X=res.X)
+        b = res.b
+        old = state.memos[b]
+        state.set_memo(b, memo_of(res))  # G = tree sum of the memos (exact global step follows)
         if exact:
             cur = model.elbo(state.stats)
-            if check_monotone and schedule == "sequential":
+            if guard and cur < prev_batch:
+                state.set_memo(b, old)
+                moves.batch_rejected(b)
+                cur = model.elbo(state.stats)
+        if moves is not None:
+            moves.after_batch(model, state, b, res.out, X=res.X)
+        if exact:
+            if check_monotone:
                 _check_monotone(prev_batch, cur, f"after visiting batch {b} in lap {state.lap + 1}")
             state.batch_elbo.append(cur)
             prev_batch = cur
@@ -91,10 +102,27 @@ def run_memoized_lap(
             on_batch(b)
 
     if schedule == "parallel":
+        # one block update: every local step against the lap's starting globals, then every
+        # memo replaced at once (on a cluster the memos stay on the workers and only G's root
+        # comes back). If a guarded block lowers the objective, the replacements are redone
+        # one by one in visiting order, each kept only if it does not lower it.
         glob = state.stats
         items = [(int(b), moves.batch_options(model, state, int(b)) if moves is not None else {}) for b in order]
-        for res in executor.run(model, glob, items, n_threads=n_threads):
-            absorb(res)
+        results = executor.run(model, glob, items, n_threads=n_threads, memo_uids=glob.uids)
+        old = {res.b: state.memos[res.b] for res in results}
+        state.set_memos({res.b: memo_of(res) for res in results})
+        if guard and model.elbo(state.stats) < prev_batch:
+            state.set_memos(old)
+            for res in results:
+                absorb(res)
+        else:
+            for res in results:
+                if moves is not None:
+                    moves.after_batch(model, state, res.b, res.out, X=res.X)
+                if on_batch is not None:
+                    on_batch(res.b)
+            if exact:
+                state.batch_elbo.append(model.elbo(state.stats))
     else:
         for b in order:
             b = int(b)

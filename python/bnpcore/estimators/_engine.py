@@ -347,13 +347,31 @@ class VBEstimator(BaseEstimator):
         if client is not None:
             from bnpcore.distributed import DaskExecutor
 
-            executor = DaskExecutor(client, source)
+            # the parallel schedule (what a cluster runs) keeps the batch memos on the
+            # workers; the sequential one needs G after every batch, so its memos come here
+            executor = DaskExecutor(client, source, keep_memos=self._schedule() == "parallel")
         try:
             self._run(model, source, self.max_laps, executor=executor)
         finally:
             if executor is not None:
+                self._localize_memos()
                 executor.close()
         return self
+
+    def _localize_memos(self) -> None:
+        """Bring the memos a Dask fit kept on the workers into the fitted state (so it can be
+        saved, warm-started on any backend, inspected). If the cluster cannot return them
+        (it is gone), the memos are forgotten instead: G and the fitted model stay as they
+        are, and a warm start summarises every batch again."""
+        st = getattr(self, "state_", None)
+        if st is None:
+            return
+        try:
+            st.localize_memos()
+        except Exception:
+            if any(getattr(m, "materialize", None) is not None for m in st.memos):
+                st.memos = [None] * len(st.memos)
+                st._tree = {}
 
     def _run(self, model, source, n_laps: int, executor=None) -> None:
         """``n_laps`` laps of the lap loop, with the fitted attributes, the callback and the

@@ -663,7 +663,9 @@ _DOC_PARAMS = r"""
     schedule : {"sequential", "parallel"}, default="sequential"
         Visiting order of a memoized lap: each batch with the globals left by the previous one
         (Hughes & Sudderth 2013), or every batch of a lap against the lap's starting globals
-        (what a cluster runs; still monotone lap to lap).
+        (what a cluster runs; still monotone lap to lap). With ``backend="dask"`` the
+        parallel schedule keeps the batch memos on the workers and brings back only G, once per
+        lap; the sequential one brings every batch's memo to the driver.
     backend : {"local", "dask"}, default="local"
         Where the local steps run: rayon threads in this process, or the workers of a Dask
         cluster (``docs/distributed.md``). With ``"dask"``, ``X`` may be a list of ``.npy``

@@ -180,6 +180,7 @@ def _collect(est) -> tuple[dict, dict]:
     meta["converged"] = getattr(est, "converged_", None)
     meta["n_iter"] = getattr(est, "n_iter_", None)
     st = est.state_
+    st.localize_memos()  # memos kept on a cluster's workers are written from this process
     state = {
         "next_uid": int(st.next_uid),
         "lap": int(st.lap),

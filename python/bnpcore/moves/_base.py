@@ -171,21 +171,20 @@ def whole_dataset_passes(model, source, executor, glob, n_passes: int, *, n_thre
     judge a candidate by the exact objective of the last pass). Returns the last pass's memos
     and their (batch-order) sum. With a cluster ``executor`` the steps run where the batches
     are and only summaries come back; without one (None) they run here, one batch at a time."""
+    from bnpcore.algorithms._base import materialize, sum_memos
     from bnpcore.algorithms.executor import prepare
 
     memos, total = None, glob
     for _ in range(int(n_passes)):
         if executor is not None:
             items = [(b, {}) for b in range(len(source))]
-            memos = [model.stats_from_output(r.out, total.uids) for r in executor.run(model, total, items, n_threads=n_threads)]
+            memos = [r.memo for r in executor.run(model, total, items, n_threads=n_threads, memo_uids=total.uids)]
         else:
             memos = []
             for b in range(len(source)):
                 out = model.local_step(prepare(model, source.get(b)), total, n_threads=n_threads)
                 memos.append(model.stats_from_output(out, total.uids))
-        total = memos[0]
-        for s in memos[1:]:
-            total = total + s
+        total = materialize(sum_memos(memos))  # memos kept on a cluster's workers are summed there
     return memos, total
 
 

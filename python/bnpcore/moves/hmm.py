@@ -42,7 +42,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from bnpcore.algorithms._base import tree_sum
+from bnpcore.algorithms._base import materialize, memo_map, tree_sum
 from bnpcore.exceptions import ParameterError
 from bnpcore.moves._base import ACCEPT_RTOL, accepts, whole_dataset_passes
 from bnpcore.moves.birth import Reservoir
@@ -311,9 +311,9 @@ class HMMMoveManager:
         out = []
         for q, (a, c) in enumerate(self._merge_plan):
             i, j = sorted(int(p) for p in G.positions([a, c]))
-            memos = [_merge_memo(m, i, j, self._pair_tabs[b], q) for b, m in enumerate(state.memos)]
+            memos = [memo_map(_merge_memo, m, i, j, self._pair_tabs[b], q) for b, m in enumerate(state.memos)]
             try:
-                new = float(model.elbo(tree_sum(memos)))
+                new = float(model.elbo(materialize(tree_sum(memos))))
             except Exception:  # a degenerate candidate (non-finite objective) is simply rejected
                 new = -np.inf
             out.append((new - elbo, (a, c), memos, new))

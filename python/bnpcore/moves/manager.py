@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from bnpcore.algorithms._base import memo_map
 from bnpcore.exceptions import ParameterError
 from bnpcore.moves._base import ACCEPT_RTOL, LapContext
 from bnpcore.moves.birth import BirthMove
@@ -283,7 +284,7 @@ class MoveManager:
         part ``per_batch[b]`` (and to every frozen memo with ``frozen_part(memo)``: the move's
         clusters have no mass there), then G = Σ memos. Returns the new ELBO."""
         st = ctx.state
-        st.memos = [transform(m, per_batch[b]) for b, m in enumerate(st.memos)]
+        st.memos = [memo_map(transform, m, per_batch[b]) for b, m in enumerate(st.memos)]
         if getattr(st, "frozen", None):
             st.frozen = [transform(m, frozen_part(m)) for m in st.frozen]
         st.recompute_total()

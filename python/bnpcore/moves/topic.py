@@ -49,6 +49,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from bnpcore.algorithms._base import materialize, memo_map, sum_memos
 from bnpcore.moves._base import ACCEPT_RTOL, accepts, whole_dataset_passes
 
 __all__ = ["TOPIC_MOVE_KINDS", "TopicMoveConfig", "TopicMoveManager"]
@@ -139,8 +140,6 @@ class TopicMoveManager:
     def _reset_lap(self):
         self._pairs: list = []  # (uid_a, uid_b) planned for this lap
         self._pair_stats: dict = {}  # b -> (merge_H, merge_P, merge_Q)
-        self._old = None
-        self._old_elbo = None
         self._guard = False
         self._lap = 0
         self._exact = False
@@ -169,9 +168,6 @@ class TopicMoveManager:
             self._birth_target = self._plan_birth(state.stats)
 
     def batch_options(self, model, state, b) -> dict:
-        if self._guard:
-            self._old = state.memos[b]
-            self._old_elbo = model.elbo(state.stats)
         opts = {}
         if self._pairs:
             pos = state.stats.positions([u for pair in self._pairs for u in pair]).reshape(-1, 2)
@@ -191,12 +187,17 @@ class TopicMoveManager:
             self._collect_birth(model, self._birth_glob, X, out["doc_topic"])
         if self._pairs:
             self._pair_stats[b] = (np.asarray(out["merge_H"]), np.asarray(out["merge_P"]), np.asarray(out["merge_Q"]))
-        if self._guard and self._old is not None:
-            new = model.elbo(state.stats)
-            if new < self._old_elbo:
-                state.set_memo(b, self._old)
-                self._stale = True  # the merge statistics of this batch describe the rejected summaries
-        self._old = None
+
+    @property
+    def guards_batches(self) -> bool:
+        """The monotone batch update (``config.monotone``) is on for this lap: the memoized lap
+        keeps a batch's new summaries only if the objective does not drop."""
+        return bool(self._guard)
+
+    def batch_rejected(self, b) -> None:
+        """The lap kept batch ``b``'s previous summaries: its merge statistics describe the
+        rejected ones."""
+        self._stale = True
 
     def busy(self) -> bool:
         """True while some topic is still to be tried by a birth at the current structure (a
@@ -297,11 +298,8 @@ class TopicMoveManager:
                 continue
             G = state.stats
             a, b = (int(p) for p in G.positions([ua, ub]))
-            memos = [self._merge_stats(s, a, b, *(v[m] for v in self._pair_stats[i])) for i, s in enumerate(state.memos)]
-            cand = memos[0]
-            for s in memos[1:]:
-                cand = cand + s
-            new = model.elbo(cand)
+            memos = [memo_map(self._merge_stats, s, a, b, *(v[m] for v in self._pair_stats[i])) for i, s in enumerate(state.memos)]
+            new = model.elbo(materialize(sum_memos(memos)))
             ok = self._accepts(elbo, new)
             self._log(state, "merge", [ua, ub], elbo, new, ok)
             if ok:
@@ -332,10 +330,7 @@ class TopicMoveManager:
             if self.delete_failed.get(uid) == self.structure_version:
                 continue
             tried += 1
-            memos = self._delete_candidate(model, state, j)
-            cand = memos[0]
-            for s in memos[1:]:
-                cand = cand + s
+            memos, cand = self._delete_candidate(model, state, j)
             new = model.elbo(cand)
             ok = self._accepts(elbo, new)
             self._log(state, "delete", [uid], elbo, new, ok)
@@ -350,14 +345,15 @@ class TopicMoveManager:
                 self.delete_failed[uid] = self.structure_version
         return accepted, elbo
 
-    def _delete_candidate(self, model, state, j: int) -> list:
+    def _delete_candidate(self, model, state, j: int) -> tuple:
         """Batch summaries after ``delete_passes`` document-step passes with topic ``j``
-        removed (the first pass uses the current summaries without ``j`` as globals)."""
+        removed (the first pass uses the current summaries without ``j`` as globals), and
+        their sum."""
         saved_top_l = model.top_l
-        memos, _ = whole_dataset_passes(model, self._source, self._executor, state.stats.drop([j]), int(self.options["delete_passes"]),
+        memos, total = whole_dataset_passes(model, self._source, self._executor, state.stats.drop([j]), int(self.options["delete_passes"]),
                                         n_threads=self.n_threads)
         model.top_l = saved_top_l
-        return memos
+        return memos, total
 
     #: the batch source of the fit and the executor of its local steps (set by the estimator;
     #: delete and birth candidates pass over every batch)
