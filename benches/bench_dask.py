@@ -34,6 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, save, table
 
+_TMP: list = []
+
 
 def _rss_peak_mb() -> float:
     import resource
@@ -58,6 +60,7 @@ def main(argv=None):
     from bnpcore.distributed import DaskExecutor, RemoteMemo
 
     tmp = Path(tempfile.mkdtemp(prefix="bnpcore-dask-"))
+    _TMP.append(tmp)
     X, _ = make_gaussian_mixture(n_samples=args.n_samples, random_state=0)[:2]
     paths = []
     for b, part in enumerate(np.array_split(X, args.n_files)):
@@ -156,4 +159,10 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    import shutil
+
+    try:
+        main()
+    finally:
+        if _TMP:  # the .npy files of this run
+            shutil.rmtree(_TMP[0], ignore_errors=True)

@@ -196,7 +196,7 @@ class Timer:
 
 
 #: subtrees of at most this many memos held on a cluster's workers are summed in one task
-SUBTREE_LEAVES = 8
+SUBTREE_LEAVES = 32
 
 
 def tree_sum(memos, lo: int = 0, hi: int | None = None, cache: dict | None = None):
