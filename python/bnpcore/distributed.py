@@ -36,6 +36,7 @@ cannot import bnpcore, or files a worker cannot read raise :class:`~bnpcore.exce
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import os
 import uuid
@@ -271,7 +272,7 @@ class RemoteMemo:
         for attempt in range(DaskExecutor.attempts):
             try:
                 return list(_gather(client, futures))
-            except (OSError, KilledWorker, asyncio.CancelledError):
+            except (OSError, KilledWorker, asyncio.CancelledError, concurrent.futures.CancelledError):
                 if attempt == DaskExecutor.attempts - 1:
                     raise
                 time.sleep(0.5 * (attempt + 1))
@@ -484,7 +485,7 @@ class DaskExecutor:
 
         from distributed import KilledWorker
 
-        lost = (OSError, KilledWorker, asyncio.CancelledError)
+        lost = (OSError, KilledWorker, asyncio.CancelledError, concurrent.futures.CancelledError)
         for attempt in range(self.attempts):
             try:
                 return self._run_once(model, glob, items, n_threads, memo_uids)

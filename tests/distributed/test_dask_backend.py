@@ -228,6 +228,7 @@ def test_workers_read_the_files_and_a_killed_worker_changes_nothing(process_clie
         raise AssertionError("the driver read a batch")
 
     monkeypatch.setattr(np, "load", no_driver_reads)
+    process_client.wait_for_workers(2, timeout=60)
     remote = _fit(DPMixture(backend="dask", client=process_client, callback=kill_one, **kw), paths)
     monkeypatch.undo()
     assert killed
@@ -486,6 +487,7 @@ def test_lost_worker_memos_are_recomputed_from_their_recipe(process_client, tmp_
             killed.append(pid)
 
     ckpt = tmp_path / "ckpt.npz"
+    process_client.wait_for_workers(2, timeout=60)  # (a worker killed by an earlier test is back)
     remote = _fit(DPMixture(backend="dask", client=process_client, callback=kill_one, checkpoint_path=ckpt, **kw), paths)
     assert killed
     _same_fit(local, remote)
