@@ -19,9 +19,13 @@ change of ``delete_retry_change`` in its size resets the count). Absorbing set: 
 lap) or, without it, the largest merge data gain with the target.
 
 Refinement (Hughes thesis §4.3). With one batch (``algorithm="full"``) the candidate is refined
-``delete_refine_iters`` times at the end of the iteration: global step for the candidate, then
-the restricted step again with the globals and data of the batch visit (which reproduces the
-same responsibilities bit for bit, so the candidate stays consistent with the memo).
+up to ``delete_refine_iters`` times at the end of the iteration: global step for the candidate,
+then the restricted step again with the globals and data of the batch visit (which reproduces
+the same responsibilities bit for bit, so the candidate stays consistent with the memo). Each
+refinement is a pass over the whole data set, so it stops early once a pass raised the
+candidate's objective by less than ``delete_min_progress`` times the gain still missing (a
+delete of a real cluster never gets close; on overlapping clusters each pass closes about a
+quarter of the gap and the refinement continues).
 
 With several batches there are no extra passes over the data. Every evaluation is exact whatever
 destination parameters :math:`\tilde\phi_A,\tilde\pi` the batch visits used (each batch's part is
@@ -324,6 +328,7 @@ class DeleteMove(Move):
                 continue
             pt = int(ctx.pos([p.target])[0])
             pa = ctx.pos(p.absorb)
+            prev_after = None
             for it in range(max(refine, 1)):
                 parts = [p.parts[b] for b in range(B)]
                 N, S, H = sum_parts(parts)
@@ -331,6 +336,9 @@ class DeleteMove(Move):
                 after = model.elbo(cand)
                 if accepts(elbo, after, mgr.accept_rtol) or it == refine - 1:
                     break
+                if prev_after is not None and after - prev_after < float(mgr.options["delete_min_progress"]) * (elbo - after):
+                    break  # the last full pass closed too little of the missing gain: stop paying for passes
+                prev_after = after
                 # full-dataset refinement (Hughes thesis §4.3): global step for the candidate, then
                 # the restricted step again on the same responsibilities (same data, same globals
                 # as the batch visit, so the same r and the same memo)
