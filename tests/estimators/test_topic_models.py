@@ -552,3 +552,31 @@ def test_partial_fit_bag_of_words(bars):
     np.testing.assert_array_equal(a.topics_, b.topics_)
     with pytest.raises(DataError, match="word id"):
         b.partial_fit([[(900, 1)]])
+
+
+def test_merge_screening_equals_the_exact_objective(bars):
+    """The screened objective of a merge candidate (data term from per-topic terms) equals the
+    exact objective of the candidate's summaries, for every pair of a fitted model; accepted
+    merges raise the objective."""
+    from bnpcore.moves.topic import TopicMoveManager, _screened_objective
+
+    X, _ = bars
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = HDPTopicModel(n_components=12, moves=("merge",), max_laps=6, random_state=0).fit(X)
+    model = m._make_model(m.obs_model_)
+    G = m.summaries_
+    core = model.obs.core
+    per = core.elbo_data_per_cluster(np.ascontiguousarray(G.N), np.ascontiguousarray(G.S))
+    total = float(core.elbo_data(np.ascontiguousarray(G.N), np.ascontiguousarray(G.S)))
+    rng = np.random.default_rng(0)
+    for a in range(G.K):
+        for b in range(G.K):
+            if a == b:
+                continue
+            cand = TopicMoveManager._merge_stats(G, a, b, rng.uniform(0, 1e3), G["P"][a] + G["P"][b], G["Q"][a] + G["Q"][b])
+            merged = float(core.elbo_data_per_cluster(G.N[[a]] + G.N[[b]], G.S[[a]] + G.S[[b]])[0])
+            fast = _screened_objective(model, cand, total - per[a] - per[b] + merged)
+            assert fast == pytest.approx(model.elbo(cand), rel=1e-11, abs=1e-6)
+    merges = [r for r in m.moves_log_ if r["kind"] == "merge"]
+    assert merges and all(r["elbo_after"] > r["elbo_before"] for r in merges if r["accepted"])
