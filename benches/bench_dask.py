@@ -89,11 +89,13 @@ def main(argv=None):
     orig_run = DaskExecutor._run_once
     orig_fetch = RemoteMemo.materialize_all
 
-    def counting(self, model, glob, items, n_threads, memo_uids):
-        res = orig_run(self, model, glob, items, n_threads, memo_uids)
+    def counting(self, model, glob, items, n_threads, memo_uids, want_total):
+        res = orig_run(self, model, glob, items, n_threads, memo_uids, want_total)
         n_workers = len(self.client.scheduler_info()["workers"])
         moved["out"] += n_workers * len(pickle.dumps((model, glob), protocol=5))
         moved["in"] += sum(len(pickle.dumps((r.out, r.X), protocol=5)) for r in res)
+        if getattr(res, "total", None) is not None:  # G's root, returned with the lap's outputs
+            moved["root"] += len(pickle.dumps(res.total, protocol=5))
         moved["laps"] += 1
         return res
 

@@ -43,6 +43,7 @@ import uuid
 
 import numpy as np
 
+from bnpcore.algorithms._base import SUBTREE_LEAVES
 from bnpcore.algorithms.executor import SELECT_ROWS, BatchResult, kernel_options, prepare, select_collected_rows, select_output_rows
 from bnpcore.exceptions import BackendError, ParameterError, ShapeError
 
@@ -172,6 +173,23 @@ def _local_step(model, X, glob, opts, n_threads, b, collect_threshold, memo_uids
 
 def _driver_part(step):
     return step[1:]
+
+
+def _lap_reduce(order, *steps):
+    """G (the fixed tree's sum of a whole lap's memos, by batch index) and every step's driver
+    part (in item order), in one task."""
+    from bnpcore.algorithms._base import tree_sum
+
+    memos = [None] * len(steps)
+    for b, st in zip(order, steps):
+        memos[b] = st[0]
+    return tree_sum(memos), [st[1:] for st in steps]
+
+
+class LapResults(list):
+    """The results of a call of :meth:`DaskExecutor.run`, with ``total`` (G or None)."""
+
+    total = None
 
 
 def _value(memo):
@@ -470,11 +488,14 @@ class DaskExecutor:
     #: attempts of a lap's local steps when workers are lost while they run
     attempts = 4
 
-    def run(self, model, glob, items, *, n_threads=None, memo_uids=None) -> list[BatchResult]:
+    def run(self, model, glob, items, *, n_threads=None, memo_uids=None, want_total=False) -> list[BatchResult]:
         """Local steps of ``items`` on the workers, against ``glob``; outputs in item order.
         With ``memo_uids`` each result carries the batch's memo (``.memo``): a
         :class:`RemoteMemo` left on the worker when the executor keeps memos there
-        (``keep_memos``), else built in this process.
+        (``keep_memos``), else built in this process. With ``want_total`` and every batch in
+        ``items``, the returned list's ``total`` may hold G — the fixed tree's sum of the new
+        memos — computed on the workers in the same task that extracts the outputs (else
+        None).
 
         A worker lost during the call (its connection closes, the scheduler declares it
         killed, or the broadcast copy of the globals it held disappears) makes the call start
@@ -488,19 +509,23 @@ class DaskExecutor:
         lost = (OSError, KilledWorker, asyncio.CancelledError, concurrent.futures.CancelledError)
         for attempt in range(self.attempts):
             try:
-                return self._run_once(model, glob, items, n_threads, memo_uids)
+                return self._run_once(model, glob, items, n_threads, memo_uids, want_total)
             except lost:
                 if attempt == self.attempts - 1:
                     raise
                 time.sleep(0.5 * (attempt + 1))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _run_once(self, model, glob, items, n_threads, memo_uids) -> list[BatchResult]:
+    def _run_once(self, model, glob, items, n_threads, memo_uids, want_total) -> list[BatchResult]:
         client = self.client
         model_f, glob_f = client.scatter([model, glob], broadcast=True, hash=False)
         remote = self.keep_memos and memo_uids is not None
         uids = None if memo_uids is None else np.asarray(memo_uids, dtype=np.int64)
-        futures, memos = [], []
+        order = [int(b) for b, _ in items]
+        # a whole lap of at most SUBTREE_LEAVES batches: one task sums the memos by the fixed
+        # tree and extracts every step's driver part (one round trip for the lap)
+        whole = remote and want_total and sorted(order) == list(range(len(self.source))) and len(order) <= SUBTREE_LEAVES
+        steps, memos = [], []
         for b, opts in items:
             thr = self.collect_threshold if "collect_col" in opts else None
             step = client.submit(
@@ -509,12 +534,18 @@ class DaskExecutor:
             )
             if remote:  # the memo stays in the step's result on the worker
                 memos.append(RemoteMemo(client, step, (model_f, glob_f), in_step=True))
-                step = client.submit(_driver_part, step, pure=False)
-            futures.append(step)
-        outs = _gather(client, futures)
-        results = [BatchResult(b, out, rows, n) for (b, _), (out, rows, n) in zip(items, outs)]
+            steps.append(step)
+        total = None
+        if whole:
+            total, outs = _gather(client, client.submit(_lap_reduce, order, *steps, pure=False))
+        elif remote:
+            outs = _gather(client, [client.submit(_driver_part, st, pure=False) for st in steps])
+        else:
+            outs = _gather(client, steps)
+        results = LapResults(BatchResult(b, out, rows, n) for (b, _), (out, rows, n) in zip(items, outs))
         for i, res in enumerate(results):
             res.memo = memos[i] if remote else (None if uids is None else model.stats_from_output(res.out, uids))
+        results.total = total
         return results
 
     def close(self) -> None:

@@ -425,13 +425,23 @@ def test_parallel_memos_stay_on_the_workers_and_only_the_root_travels(client, mo
     assert all(names == ["RemoteMemo"] * 3 for names in seen)
     assert all(type(m) is SuffStats for m in remote.state_.memos)
     assert not any(isinstance(m, RemoteMemo) for m in remote.state_.memos)
+    summaries_per_call, parts = [], []
     for c in calls:
+        n = 0
         for v in c:
-            if isinstance(v, tuple) and v and isinstance(v[0], dict):
-                assert "S" not in v[0]  # a local step's driver part: no data statistics
-    stats_calls = [c for c in calls if any(isinstance(v, SuffStats) for v in c)]
-    # one root per lap (every memo replaced at once), then the memos once at the end
-    assert [len(c) for c in stats_calls] == [1] * laps + [3]
+            if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], SuffStats):  # (G, driver parts) of a lap
+                n += 1
+                parts.extend(v[1])
+            elif isinstance(v, SuffStats):
+                n += 1
+            elif isinstance(v, tuple) and v and isinstance(v[0], dict):
+                parts.append(v)
+        if n:
+            summaries_per_call.append(n)
+    assert len(parts) == 3 * laps
+    assert all("S" not in p[0] for p in parts)  # a local step's driver part: no data statistics
+    # one summary per lap (G, every memo replaced at once), then the memos once at the end
+    assert summaries_per_call == [1] * laps + [3]
     for name in ("N", "S", "H"):
         for a, b in zip(local.state_.memos, remote.state_.memos):
             assert np.array_equal(getattr(a, name), getattr(b, name))

@@ -148,10 +148,18 @@ class FitState:
         (O(log B) additions of summaries)."""
         self.set_memos({b: new})
 
-    def set_memos(self, new: dict) -> None:
+    def set_memos(self, new: dict, root=None) -> None:
         """Replace the memos ``{b: memo}`` together, then update G once (the tree nodes above
         the replaced leaves are recomputed). With memos kept on the workers of a cluster only
-        G's root comes back, once per call."""
+        G's root comes back, once per call. ``root``: the tree's sum of the memos after the
+        replacement, already computed where they live (every memo replaced), or None."""
+        if root is not None:
+            self.memos = list(self.memos)
+            for b, memo in new.items():
+                self.memos[b] = memo
+            self._tree = {}
+            self._refresh_total(root)
+            return
         tree = self.__dict__.setdefault("_tree", {})
         for b, memo in new.items():
             self.memos[b] = memo
@@ -178,8 +186,9 @@ class FitState:
     def _tree_sum(self, lo: int, hi: int):
         return tree_sum(self.memos, lo, hi, self.__dict__.setdefault("_tree", {}))
 
-    def _refresh_total(self) -> None:
-        root = self._tree_sum(0, len(self.memos)) if self.memos else None
+    def _refresh_total(self, root=None) -> None:
+        if root is None:
+            root = self._tree_sum(0, len(self.memos)) if self.memos else None
         total = None if root is None else materialize(root).copy()  # G never aliases a cached tree node
         for m in self.frozen:
             total = m.copy() if total is None else total + m

@@ -114,10 +114,11 @@ class LocalExecutor:
     #: memos stay where their batches live (True only for a cluster's executor)
     keep_memos = False
 
-    def run(self, model, glob, items, *, n_threads=None, memo_uids=None) -> list[BatchResult]:
+    def run(self, model, glob, items, *, n_threads=None, memo_uids=None, want_total=False) -> list[BatchResult]:
         """Local steps of ``items`` (list of ``(b, options)``) against the globals ``glob``, in
         order; with ``memo_uids`` each result's ``memo`` is the batch's summaries with those
-        uids."""
+        uids. (``want_total``: a cluster's executor may return G with the results; here G is
+        summed by the lap itself.)"""
         results = []
         for b, opts in items:
             Xb = prepare(model, self.source.get(int(b)))

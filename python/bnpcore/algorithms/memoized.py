@@ -108,9 +108,9 @@ def run_memoized_lap(
         # one by one in visiting order, each kept only if it does not lower it.
         glob = state.stats
         items = [(int(b), moves.batch_options(model, state, int(b)) if moves is not None else {}) for b in order]
-        results = executor.run(model, glob, items, n_threads=n_threads, memo_uids=glob.uids)
+        results = executor.run(model, glob, items, n_threads=n_threads, memo_uids=glob.uids, want_total=True)
         old = {res.b: state.memos[res.b] for res in results}
-        state.set_memos({res.b: memo_of(res) for res in results})
+        state.set_memos({res.b: memo_of(res) for res in results}, root=getattr(results, "total", None))
         if guard and model.elbo(state.stats) < prev_batch:
             state.set_memos(old)
             for res in results:
