@@ -178,12 +178,10 @@ def _driver_part(step):
 def _lap_reduce(order, *steps):
     """G (the fixed tree's sum of a whole lap's memos, by batch index) and every step's driver
     part (in item order), in one task."""
-    from bnpcore.algorithms._base import tree_sum
-
-    memos = [None] * len(steps)
+    leaves = [None] * len(steps)
     for b, st in zip(order, steps):
-        memos[b] = st[0]
-    return tree_sum(memos), [st[1:] for st in steps]
+        leaves[b] = st
+    return _subtree(*leaves), [_driver_part(st) for st in steps]
 
 
 class LapResults(list):
@@ -212,6 +210,31 @@ def _subtree(*leaves):
     from bnpcore.algorithms._base import tree_sum
 
     return tree_sum([None if m is None else _value(m) for m in leaves])
+
+
+#: attempts of a call whose workers are lost while it runs
+LOST_ATTEMPTS = 4
+
+
+def _retry_lost(call):
+    """``call()``, started again (up to :data:`LOST_ATTEMPTS` times, with a growing pause) when
+    a worker is lost while it runs: its connection closes, the scheduler declares it killed,
+    or data it held disappear. The calls retried are pure functions of their inputs (the
+    scheduler recomputes lost results from their recipe), so the outcome is the same."""
+    import asyncio
+    import time
+
+    from distributed import KilledWorker
+
+    lost = (OSError, KilledWorker, asyncio.CancelledError, concurrent.futures.CancelledError)
+    for attempt in range(LOST_ATTEMPTS):
+        try:
+            return call()
+        except lost:
+            if attempt == LOST_ATTEMPTS - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class RemoteMemo:
@@ -279,22 +302,10 @@ class RemoteMemo:
     def materialize_all(memos):
         """The values of several remote memos, in one gather (retried while workers are
         lost: their memos are recomputed from their recipe)."""
-        import asyncio
-        import time
-
-        from distributed import KilledWorker
-
         client = memos[0].client
         # a memo still inside its local step's result is extracted there (only it travels)
         futures = [client.submit(_value, m.future, pure=False) if m.in_step else m.future for m in memos]
-        for attempt in range(DaskExecutor.attempts):
-            try:
-                return list(_gather(client, futures))
-            except (OSError, KilledWorker, asyncio.CancelledError, concurrent.futures.CancelledError):
-                if attempt == DaskExecutor.attempts - 1:
-                    raise
-                time.sleep(0.5 * (attempt + 1))
-        raise AssertionError("unreachable")  # pragma: no cover
+        return _retry_lost(lambda: list(_gather(client, futures)))
 
 
 # ------------------------------------------------------------------------ the driver side
@@ -485,9 +496,6 @@ class DaskExecutor:
         self.collect_threshold = collect_threshold
         self.keep_memos = bool(keep_memos)
 
-    #: attempts of a lap's local steps when workers are lost while they run
-    attempts = 4
-
     def run(self, model, glob, items, *, n_threads=None, memo_uids=None, want_total=False) -> list[BatchResult]:
         """Local steps of ``items`` on the workers, against ``glob``; outputs in item order.
         With ``memo_uids`` each result carries the batch's memo (``.memo``): a
@@ -498,23 +506,10 @@ class DaskExecutor:
         None).
 
         A worker lost during the call (its connection closes, the scheduler declares it
-        killed, or the broadcast copy of the globals it held disappears) makes the call start
+        killed, or data it held disappear) makes the call start
         again on the remaining workers: the local steps are pure functions of their inputs, so
         the outputs are the same."""
-        import asyncio
-        import time
-
-        from distributed import KilledWorker
-
-        lost = (OSError, KilledWorker, asyncio.CancelledError, concurrent.futures.CancelledError)
-        for attempt in range(self.attempts):
-            try:
-                return self._run_once(model, glob, items, n_threads, memo_uids, want_total)
-            except lost:
-                if attempt == self.attempts - 1:
-                    raise
-                time.sleep(0.5 * (attempt + 1))
-        raise AssertionError("unreachable")  # pragma: no cover
+        return _retry_lost(lambda: self._run_once(model, glob, items, n_threads, memo_uids, want_total))
 
     def _run_once(self, model, glob, items, n_threads, memo_uids, want_total) -> list[BatchResult]:
         client = self.client
