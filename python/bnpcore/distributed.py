@@ -8,9 +8,9 @@ With ``backend="dask"`` an estimator keeps that split across machines:
   worker (``np.load`` there, never on the driver), a row chunk of a ``dask.array.Array`` or of a
   ``dask.dataframe.DataFrame`` of numeric columns, or (for an in-memory array) a batch scattered
   once at the start of the fit;
-* **only K-sized summaries travel.** Per lap the driver broadcasts the model and the global
-  summaries once (one copy per worker) and every batch's local step runs on the worker that
-  holds the batch (the Rust kernels release the GIL). With ``schedule="parallel"`` the batch
+* **only K-sized summaries travel.** Per lap the driver submits the model and the global
+  summaries once (as tasks holding them, which workers fetch from each other) and every
+  batch's local step runs on the worker that holds the batch (the Rust kernels release the GIL). With ``schedule="parallel"`` the batch
   memos stay on the workers (:class:`RemoteMemo`): they are summed there by the same fixed
   binary tree over the batch index as on one machine, and only G's root comes back, once per
   lap, with the small outputs the moves read (never the data statistics). With
@@ -40,6 +40,7 @@ import concurrent.futures
 import contextlib
 import os
 import uuid
+import warnings
 
 import numpy as np
 
@@ -171,6 +172,10 @@ def _local_step(model, X, glob, opts, n_threads, b, collect_threshold, memo_uids
     return memo, {k: v for k, v in out.items() if k != "S"}, rows, n
 
 
+def _identity(value):
+    return value
+
+
 def _driver_part(step):
     return step[1:]
 
@@ -245,7 +250,7 @@ class RemoteMemo:
     is fetched (:meth:`materialize`). The arithmetic is the one the local backend runs, so the
     results are bit-identical.
 
-    ``keep`` holds the broadcast model and globals the memo was computed from: a worker lost
+    ``keep`` holds the model and globals the memo was computed from: a worker lost
     later makes the scheduler recompute its memos from their recipe (batch + globals), which
     needs those inputs alive."""
 
@@ -513,7 +518,13 @@ class DaskExecutor:
 
     def _run_once(self, model, glob, items, n_threads, memo_uids, want_total) -> list[BatchResult]:
         client = self.client
-        model_f, glob_f = client.scatter([model, glob], broadcast=True, hash=False)
+        # the model and the globals are tasks holding their value (not scattered data): the
+        # scheduler keeps the recipe, so memos computed from them can be recomputed after any
+        # worker loss (Dask's memory manager drops extra replicas of scattered data, which
+        # then have no recipe), and workers fetch them from each other
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sending large graph")
+            model_f, glob_f = (client.submit(_identity, v, pure=False) for v in (model, glob))
         remote = self.keep_memos and memo_uids is not None
         uids = None if memo_uids is None else np.asarray(memo_uids, dtype=np.int64)
         order = [int(b) for b, _ in items]

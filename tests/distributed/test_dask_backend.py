@@ -476,10 +476,22 @@ def test_moves_change_the_memos_on_the_workers(client):
     assert sum(kinds) > 0 and any(r["accepted"] for r in remote.moves_log_)
 
 
-def test_lost_worker_memos_are_recomputed_from_their_recipe(process_client, tmp_path):
+@pytest.fixture()
+def fresh_process_client():
+    """Two worker processes of their own (no worker killed by an earlier test still being
+    replaced while this one runs)."""
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+    ) as cluster, distributed.Client(cluster) as c:
+        c.wait_for_workers(2, timeout=60)
+        yield c
+
+
+def test_lost_worker_memos_are_recomputed_from_their_recipe(fresh_process_client, tmp_path):
     """A worker killed between laps loses the memos it held; saving the checkpoint right after
     needs them, and the scheduler recomputes them from their batch and the lap's globals: the
     checkpoint and the final model are those of the uninterrupted fit."""
+    process_client = fresh_process_client
     X = seeded_data("gauss", n=1500, k=5, seed=23)
     paths = _npy_batches(tmp_path, X, [300, 300, 300, 300, 300])
     kw = dict(n_components=2, algorithm="memoized", schedule="parallel", max_laps=5, tol=0, random_state=4)
@@ -497,7 +509,6 @@ def test_lost_worker_memos_are_recomputed_from_their_recipe(process_client, tmp_
             killed.append(pid)
 
     ckpt = tmp_path / "ckpt.npz"
-    process_client.wait_for_workers(2, timeout=60)  # (a worker killed by an earlier test is back)
     remote = _fit(DPMixture(backend="dask", client=process_client, callback=kill_one, checkpoint_path=ckpt, **kw), paths)
     assert killed
     _same_fit(local, remote)
