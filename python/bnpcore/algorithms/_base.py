@@ -9,23 +9,27 @@ import numpy as np
 
 from bnpcore.stats import SuffStats
 
-__all__ = ["HISTORY_KEYS", "FitState", "add_memos", "materialize", "memo_map", "remove_empty_and_sort", "sum_memos", "tree_sum"]
+__all__ = ["HISTORY_KEYS", "FitState", "add_memos", "is_remote", "materialize", "memo_map", "remove_empty_and_sort", "sum_memos", "tree_sum"]
 
 HISTORY_KEYS = ("lap", "elbo", "n_components", "seconds")
 
 
+def is_remote(memo) -> bool:
+    """Whether ``memo`` is kept where its batch lives (a
+    :class:`bnpcore.distributed.RemoteMemo`) rather than in this process."""
+    return getattr(memo, "materialize_all", None) is not None
+
+
 def materialize(memo):
-    """The summaries of ``memo`` in this process: a memo kept where its batch lives (a
-    :class:`bnpcore.distributed.RemoteMemo`, which has ``materialize``) is fetched; anything
-    else is returned as it is."""
-    fn = getattr(memo, "materialize", None)
-    return memo if fn is None else fn()
+    """The summaries of ``memo`` in this process: a remote memo is fetched; anything else is
+    returned as it is."""
+    return memo.materialize() if is_remote(memo) else memo
 
 
 def add_memos(a, b):
     """``a + b`` for memos in this process or on a cluster's workers (a sum involving a remote
     memo is computed on the workers and stays there)."""
-    if getattr(a, "map", None) is None and getattr(b, "map", None) is not None:
+    if not is_remote(a) and is_remote(b):
         return b.radd(a)
     return a + b
 
@@ -44,8 +48,7 @@ def memo_map(fn, memo, *args):
     that holds a remote memo (the result stays there). None stays None."""
     if memo is None:
         return None
-    remote = getattr(memo, "map", None)
-    return fn(memo, *args) if remote is None else remote(fn, *args)
+    return memo.map(fn, *args) if is_remote(memo) else fn(memo, *args)
 
 
 @dataclass
@@ -154,7 +157,6 @@ class FitState:
         G's root comes back, once per call. ``root``: the tree's sum of the memos after the
         replacement, already computed where they live (every memo replaced), or None."""
         if root is not None:
-            self.memos = list(self.memos)
             for b, memo in new.items():
                 self.memos[b] = memo
             self._tree = {}
@@ -176,11 +178,11 @@ class FitState:
         """Bring memos kept on the workers of a cluster into this process (one gather), so the
         state can be saved, warm-started on any backend or inspected. G is unchanged (the
         tree's arithmetic is the same wherever it runs). No-op for local memos."""
-        remote = [m for m in self.memos if getattr(m, "materialize_all", None) is not None]
+        remote = [m for m in self.memos if is_remote(m)]
         if not remote:
             return
         values = iter(type(remote[0]).materialize_all(remote))
-        self.memos = [next(values) if getattr(m, "materialize_all", None) is not None else m for m in self.memos]
+        self.memos = [next(values) if is_remote(m) else m for m in self.memos]
         self._tree = {}
 
     def _tree_sum(self, lo: int, hi: int):
@@ -218,7 +220,7 @@ def tree_sum(memos, lo: int = 0, hi: int | None = None, cache: dict | None = Non
     cache = {} if cache is None else cache
     key = (lo, hi)
     if key not in cache:
-        remote = [m for m in memos[lo:hi] if getattr(m, "subtree", None) is not None] if 1 < hi - lo <= SUBTREE_LEAVES else ()
+        remote = [m for m in memos[lo:hi] if is_remote(m)] if 1 < hi - lo <= SUBTREE_LEAVES else ()
         if remote:  # memos on a cluster's workers: a small subtree is one task there
             val = type(remote[0]).subtree(memos[lo:hi])
         elif hi - lo == 1:

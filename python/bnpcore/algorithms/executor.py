@@ -111,9 +111,6 @@ class LocalExecutor:
     def __init__(self, source):
         self.source = source
 
-    #: memos stay where their batches live (True only for a cluster's executor)
-    keep_memos = False
-
     def run(self, model, glob, items, *, n_threads=None, memo_uids=None, want_total=False) -> list[BatchResult]:
         """Local steps of ``items`` (list of ``(b, options)``) against the globals ``glob``, in
         order; with ``memo_uids`` each result's ``memo`` is the batch's summaries with those

@@ -46,7 +46,7 @@ import os
 
 import numpy as np
 from bnpcore._validation import check_param, check_random_state
-from bnpcore.algorithms._base import FitState
+from bnpcore.algorithms._base import FitState, is_remote
 from bnpcore.algorithms.loop import ALGORITHMS, FitConfig, lap_top_l, run_laps, warn_not_converged
 from bnpcore.algorithms.memoized import stream_batch
 from bnpcore.algorithms.stochastic import StochasticConfig
@@ -369,7 +369,7 @@ class VBEstimator(BaseEstimator):
         try:
             st.localize_memos()
         except Exception:
-            if any(getattr(m, "materialize", None) is not None for m in st.memos):
+            if any(is_remote(m) for m in st.memos):
                 st.memos = [None] * len(st.memos)
                 st._tree = {}
 
