@@ -62,6 +62,11 @@ TOPIC_MOVE_KINDS = ("birth", "merge", "delete")
 _SCREEN_MARGIN = 1e-8
 
 
+def _merged_data_terms(core, N, S, a, b):
+    """The data terms of the topics ``a[i]`` and ``b[i]`` pooled (positions in ``N``, ``S``)."""
+    return core.elbo_data_per_cluster(np.ascontiguousarray(N[a] + N[b]), np.ascontiguousarray(S[a] + S[b]))
+
+
 def _screened_objective(model, cand, data: float) -> float:
     """The topic model's objective of ``cand`` with its data term given (the per-topic sum):
     data + entropy + allocation, as :meth:`bnpcore.topic.TopicModel.elbo` adds them."""
@@ -281,7 +286,7 @@ class TopicMoveManager:
         chunk = max(1, (1 << 22) // max(S.shape[1], 1))
         for lo in range(0, ia.size, chunk):
             a, b = ia[lo : lo + chunk], ib[lo : lo + chunk]
-            merged = core.elbo_data_per_cluster(np.ascontiguousarray(N[a] + N[b]), np.ascontiguousarray(S[a] + S[b]))
+            merged = _merged_data_terms(core, N, S, a, b)
             gain[lo : lo + chunk] = merged - single[a] - single[b]
         order = np.argsort(-gain, kind="stable")
         per_topic = np.zeros(K, dtype=np.int64)
@@ -323,7 +328,7 @@ class TopicMoveManager:
             if per_topic is None:
                 per_topic = core.elbo_data_per_cluster(np.ascontiguousarray(G.N), np.ascontiguousarray(G.S))
                 data_total = float(core.elbo_data(np.ascontiguousarray(G.N), np.ascontiguousarray(G.S)))
-            merged = float(core.elbo_data_per_cluster(np.ascontiguousarray(G.N[[a]] + G.N[[b]]), np.ascontiguousarray(G.S[[a]] + G.S[[b]]))[0])
+            merged = float(_merged_data_terms(core, G.N, G.S, [a], [b])[0])
             new = _screened_objective(model, cand, data_total - per_topic[a] - per_topic[b] + merged)
             if not np.isfinite(new) or new - elbo >= -_SCREEN_MARGIN * (1.0 + abs(elbo)):
                 new = model.elbo(cand)  # close to (or above) the current objective: the exact value decides
