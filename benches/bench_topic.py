@@ -11,10 +11,12 @@ method's topic-word probabilities and its document prior (HDP: α β plus the re
 its α vector), the dense document step of bnpcore on the observed half gives E[π_d], and the
 score is the mean log probability of the held-out tokens (nats per token, higher is better).
 
-Methods (peers are skipped when not installed): bnpcore ``HDPTopicModel`` (memoized, default
-birth/merge/delete, growing from one topic) and ``FiniteTopicModel`` (K = true number or 20), scikit-learn
-``LatentDirichletAllocation`` (batch, same K), gensim ``LdaModel`` and ``HdpModel``, tomotopy
-``HDPModel`` and ``LDAModel``.
+Methods (peers are skipped when not installed): bnpcore ``HDPTopicModel`` (every default:
+memoized, birth/merge/delete, growing from one topic, converged or 100 laps; ``--n-batches``
+overrides the batches) and ``FiniteTopicModel`` (K = true number or 20, defaults otherwise),
+scikit-learn ``LatentDirichletAllocation`` (batch, same K, ``--laps`` iterations), gensim
+``LdaModel`` (``--laps`` passes) and ``HdpModel``, tomotopy ``HDPModel`` and ``LDAModel``
+(10 × ``--laps`` iterations).
 
 Usage::
 
@@ -60,7 +62,7 @@ def _bow(X):
             for d in range(X.shape[0])]
 
 
-def run_methods(X, Xt, k_lda, laps):
+def run_methods(X, Xt, k_lda, laps, n_batches=None):
     import bnpcore
 
     rows = []
@@ -75,12 +77,13 @@ def run_methods(X, Xt, k_lda, laps):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t = time.perf_counter()
-        m = bnpcore.HDPTopicModel(n_batches=5, max_laps=laps, random_state=0).fit(X)
+        batches = {} if n_batches is None else {"n_batches": n_batches}  # None: the estimators' default
+        m = bnpcore.HDPTopicModel(random_state=0, **batches).fit(X)
         sec = time.perf_counter() - t
         beta, beta_rem = m._make_model(m.obs_model_).alloc.beta(m.summaries_)
         record("bnpcore HDPTopicModel", sec, m.topics_, m.alpha * beta, m.alpha * beta_rem, m.n_components_)
         t = time.perf_counter()
-        f = bnpcore.FiniteTopicModel(k_lda, n_batches=5, max_laps=laps, random_state=0).fit(X)
+        f = bnpcore.FiniteTopicModel(k_lda, random_state=0, **batches).fit(X)
         record("bnpcore FiniteTopicModel", time.perf_counter() - t, f.topics_, np.full(k_lda, f.alpha / k_lda), None, k_lda)
 
         from sklearn.decomposition import LatentDirichletAllocation
@@ -142,17 +145,18 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=2000)
     ap.add_argument("--laps", type=int, default=50)
     ap.add_argument("--corpus", choices=("bars", "lee", "all"), default="all")
+    ap.add_argument("--n-batches", type=int, default=None, help="bnpcore's n_batches (default: the estimators' default)")
     args = ap.parse_args()
     out = {}
     if args.corpus in ("bars", "all"):
         X, _ = make_bars(n_docs=args.docs, random_state=0)
         Xt, _ = make_bars(n_docs=max(args.docs // 10, 50), random_state=1)
         print(f"# toy bars: {X.shape[0]} training docs, {Xt.shape[0]} held out", flush=True)
-        out["bars"] = run_methods(X, Xt, 10, args.laps)
+        out["bars"] = run_methods(X, Xt, 10, args.laps, args.n_batches)
     if args.corpus in ("lee", "all") and importlib.util.find_spec("gensim") is not None:
         X, _ = load_lee_corpus()
         print("# Lee corpus: 250 training docs, 50 held out", flush=True)
-        out["lee"] = run_methods(X[:250], X[250:], 20, args.laps)
+        out["lee"] = run_methods(X[:250], X[250:], 20, args.laps, args.n_batches)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "bench_topic.json").write_text(json.dumps(out, indent=1))
 
