@@ -325,6 +325,12 @@ class TopicModel:
             top_l = None
         return _core.doc_topic_step(X.indptr, X.indices, X.data, table, a, alpha_beta_rem=a_rem, top_l=top_l, n_threads=n_threads, **opts)
 
+    def step_globals(self, glob: SuffStats, *, n_threads=None) -> dict:
+        r"""The options of :meth:`local_step` that depend on the globals only (the topic table
+        :math:`\exp\mathbb E[\ln\phi]`), for several batches stepped against the same globals
+        (:func:`bnpcore.algorithms.executor.shared_options`)."""
+        return {"table": _core.topic_word_table(self.lam(glob), n_threads=n_threads)}
+
     @staticmethod
     def stats_from_output(out: dict, uids) -> SuffStats:
         """Summaries (``N``, ``S``, ``H``, ``h = 0`` and the allocation fields) of a document step."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SCHEDULES", "BatchResult", "LocalExecutor", "prepare", "select_collected_rows"]
+__all__ = ["SCHEDULES", "BatchResult", "LocalExecutor", "prepare", "select_collected_rows", "shared_options"]
 
 #: visiting orders of a memoized lap
 SCHEDULES = ("sequential", "parallel")
@@ -91,6 +91,14 @@ def kernel_options(opts: dict) -> dict:
     return opts if SELECT_ROWS not in opts else {k: v for k, v in opts.items() if k != SELECT_ROWS}
 
 
+def shared_options(model, glob, n_steps: int, *, n_threads=None) -> dict:
+    """Local-step options that depend on the globals only, computed once for ``n_steps`` local
+    steps against the same ``glob`` (``model.step_globals``: the topic model's topic-word
+    table); empty for a single step or a model without them."""
+    fn = getattr(model, "step_globals", None)
+    return {} if fn is None or n_steps < 2 else fn(glob, n_threads=n_threads)
+
+
 def prepare(model, X):
     """``model.prepare(X)`` (the batch in the model's coordinates) for models that have it."""
     fn = getattr(model, "prepare", None)
@@ -117,9 +125,10 @@ class LocalExecutor:
         uids. (``want_total``: a cluster's executor may return G with the results; here G is
         summed by the lap itself.)"""
         results = []
+        shared = shared_options(model, glob, len(items), n_threads=n_threads)
         for b, opts in items:
             Xb = prepare(model, self.source.get(int(b)))
-            out = model.local_step(Xb, glob, n_threads=n_threads, **kernel_options(opts))
+            out = model.local_step(Xb, glob, n_threads=n_threads, **shared, **kernel_options(opts))
             memo = None if memo_uids is None else model.stats_from_output(out, memo_uids)
             results.append(BatchResult(b, out, Xb, memo=memo))
         return results

@@ -172,7 +172,7 @@ def whole_dataset_passes(model, source, executor, glob, n_passes: int, *, n_thre
     and their (batch-order) sum. With a cluster ``executor`` the steps run where the batches
     are and only summaries come back; without one (None) they run here, one batch at a time."""
     from bnpcore.algorithms._base import materialize, sum_memos
-    from bnpcore.algorithms.executor import prepare
+    from bnpcore.algorithms.executor import prepare, shared_options
 
     memos, total = None, glob
     for _ in range(int(n_passes)):
@@ -181,8 +181,9 @@ def whole_dataset_passes(model, source, executor, glob, n_passes: int, *, n_thre
             memos = [r.memo for r in executor.run(model, total, items, n_threads=n_threads, memo_uids=total.uids)]
         else:
             memos = []
+            shared = shared_options(model, total, len(source), n_threads=n_threads)
             for b in range(len(source)):
-                out = model.local_step(prepare(model, source.get(b)), total, n_threads=n_threads)
+                out = model.local_step(prepare(model, source.get(b)), total, n_threads=n_threads, **shared)
                 memos.append(model.stats_from_output(out, total.uids))
         total = materialize(sum_memos(memos))  # memos kept on a cluster's workers are summed there
     return memos, total

@@ -310,28 +310,37 @@ class TopicMoveManager:
     def _evaluate_merges(self, model, state, elbo, touched) -> tuple[int, float]:
         """Each planned pair's merged summaries, accepted iff the exact objective rises.
 
-        The data term of a merge changes in two topics only: with the per-topic terms of the
+        Merging is linear in the batch summaries, so a candidate's whole-dataset summaries are
+        the current ones with the pair merged and its merged entropy, ``P`` and ``Q`` summed
+        over the batches; the batch memos are transformed only when the candidate passes. The
+        data term of a merge changes in two topics only: with the per-topic terms of the
         current summaries, the candidate's objective costs one V-sized term instead of K
         (:func:`_screened_objective`). A candidate that falls short of the current objective by
         more than any round-off could explain is rejected on that value; the others are
-        decided on the exact objective of their summaries, as always."""
+        decided on the exact objective of their summaries, and an accepted merge is confirmed
+        on the exact objective of its transformed memos' sum (the state the fit keeps)."""
         accepted = 0
         core = model.obs.core
         per_topic = data_total = None
+        # per pair, the merged H, P, Q summed over the batches in batch order
+        totals = [np.sum([np.asarray(self._pair_stats[i][f]) for i in range(len(state.memos))], axis=0) for f in range(3)]
         for m, (ua, ub) in enumerate(self._pairs):
             if ua in touched or ub in touched:
                 continue
             G = state.stats
             a, b = (int(p) for p in G.positions([ua, ub]))
-            memos = [memo_map(self._merge_stats, s, a, b, *(v[m] for v in self._pair_stats[i])) for i, s in enumerate(state.memos)]
-            cand = materialize(sum_memos(memos))
+            cand = self._merge_stats(G, a, b, *(t[m] for t in totals))
             if per_topic is None:
                 per_topic = core.elbo_data_per_cluster(np.ascontiguousarray(G.N), np.ascontiguousarray(G.S))
                 data_total = float(core.elbo_data(np.ascontiguousarray(G.N), np.ascontiguousarray(G.S)))
             merged = float(_merged_data_terms(core, G.N, G.S, [a], [b])[0])
             new = _screened_objective(model, cand, data_total - per_topic[a] - per_topic[b] + merged)
+            memos = None
             if not np.isfinite(new) or new - elbo >= -_SCREEN_MARGIN * (1.0 + abs(elbo)):
                 new = model.elbo(cand)  # close to (or above) the current objective: the exact value decides
+                if self._accepts(elbo, new):
+                    memos = [memo_map(self._merge_stats, s, a, b, *(v[m] for v in self._pair_stats[i])) for i, s in enumerate(state.memos)]
+                    new = model.elbo(materialize(sum_memos(memos)))
             ok = self._accepts(elbo, new)
             self._log(state, "merge", [ua, ub], elbo, new, ok)
             if ok:
