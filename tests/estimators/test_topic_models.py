@@ -580,3 +580,74 @@ def test_merge_screening_equals_the_exact_objective(bars):
             assert fast == pytest.approx(model.elbo(cand), rel=1e-11, abs=1e-6)
     merges = [r for r in m.moves_log_ if r["kind"] == "merge"]
     assert merges and all(r["elbo_after"] > r["elbo_before"] for r in merges if r["accepted"])
+
+
+@pytest.mark.parametrize(
+    ("n_entries", "n_vocab", "n_docs", "expected"),
+    [(18_636, 3_811, 250, 1), (283_578, 900, 2_000, 10), (25 * 900 * 3 + 5, 900, 1_000, 3), (10**9, 10, 4, 4), (0, 50, 3, 1)],
+)
+def test_auto_document_batches_rule(n_entries, n_vocab, n_docs, expected):
+    from bnpcore.data.documents import auto_document_batches
+
+    assert auto_document_batches(n_entries, n_vocab, n_docs) == expected
+
+
+@pytest.mark.parametrize("as_bow", [False, True])
+def test_default_batches_follow_the_corpus(as_bow):
+    """``n_batches=None`` (the default) gives memoized fits the corpus's automatic number of
+    batches — the same for a matrix and its bag-of-words corpus — and stochastic fits
+    min(10, documents); an explicit number is kept."""
+    from bnpcore.data.documents import auto_document_batches
+
+    small, _ = make_bars(n_docs=40, n_tokens=30, random_state=0)
+    large = sp.csr_array(np.random.default_rng(0).poisson(2.0, (300, 20)).astype(float))  # 20 words: 10 batches
+    assert HDPTopicModel().get_params()["n_batches"] is None and FiniteTopicModel().get_params()["n_batches"] is None
+    for X in (small, large):
+        data = [list(zip(X.indices[X.indptr[d]:X.indptr[d + 1]].tolist(), X.data[X.indptr[d]:X.indptr[d + 1]].tolist()))
+                for d in range(X.shape[0])] if as_bow else X
+        want = auto_document_batches(X.nnz, X.shape[1], X.shape[0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            m = HDPTopicModel(n_components=3, max_laps=2, random_state=0).fit(data)
+            f = FiniteTopicModel(3, max_laps=2, random_state=0).fit(data)
+            s = FiniteTopicModel(3, algorithm="stochastic", max_laps=1, random_state=0).fit(data)
+            e = HDPTopicModel(n_components=3, n_batches=3, max_laps=2, random_state=0).fit(data)
+        assert len(m.state_.memos) == len(f.state_.memos) == want
+        assert s._make_source(data).bounds.size - 1 == min(10, X.shape[0])
+        assert len(e.state_.memos) == 3
+    assert auto_document_batches(small.nnz, small.shape[1], small.shape[0]) == 1
+    assert auto_document_batches(large.nnz, large.shape[1], large.shape[0]) > 1
+
+
+def test_batches_share_one_topic_table_and_merges_are_linear(bars):
+    """Several batches stepped against the same globals share one topic table (bit-identical
+    to one table per batch), and a merge candidate built from the whole-dataset summaries with
+    the pair's merged statistics summed over batches equals the sum of the merged batch memos
+    (the moves decide on the former and keep the latter)."""
+    from bnpcore.algorithms._base import sum_memos
+    from bnpcore.algorithms.executor import LocalExecutor
+    from bnpcore.data.documents import document_source
+    from bnpcore.moves.topic import TopicMoveManager
+
+    X, _ = bars
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = HDPTopicModel(n_components=6, n_batches=3, moves=(), max_laps=3, random_state=0).fit(X)
+    model, G = m._make_model(m.obs_model_), m.summaries_
+    ex = LocalExecutor(document_source(X, 3))
+    items = [(b, {"merge_pairs": [(0, 1), (2, 4)]}) for b in range(3)]
+    together = ex.run(model, G, items, memo_uids=G.uids)
+    alone = [ex.run(model, G, [item], memo_uids=G.uids)[0] for item in items]
+    for r1, r2 in zip(together, alone):
+        for key in ("S", "N", "H", "merge_H", "merge_P", "merge_Q"):
+            assert np.array_equal(np.asarray(r1.out[key]), np.asarray(r2.out[key])), key
+    for m_idx, (a, b) in enumerate([(0, 1), (2, 4)]):
+        stats = [(r.out["merge_H"][m_idx], r.out["merge_P"][m_idx], r.out["merge_Q"][m_idx]) for r in together]
+        memos = [TopicMoveManager._merge_stats(r.memo, a, b, *st) for r, st in zip(together, stats)]
+        total = sum_memos([r.memo for r in together])
+        cand = TopicMoveManager._merge_stats(total, a, b, *np.sum(stats, axis=0))
+        merged = sum_memos(memos)
+        assert np.array_equal(cand.uids, merged.uids)
+        for name in ("N", "S", "H", "P", "Q", "P_rem", "Q0", "Q_rem", "D"):
+            np.testing.assert_allclose(np.asarray(cand[name]), np.asarray(merged[name]), rtol=1e-12, atol=1e-9, err_msg=name)
+        assert model.elbo(cand) == pytest.approx(model.elbo(merged), rel=1e-12)

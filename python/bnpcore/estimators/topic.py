@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 from bnpcore._validation import check_counts_csr, check_param, is_sparse, make_csr
+from bnpcore.algorithms.executor import shared_options
 from bnpcore.data.documents import DocumentBatches, DocumentStream, _is_iterator, bow_to_csr, document_source
 from bnpcore.estimators._engine import VBEstimator
 from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeMixin
@@ -18,6 +19,9 @@ from bnpcore.io import register_model_type
 from bnpcore.moves.topic import TopicMoveConfig, TopicMoveManager
 from bnpcore.obs import ObsModel
 from bnpcore.topic import HDPTopicAlloc, LDAAlloc, TopicModel, TruncationFreeHDPAlloc, init_topic_stats
+
+#: ``n_batches=None`` with a stochastic algorithm: minibatches per pass
+STOCHASTIC_BATCHES = 10
 
 __all__ = ["FiniteTopicModel", "HDPTopicModel"]
 
@@ -106,10 +110,27 @@ class _BaseTopicModel(VBEstimator):
             prior_count=float(self.prior_count),
         )
 
+    def _doc_batches(self, X):
+        """``n_batches`` for a corpus given whole: 1 for ``algorithm="full"``; None resolved by
+        the corpus (:func:`bnpcore.data.documents.auto_document_batches`) for memoized learning
+        and as min(10, documents) for the stochastic algorithms, which need minibatches."""
+        if self.algorithm == "full":
+            return 1
+        if self.n_batches is not None:
+            return int(self.n_batches)
+        if self.algorithm == "memoized":
+            return None
+        if hasattr(X, "shape"):
+            n_docs = X.shape[0]
+        elif isinstance(X, (list, tuple)):  # a list of documents (a list of batches ignores n_batches)
+            n_docs = len(X)
+        else:
+            n_docs = STOCHASTIC_BATCHES
+        return max(1, min(STOCHASTIC_BATCHES, int(n_docs)))
+
     def _make_source(self, X, seed=None):
         n_vocab = self.n_features_in_ if self._continuing() else getattr(self, "_fit_n_vocab", None)
-        n_batches = 1 if self.algorithm == "full" else int(self.n_batches)
-        src = document_source(X, n_batches, n_vocab=n_vocab)
+        src = document_source(X, self._doc_batches(X), n_vocab=n_vocab)
         if self.algorithm == "full" and len(src) > 1:
             raise ParameterError(
                 "algorithm='full' needs the corpus as one matrix or corpus; use algorithm='memoized' (or 'stochastic') "
@@ -300,6 +321,7 @@ class _BaseTopicModel(VBEstimator):
         G = self.summaries_
         out = np.empty((X.shape[0], G.K))
         chunk = max(1, (1 << 22) // max(G.K, 1))
+        shared = shared_options(model, G, -(-X.shape[0] // chunk), n_threads=self.n_threads)
         for lo in range(0, X.shape[0], chunk):
             hi = min(lo + chunk, X.shape[0])
             Xc = make_csr(
@@ -308,7 +330,7 @@ class _BaseTopicModel(VBEstimator):
                 X.indptr[lo : hi + 1] - X.indptr[lo],
                 (hi - lo, X.shape[1]),
             )
-            res = model.local_step(Xc, G, n_threads=self.n_threads, return_doc_topic=True)
+            res = model.local_step(Xc, G, n_threads=self.n_threads, return_doc_topic=True, **shared)
             theta, _ = self._doc_proportions(model, res, G)
             out[lo:hi] = theta / theta.sum(axis=1, keepdims=True)
         return out
@@ -408,8 +430,14 @@ _DOC_COMMON = """
     algorithm : {"full", "memoized", "stochastic"}, default="memoized"
         Full-dataset coordinate ascent, memoized (exact objective from cached batch summaries)
         or stochastic variational inference (Hughes thesis §5.4).
-    n_batches : int, default=10
+    n_batches : int or None, default=None
         Batches of whole documents (memoized and stochastic), contiguous and balanced by tokens.
+        None: for memoized learning, from the corpus — at most 10, each with at least 25
+        (document, word) entries per vocabulary word, so that a batch's document step outweighs
+        its per-batch work on the K × V topics (one batch, a full-dataset lap, for small
+        corpora such as gensim's Lee corpus; :func:`bnpcore.data.documents.auto_document_batches`);
+        for the stochastic algorithms 10 (at most the number of documents). A list of batches
+        or a stream brings its own batches.
     max_laps : int, default=100
     min_laps : int, default=2
     tol : float, default=1e-6
@@ -566,7 +594,7 @@ class HDPTopicModel(TruncationFreeMixin, _BaseTopicModel):
         gamma=10.0,
         prior_count=0.1,
         algorithm="memoized",
-        n_batches=10,
+        n_batches=None,
         max_laps=100,
         min_laps=2,
         tol=1e-6,
@@ -684,7 +712,7 @@ class FiniteTopicModel(_BaseTopicModel):
         alpha=0.5,
         prior_count=0.1,
         algorithm="memoized",
-        n_batches=10,
+        n_batches=None,
         max_laps=100,
         min_laps=2,
         tol=1e-6,
