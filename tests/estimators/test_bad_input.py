@@ -569,6 +569,8 @@ def test_fuzz_core_never_panics(case, i, col, pairs, gamma):
     for fn in (obs.elbo_data, obs.elbo_data_per_cluster, obs.point_estimates):
         call_no_panic(fn, N, S)
     call_no_panic(obs.e_log_lik_sum_from_stats, N, S, N, S)
+    pos = np.array([i, 0, len(N) - 1, len(N), -1], dtype=np.int64)
+    call_no_panic(obs.elbo_data_per_pair, N, S, pos, pos[::-1].copy())
     call_no_panic(obs.smoothed_divergence, X, i)
     call_no_panic(obs.kmeanspp, X, np.clip(np.nan_to_num(e), 0.0, 0.99))
     out = call_no_panic(

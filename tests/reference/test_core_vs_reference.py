@@ -221,6 +221,11 @@ def test_elbo_data_and_c_functions(case):
     want = ref.elbo_data(kind, prior, N, S, ref.h_sum(kind, X))
     mag = abs(h) + len(N) * abs(c0) + np.abs(c_post).sum()
     assert_close(total, want, max(1.0, mag), what="elbo_data")
+    # merged pairs (every ordered pair, a cluster with itself included): the per-cluster term
+    # of the pooled summaries, bit for bit
+    a, b = (x.ravel().astype(np.int64) for x in np.meshgrid(np.arange(len(N)), np.arange(len(N)), indexing="ij"))
+    pooled = obs.elbo_data_per_cluster(np.ascontiguousarray(N[a] + N[b]), np.ascontiguousarray(S[a] + S[b]))
+    assert np.array_equal(obs.elbo_data_per_pair(N, S, a, b), pooled)
 
 
 @SETTINGS

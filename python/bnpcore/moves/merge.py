@@ -21,7 +21,7 @@ from bnpcore.moves._base import BatchRequest, LapContext, Move, accepts
 __all__ = ["MergeMove", "candidate_pairs", "merge_scores"]
 
 
-def merge_scores(model, G, chunk: int = 4096, pairs=None):
+def merge_scores(model, G, pairs=None):
     r"""Exact :math:`\Delta_{\rm data}` and :math:`\Delta_{\rm alloc}` of merging every pair
     ``i < j`` (positions) of the summaries ``G`` (Hughes thesis §4.1), or only the ``pairs`` given.
 
@@ -33,7 +33,8 @@ def merge_scores(model, G, chunk: int = 4096, pairs=None):
     with :math:`\hat\eta_k=(1+N_k,\gamma+N^>_k)` and :math:`c_B(a,b)=\ln\Gamma(a+b)-\ln\Gamma(a)-\ln\Gamma(b)`
     for the DP mixture. :math:`\Delta_{\rm alloc}` comes from the allocation model's core
     (``model.alloc.core.merge_delta``, all pairs in :math:`O(K^2)`), :math:`\Delta_{\rm data}`
-    from the observation model's log normalisers (one per scored pair: the expensive part).
+    from the observation model's log normalisers (one per scored pair: the expensive part,
+    pooled in Rust a chunk of pairs at a time, ``ObsModel.elbo_data_per_pair``).
 
     Parameters
     ----------
@@ -54,12 +55,7 @@ def merge_scores(model, G, chunk: int = 4096, pairs=None):
     core = model.obs.core
     single = np.asarray(core.elbo_data_per_cluster(N, S))
     iu, ju = np.triu_indices(K, 1) if pairs is None else (np.asarray(pairs[0], dtype=np.intp), np.asarray(pairs[1], dtype=np.intp))
-    merged = np.empty(iu.shape[0])
-    for lo in range(0, iu.shape[0], chunk):
-        a, b = iu[lo : lo + chunk], ju[lo : lo + chunk]
-        merged[lo : lo + chunk] = core.elbo_data_per_cluster(
-            np.ascontiguousarray(N[a] + N[b]), np.ascontiguousarray(S[a] + S[b])
-        )
+    merged = np.asarray(core.elbo_data_per_pair(N, np.ascontiguousarray(S), iu.astype(np.int64), ju.astype(np.int64)))
     d_data[iu, ju] = merged - single[iu] - single[ju]
 
     d_alloc = model.alloc.merge_delta(G)

@@ -64,7 +64,7 @@ _SCREEN_MARGIN = 1e-8
 
 def _merged_data_terms(core, N, S, a, b):
     """The data terms of the topics ``a[i]`` and ``b[i]`` pooled (positions in ``N``, ``S``)."""
-    return core.elbo_data_per_cluster(np.ascontiguousarray(N[a] + N[b]), np.ascontiguousarray(S[a] + S[b]))
+    return core.elbo_data_per_pair(np.ascontiguousarray(N), np.ascontiguousarray(S), np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
 
 
 def _screened_objective(model, cand, data: float) -> float:
@@ -282,12 +282,7 @@ class TopicMoveManager:
         N, S = np.ascontiguousarray(G.N), np.ascontiguousarray(G.S)
         single = core.elbo_data_per_cluster(N, S)
         ia, ib = np.triu_indices(K, 1)
-        gain = np.empty(ia.size)
-        chunk = max(1, (1 << 22) // max(S.shape[1], 1))
-        for lo in range(0, ia.size, chunk):
-            a, b = ia[lo : lo + chunk], ib[lo : lo + chunk]
-            merged = _merged_data_terms(core, N, S, a, b)
-            gain[lo : lo + chunk] = merged - single[a] - single[b]
+        gain = _merged_data_terms(core, N, S, ia, ib) - single[ia] - single[ib]
         order = np.argsort(-gain, kind="stable")
         per_topic = np.zeros(K, dtype=np.int64)
         limit = int(self.options["merge_max_per_topic"])

@@ -157,6 +157,26 @@ impl PyObs {
         Ok(run(py, None, || self.inner.elbo_data_per_cluster(n, s))?.into_pyarray(py).into_any())
     }
 
+    /// Per-pair terms of `elbo_data` for the pooled clusters `(a[i], b[i])` (positions).
+    fn elbo_data_per_pair<'py>(
+        &self,
+        py: Python<'py>,
+        n: PyReadonlyArray1<'py, f64>,
+        s: PyReadonlyArray2<'py, f64>,
+        a: PyReadonlyArray1<'py, i64>,
+        b: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (n, s) = (n.as_array(), s.as_array());
+        let pos = |x: &PyReadonlyArray1<'py, i64>, name: &str| -> PyResult<Vec<usize>> {
+            x.as_array()
+                .iter()
+                .map(|&p| usize::try_from(p).map_err(|_| to_py(py, bnpcore::Error::param(name, format!("negative position {p}")))))
+                .collect()
+        };
+        let (a, b) = (pos(&a, "a")?, pos(&b, "b")?);
+        Ok(run(py, None, || self.inner.elbo_data_per_pair(n, s, &a, &b))?.into_pyarray(py).into_any())
+    }
+
     /// Σ_n r_nk E_q[log F(x_n|φ_k)] from summaries (n, s), posterior from (n_post, s_post).
     fn e_log_lik_sum_from_stats<'py>(
         &self,

@@ -455,6 +455,41 @@ impl Obs {
         })
     }
 
+    /// Per-pair terms of merged clusters: `c(λ̄) − c(λ̄ ⊕ (N_a + N_b, S_a + S_b))` for every
+    /// pair `(a[i], b[i])` of positions — [`Self::elbo_data_per_cluster`] of the pooled
+    /// summaries (bit-identical), built a chunk of pairs at a time so that scoring many pairs
+    /// never holds every pooled `S` at once.
+    ///
+    /// # Errors
+    /// Shape/finiteness errors, a position out of range or `a`, `b` of different lengths, or a
+    /// non-positive-definite posterior.
+    pub fn elbo_data_per_pair(&self, n: ArrayView1<f64>, s: ArrayView2<f64>, a: &[usize], b: &[usize]) -> Result<Array1<f64>> {
+        check_summaries(n, s, self.stat_dim())?;
+        if a.len() != b.len() {
+            return Err(Error::shape("b", a.len(), b.len()));
+        }
+        let k = n.len();
+        if let Some(&bad) = a.iter().chain(b).find(|&&p| p >= k) {
+            return Err(Error::param("pairs", format!("position {bad} out of range for {k} clusters")));
+        }
+        let dim = s.ncols().max(1);
+        let chunk = ((1usize << 20) / dim).max(1);
+        let mut out = Vec::with_capacity(a.len());
+        for lo in (0..a.len()).step_by(chunk) {
+            let hi = (lo + chunk).min(a.len());
+            let nm = Array1::from_iter((lo..hi).map(|i| n[a[i]] + n[b[i]]));
+            let mut sm = Array2::<f64>::zeros((hi - lo, s.ncols()));
+            sm.axis_iter_mut(ndarray::Axis(0)).into_par_iter().enumerate().for_each(|(r, mut row)| {
+                let (sa, sb) = (s.row(a[lo + r]), s.row(b[lo + r]));
+                for ((o, &x), &y) in row.iter_mut().zip(sa.iter()).zip(sb.iter()) {
+                    *o = x + y;
+                }
+            });
+            out.extend(self.elbo_data_per_cluster(nm.view(), sm.view())?);
+        }
+        Ok(Array1::from(out))
+    }
+
     /// Log normaliser of the prior.
     pub fn c_prior(&self) -> f64 {
         with_obs!(self, m => m.c_prior())

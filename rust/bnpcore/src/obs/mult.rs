@@ -98,6 +98,25 @@ impl ObsModel for Mult {
     fn c_prior(&self) -> f64 {
         self.c0
     }
+    fn c_post_from_stats(&self, _n: ArrayView1<f64>, s: ArrayView2<f64>) -> Result<Array1<f64>> {
+        // `c_post(&posterior(n, s)?)` row by row in parallel (each row's arithmetic in the same
+        // order, so bit-identical) without the K × V posterior: ELBOs and merge scores call it
+        // with V in the thousands
+        let v = s.ncols();
+        let per: Vec<f64> = (0..s.nrows())
+            .into_par_iter()
+            .map_init(
+                || vec![0.0; v],
+                |buf, k| {
+                    for (w, (b, &x)) in buf.iter_mut().zip(s.row(k).iter()).enumerate() {
+                        *b = x.max(0.0) + self.lam[w];
+                    }
+                    c_dir(buf)
+                },
+            )
+            .collect();
+        Ok(Array1::from(per))
+    }
     fn c_post(&self, post: &MultPost) -> Array1<f64> {
         Array1::from_iter(post.lam.rows().into_iter().map(|r| c_dir(r.as_slice().expect("contiguous"))))
     }
