@@ -66,7 +66,7 @@ pub(super) fn dense_tile(ctx: &LocalContext, tile: &Tile, sc: &mut Scratch, part
             let mut bufs =
                 PropBufs { cand: &mut sc.cand, dwr: &mut sc.dwr, support: &mut sc.support, gsub: &mut sc.gsub, psub: &mut sc.psub };
             let row = RowSlots { n, wn: wt(n), wr: wr.as_slice().expect("contiguous"), gv: &sc.gv, slot_of: &sc.slot_of };
-            budget_proposals_row(opts, l, &row, &sc.dest_w, &mut bufs, part, phi);
+            budget_proposals_row(opts, l, &row, ctx.fresh, &mut bufs, part, &tile.tphi, phi);
             for &j in &sc.sel {
                 sc.slot_of[j as usize] = NONE;
             }

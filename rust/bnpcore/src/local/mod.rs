@@ -427,7 +427,6 @@ struct Scratch {
     w: Array2<f64>,
     resp: Array2<f64>,
     lse: Vec<f64>,
-    dest_w: Vec<Array2<f64>>,
     // sparse
     idx: Vec<u32>,
     val: Vec<f64>,
@@ -535,13 +534,13 @@ pub fn local_step_rows<M: ObsModel>(
         })
         .collect();
     let elp = e_log_pi.to_vec();
-    // dense restricted steps evaluate the fresh clusters row by row
+    // restricted steps evaluate the fresh clusters row by row, only where the source mass matters
     let fresh: Vec<Option<FreshRows>> = opts
         .proposals
         .iter()
-        .map(|p| match (&p.dest, opts.top_l) {
-            (Dest::Fresh { table, e_log_pi }, None) => Some(FreshRows::new(table, e_log_pi)),
-            _ => None,
+        .map(|p| match &p.dest {
+            Dest::Fresh { table, e_log_pi } => Some(FreshRows::new(table, e_log_pi)),
+            Dest::Columns(_) => None,
         })
         .collect();
     // L-sparse zero-mean Gaussian rows at large K: candidates from an f32 GEMM, exact selection
@@ -597,7 +596,6 @@ pub fn local_step_rows<M: ObsModel>(
             w: Array2::zeros((if c32.is_some() { 0 } else { tile }, k)),
             resp: Array2::zeros((if sparse_l.is_some() { 0 } else { tile }, k)),
             lse: vec![0.0; tile],
-            dest_w: prop_lens.iter().map(|&j| Array2::zeros((if opts.top_l.is_some() { tile } else { 0 }, j))).collect(),
             idx: Vec::new(),
             val: Vec::new(),
             cnt: Vec::new(),
@@ -652,17 +650,6 @@ pub fn local_step_rows<M: ObsModel>(
                     for mut row in w.rows_mut() {
                         let r = row.as_slice_mut().expect("contiguous");
                         r.iter_mut().zip(&elp).for_each(|(o, &e)| *o += e);
-                    }
-                }
-                // with top_l the restricted steps need the fresh clusters' weights of every row;
-                // dense rows evaluate them in dense_tile, only where the source mass matters
-                if opts.top_l.is_some() {
-                    for (pi, p) in opts.proposals.iter().enumerate() {
-                        if let Dest::Fresh { table: t, e_log_pi: fe } = &p.dest {
-                            let mut dw = sc.dest_w[pi].slice_mut(s![0..rows, ..]);
-                            tphi.eval(t, dw.view_mut());
-                            dw += fe;
-                        }
                     }
                 }
                 let wt = |n: usize| opts.weights.map_or(1.0, |wv| wv[t0 + n]);

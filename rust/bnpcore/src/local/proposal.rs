@@ -222,9 +222,10 @@ pub(super) fn budget_proposals_row(
     opts: &LocalOptions,
     l: usize,
     row: &RowSlots,
-    dest_w: &[Array2<f64>],
+    fresh: &[Option<FreshRows>],
     b: &mut PropBufs,
     part: &mut Partial,
+    tphi: &Feats,
     phi: &Feats,
 ) {
     let RowSlots { n, wn, wr, gv, slot_of } = *row;
@@ -249,13 +250,20 @@ pub(super) fn budget_proposals_row(
         if !(an > 0.0) {
             continue;
         }
-        let jn = dest_w[pi].ncols();
-        // destination log weights of this row
+        // destination log weights of this row (fresh clusters evaluated here, only for the
+        // rows whose support holds the source: a tile-wide GEMM would evaluate every row)
         b.dwr.clear();
-        match &p.dest {
-            Dest::Columns(cols) => b.dwr.extend(cols.iter().map(|&c| wr[c])),
-            Dest::Fresh { .. } => b.dwr.extend(dest_w[pi].row(n).iter()),
+        match (&p.dest, fresh[pi].as_ref()) {
+            (Dest::Columns(cols), _) => b.dwr.extend(cols.iter().map(|&c| wr[c])),
+            (Dest::Fresh { .. }, Some(fr)) => {
+                for jj in 0..fr.cst.len() {
+                    let wrow = fr.wt.row(jj);
+                    b.dwr.push(tphi.dot_row(n, wrow.as_slice().expect("contiguous")) + fr.cst[jj] + fr.e_log_pi[jj]);
+                }
+            }
+            (Dest::Fresh { .. }, None) => unreachable!("fresh rows prepared for every fresh proposal"),
         }
+        let jn = b.dwr.len();
         // destinations already held by the row (outside the source) cost no slot
         b.support.clear();
         b.cand.clear();

@@ -126,7 +126,7 @@ pub(super) fn sparse_tile(ctx: &LocalContext, tile: &Tile, l: usize, sc: &mut Sc
             let mut bufs =
                 PropBufs { cand: &mut sc.cand, dwr: &mut sc.dwr, support: &mut sc.support, gsub: &mut sc.gsub, psub: &mut sc.psub };
             let row = RowSlots { n, wn, wr, gv: &sc.gv[..m], slot_of: &sc.slot_of };
-            budget_proposals_row(opts, l, &row, &sc.dest_w, &mut bufs, part, phi);
+            budget_proposals_row(opts, l, &row, ctx.fresh, &mut bufs, part, &tile.tphi, phi);
         }
         for s_ in 0..m {
             sc.slot_of[sc.sel[s_] as usize] = NONE;
