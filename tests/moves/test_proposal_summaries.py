@@ -137,18 +137,20 @@ def test_birth_proposal_equals_explicit(kind):
 
 
 @pytest.mark.parametrize("kind", ("gauss", "zero_mean_gauss", "diag_gauss"))
-def test_birth_proposal_rows_without_source_mass(kind):
+@pytest.mark.parametrize(("rare", "J"), [(False, 2), (False, 7), (True, 7)])
+def test_birth_proposal_rows_without_source_mass(kind, rare, J):
     """Rows whose target mass is at most PROPOSAL_MIN_MASS put all of it on the first fresh
     cluster (no evaluation of the fresh clusters there): with well-separated clusters most rows
     are such rows; the summaries are still exactly those of the explicit r' and the rows of r'
-    sum to 1."""
+    sum to 1. With more than four fresh clusters the step runs as GEMMs over the tile when at
+    least a quarter of the rows carry target mass and row by row otherwise (a rare target)."""
     rng = np.random.default_rng(3)
-    d = 6
-    z = rng.integers(0, 3, 600)
+    d, n = 6, 1200 if rare else 600
+    z = rng.choice(3, n, p=[0.46, 0.08, 0.46]) if rare else rng.integers(0, 3, n)
     if kind == "zero_mean_gauss":  # clusters separated by scale
-        X = np.array([1.0, 1e3, 1e6])[z, None] * rng.normal(size=(600, d))
+        X = np.array([1.0, 1e3, 1e6])[z, None] * rng.normal(size=(n, d))
     else:
-        X = np.array([0.0, 8.0, -8.0])[z, None] + rng.normal(size=(600, d))
+        X = np.array([0.0, 8.0, -8.0])[z, None] + rng.normal(size=(n, d))
     X = np.ascontiguousarray(X)
     obs = ObsModel.from_data(kind, X)
     model = Model(DPAlloc(GAMMA), obs)
@@ -159,8 +161,10 @@ def test_birth_proposal_rows_without_source_mass(kind):
     t = 1
     low = R[:, t] <= ref.local.PROPOSAL_MIN_MASS
     assert 0.3 < low.mean() < 1.0 and (R[low, t] > 0).any()
-    rows = np.flatnonzero(z == t)[:2]
-    fN, fS = obs.core.summarize(np.ascontiguousarray(X[rows]), np.eye(2))
+    active = np.mean(R[:, t] > ref.local.PROPOSAL_MIN_MASS)
+    assert active >= 0.25 if not rare else (active < 0.25 or kind == "zero_mean_gauss")  # both paths are covered
+    rows = np.flatnonzero(z == t)[:J]
+    fN, fS = obs.core.summarize(np.ascontiguousarray(X[rows]), np.eye(J))
     felp = np.log(model.alloc.weights(fN))
     out = model.local_step(X, glob, proposals=[{"src": [t], "fresh_N": fN, "fresh_S": fS, "fresh_e_log_pi": felp}], return_resp=True)
     Np, Sp, Hp = out["proposals"][0]

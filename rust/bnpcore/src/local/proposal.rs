@@ -37,6 +37,10 @@ pub(super) struct PropScratch {
 /// the tile (row by row wins for a birth's 2–4 fresh clusters, GEMMs for a delete's absorbing
 /// set of up to 10).
 const ROWWISE_MAX_DEST: usize = 4;
+/// ... unless fewer than one row in this many carries source mass above
+/// [`PROPOSAL_MIN_MASS`] (a birth's target is usually a small part of the batch): the row-wise
+/// path then costs less than GEMMs over every row of the tile.
+const GEMM_MIN_ACTIVE_DIV: usize = 4;
 
 /// A fresh-cluster table transposed for row-by-row evaluation: `wt` is `J × F`.
 pub(super) struct FreshRows {
@@ -70,10 +74,14 @@ pub(super) fn dense_proposal(
     st: &mut PropPartial,
 ) {
     let j = st.n.len();
-    if j > ROWWISE_MAX_DEST {
-        return dense_proposal_gemm(p, tile, w, resp, ps, st);
-    }
     let Tile { rows, wt, .. } = *tile;
+    if j > ROWWISE_MAX_DEST {
+        // the GEMMs run over every row of the tile: worth it only when many rows carry source mass
+        let active = (0..rows).filter(|&n| p.src.iter().map(|&c| resp[[n, c]]).sum::<f64>() > PROPOSAL_MIN_MASS).count();
+        if active * GEMM_MIN_ACTIVE_DIV >= rows {
+            return dense_proposal_gemm(p, tile, w, resp, ps, st);
+        }
+    }
     let (tphi, phi) = (&tile.tphi, &tile.phi);
     ps.lists.resize_with(j, Vec::new);
     ps.lists.iter_mut().for_each(Vec::clear);
