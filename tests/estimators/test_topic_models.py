@@ -651,3 +651,31 @@ def test_batches_share_one_topic_table_and_merges_are_linear(bars):
         for name in ("N", "S", "H", "P", "Q", "P_rem", "Q0", "Q_rem", "D"):
             np.testing.assert_allclose(np.asarray(cand[name]), np.asarray(merged[name]), rtol=1e-12, atol=1e-9, err_msg=name)
         assert model.elbo(cand) == pytest.approx(model.elbo(merged), rel=1e-12)
+
+
+def test_many_topics_rank_only_neighbour_merge_pairs(bars):
+    """Above ``merge_max_scored_pairs`` topic pairs, merge planning ranks only neighbour pairs
+    (each topic's nearest topics by word frequencies) by the exact data-term change; below it,
+    every pair."""
+    from bnpcore.moves.merge import neighbour_pairs
+    from bnpcore.moves.topic import TopicMoveConfig, TopicMoveManager, _merged_data_terms
+
+    X, _ = bars
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = HDPTopicModel(n_components=12, moves=(), max_laps=3, random_state=0).fit(X)
+    model, G = m._make_model(m.obs_model_), m.summaries_
+    core = model.obs.core
+    N, S = np.ascontiguousarray(G.N), np.ascontiguousarray(G.S)
+    single = core.elbo_data_per_cluster(N, S)
+    for limit, n_near in ((10_000, 16), (20, 2)):
+        mgr = TopicMoveManager(TopicMoveConfig(options={"merge_max_scored_pairs": limit, "merge_neighbours": n_near, "merge_max_per_topic": 100},
+                                               max_per_lap={"merge": 1000}))
+        pairs = mgr._plan_merges(model, G)
+        pos = [tuple(sorted(G.positions(p))) for p in pairs]
+        ia, ib = neighbour_pairs(G, np.ones(G.K, dtype=bool), n_near) if limit < 66 else np.triu_indices(G.K, 1)
+        allowed = set(zip(ia.tolist(), ib.tolist()))
+        assert set(pos) == allowed  # every scored pair planned (no cap), nothing else
+        gains = [float(_merged_data_terms(core, N, S, [a], [b])[0] - single[a] - single[b]) for a, b in pos]
+        assert gains == sorted(gains, reverse=True)
+        assert (len(allowed) < 66) == (limit < 66)

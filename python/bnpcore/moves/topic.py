@@ -51,6 +51,7 @@ import numpy as np
 
 from bnpcore.algorithms._base import materialize, memo_map, sum_memos
 from bnpcore.moves._base import ACCEPT_RTOL, accepts, whole_dataset_passes
+from bnpcore.moves.merge import neighbour_pairs
 
 __all__ = ["TOPIC_MOVE_KINDS", "TopicMoveConfig", "TopicMoveManager"]
 
@@ -88,7 +89,9 @@ class TopicMoveConfig:
         pairs tracked per lap (default 25); delete: candidates evaluated per lap (default 2).
     options : dict
         Keys of :attr:`TopicMoveManager.DEFAULT_OPTIONS`: ``accept_rtol`` (acceptance
-        ``ΔL > accept_rtol |L|``), ``merge_max_per_topic`` (default 5), ``delete_passes``
+        ``ΔL > accept_rtol |L|``), ``merge_max_per_topic`` (default 5), ``merge_max_scored_pairs``
+        (5000: with more topic pairs, only the pairs of each topic's ``merge_neighbours`` (16)
+        nearest topics by word frequencies are ranked), ``delete_passes``
         (document-step passes of a delete candidate, default 1), ``delete_max_size`` (only
         topics with ``N_k`` below this fraction of the tokens, default 0.2), and the birth
         settings ``birth_n_new`` (10), ``birth_passes`` (1), ``birth_max_docs`` (2000),
@@ -122,6 +125,8 @@ class TopicMoveManager:
     DEFAULT_OPTIONS: ClassVar[dict] = {
         "accept_rtol": ACCEPT_RTOL,
         "merge_max_per_topic": 5,
+        "merge_max_scored_pairs": 5000,
+        "merge_neighbours": 16,
         "delete_passes": 1,
         "delete_max_size": 0.2,
         "birth_n_new": 10,
@@ -273,7 +278,8 @@ class TopicMoveManager:
     # ------------------------------------------------------------------ merge
     def _plan_merges(self, model, G) -> list:
         """Up to ``max_per_lap["merge"]`` pairs ranked by the exact change of the data term
-        (at most ``merge_max_per_topic`` pairs per topic)."""
+        (at most ``merge_max_per_topic`` pairs per topic); beyond ``merge_max_scored_pairs``
+        pairs only neighbour pairs (:func:`bnpcore.moves.merge.neighbour_pairs`) are ranked."""
         K = G.K
         cap = self._cap("merge")
         if K < 2 or cap < 1:
@@ -281,7 +287,12 @@ class TopicMoveManager:
         core = model.obs.core
         N, S = np.ascontiguousarray(G.N), np.ascontiguousarray(G.S)
         single = core.elbo_data_per_cluster(N, S)
-        ia, ib = np.triu_indices(K, 1)
+        if int(self.options["merge_max_scored_pairs"]) < K * (K - 1) // 2:
+            # many topics: score only neighbour pairs (similar word frequencies), so the cost of
+            # planning grows as K m V instead of K² V / 2 (the mixtures' rule)
+            ia, ib = neighbour_pairs(G, np.ones(K, dtype=bool), int(self.options["merge_neighbours"]))
+        else:
+            ia, ib = np.triu_indices(K, 1)
         gain = _merged_data_terms(core, N, S, ia, ib) - single[ia] - single[ib]
         order = np.argsort(-gain, kind="stable")
         per_topic = np.zeros(K, dtype=np.int64)
