@@ -7,13 +7,13 @@
 //! with one row, `acc += Σ c_i φ(x_i)` over a list of rows, and `Acc += Cᵀ φ(X)` — are
 //! implemented for both, so the dense, L-sparse and restricted-step code paths are shared.
 
-use ndarray::{Array2, ArrayView2, ArrayViewMut2};
+use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis};
 
 use super::axpy_rows;
 use super::doc_topic::CsrIndex;
 use crate::error::{Error, Result};
 use crate::linalg::gemm;
-use crate::obs::{LogLikTable, ObsModel};
+use crate::obs::{FeatureMap, LogLikTable, ObsModel};
 
 /// Column ids of CSR rows as scipy stores them (`int32` or `int64`).
 #[derive(Clone, Copy, Debug)]
@@ -119,12 +119,29 @@ impl<'a> CsrRows<'a> {
     }
 }
 
-/// Features of one tile: dense `φ(X)` (`rows × F`), or CSR rows `r0..r0 + rows` of a batch
-/// (identity feature map, `F = n_cols`).
+/// Features of one tile: dense `φ(X)` (`rows × F`), CSR rows `r0..r0 + rows` of a batch
+/// (identity feature map, `F = n_cols`), or the tile's rows `x` with their map, features built
+/// only for the rows read (`Lazy`: the L-sparse Gaussian path with f32 candidates needs no
+/// features of its own, only the restricted steps read a few rows' features).
 #[derive(Clone, Copy)]
 pub(crate) enum Feats<'a> {
     Dense(ArrayView2<'a, f64>),
     Csr { rows: &'a CsrRows<'a>, r0: usize },
+    Lazy { x: ArrayView2<'a, f64>, map: &'a FeatureMap },
+}
+
+thread_local! {
+    /// Feature rows built by [`Feats::Lazy`] (reused across calls on the thread).
+    static LAZY_FEATS: std::cell::RefCell<Vec<f64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `f(φ)` with `φ` the features of rows `idx` of `x` (in that order), built in a per-thread buffer.
+fn with_lazy_rows<R>(x: ArrayView2<f64>, map: &FeatureMap, idx: &[usize], f: impl FnOnce(ArrayView2<f64>) -> R) -> R {
+    LAZY_FEATS.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        let sub = x.select(Axis(0), idx);
+        f(map.apply(sub.view(), &mut buf))
+    })
 }
 
 impl Feats<'_> {
@@ -132,6 +149,10 @@ impl Feats<'_> {
     pub(crate) fn eval(&self, table: &LogLikTable, mut out: ArrayViewMut2<f64>) {
         match self {
             Feats::Dense(phi) => table.eval_features(*phi, out),
+            Feats::Lazy { x, map } => {
+                let mut buf = Vec::new();
+                table.eval_features(map.apply(*x, &mut buf), out)
+            }
             Feats::Csr { rows, r0 } => {
                 let LogLikTable::Lin { w, cst, .. } = table;
                 let c = cst.as_slice().expect("contiguous");
@@ -152,6 +173,9 @@ impl Feats<'_> {
     pub(crate) fn dot_row(&self, n: usize, w: &[f64]) -> f64 {
         match self {
             Feats::Dense(phi) => super::cand32::dot(phi.row(n).as_slice().expect("contiguous"), w),
+            Feats::Lazy { x, map } => {
+                with_lazy_rows(*x, map, &[n], |phi| super::cand32::dot(phi.row(0).as_slice().expect("contiguous"), w))
+            }
             Feats::Csr { rows, r0 } => {
                 let mut s = 0.0;
                 rows.for_each(r0 + n, |j, v| s += v * w[j]);
@@ -168,6 +192,15 @@ impl Feats<'_> {
                 let mut row = acc.row_mut(jj);
                 axpy_rows(row.as_slice_mut().expect("contiguous"), phi, list);
             }
+            Feats::Lazy { x, map } => {
+                // the listed rows' features, in list order: the same arithmetic as `Dense`
+                let idx: Vec<usize> = list.iter().map(|&(n, _)| n as usize).collect();
+                let local: Vec<(u32, f64)> = list.iter().enumerate().map(|(i, &(_, c))| (i as u32, c)).collect();
+                with_lazy_rows(*x, map, &idx, |phi| {
+                    let mut row = acc.row_mut(jj);
+                    axpy_rows(row.as_slice_mut().expect("contiguous"), &phi, &local);
+                });
+            }
             Feats::Csr { rows, r0 } => {
                 for &(n, c) in list {
                     rows.for_each(r0 + n as usize, |j, v| acc[[j, jj]] += c * v);
@@ -181,6 +214,10 @@ impl Feats<'_> {
     pub(crate) fn add_t_product(&self, coef: ArrayView2<f64>, mut acc: ArrayViewMut2<f64>) {
         match self {
             Feats::Dense(phi) => gemm(1.0, coef.t(), *phi, 1.0, acc),
+            Feats::Lazy { x, map } => {
+                let mut buf = Vec::new();
+                gemm(1.0, coef.t(), map.apply(*x, &mut buf), 1.0, acc)
+            }
             Feats::Csr { rows, r0 } => {
                 for (n, cr) in coef.rows().into_iter().enumerate() {
                     let cr = cr.to_slice().expect("contiguous coefficient rows");

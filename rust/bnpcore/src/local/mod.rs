@@ -628,19 +628,20 @@ pub fn local_step_rows<M: ObsModel>(
                 let (tphi, phi) = match data {
                     BatchRows::Dense(x) => {
                         let xt = x.slice_move(s![t0..t1, ..]);
-                        // (the f32 candidate path builds its own features; f64 ones only for proposals)
-                        let tphi = if c32.is_some() && opts.proposals.is_empty() {
-                            ArrayView2::from_shape((0, 0), &[][..]).expect("empty features")
-                        } else {
-                            feat.apply(xt, &mut phi_buf)
-                        };
                         if let (Some(c), Some(l)) = (&c32, sparse_l) {
                             c.tile(xt, l, &extra_cols, &mut sc.c32);
                             n_cand.fetch_add(sc.c32.idx.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                            // the f32 candidate path builds its own features and the summaries
+                            // are deferred: f64 features only for the rows restricted steps read
+                            let tphi = Feats::Lazy { x: xt, map: &feat };
+                            (tphi, if same_feat { tphi } else { Feats::Lazy { x: xt, map: &sfeat } })
+                        } else {
+                            let tphi = feat.apply(xt, &mut phi_buf);
+                            // (deferred summaries without proposals read no summary features)
+                            let phi =
+                                if same_feat || (defer_vech && opts.proposals.is_empty()) { tphi } else { sfeat.apply(xt, &mut sphi_buf) };
+                            (Feats::Dense(tphi), Feats::Dense(phi))
                         }
-                        let phi =
-                            if same_feat || (defer_vech && opts.proposals.is_empty()) { tphi } else { sfeat.apply(xt, &mut sphi_buf) };
-                        (Feats::Dense(tphi), Feats::Dense(phi))
                     }
                     BatchRows::Csr(c) => (Feats::Csr { rows: c, r0: t0 }, Feats::Csr { rows: c, r0: t0 }),
                 };
