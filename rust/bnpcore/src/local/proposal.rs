@@ -57,6 +57,17 @@ impl FreshRows {
             }
         }
     }
+
+    /// Number of fresh clusters `J`.
+    fn len(&self) -> usize {
+        self.cst.len()
+    }
+
+    /// Log weight of fresh cluster `jj` for row `n` of the tile: `φ(x_n)·w_jj + cst_jj + E[ln π_jj]`.
+    #[inline]
+    fn weight(&self, tphi: &Feats, n: usize, jj: usize) -> f64 {
+        tphi.dot_row(n, self.wt.row(jj).as_slice().expect("contiguous")) + self.cst[jj] + self.e_log_pi[jj]
+    }
 }
 
 /// Restricted step of one proposal on the dense rows of a tile (Hughes thesis §4.2–4.3):
@@ -102,8 +113,7 @@ pub(super) fn dense_proposal(
         match (&p.dest, fresh) {
             (Dest::Fresh { .. }, Some(fr)) => {
                 for jj in 0..j {
-                    let wr = fr.wt.row(jj);
-                    ps.dw[jj] = tphi.dot_row(n, wr.as_slice().expect("contiguous")) + fr.cst[jj] + fr.e_log_pi[jj];
+                    ps.dw[jj] = fr.weight(tphi, n, jj);
                 }
             }
             (Dest::Columns(cols), _) => {
@@ -263,12 +273,7 @@ pub(super) fn budget_proposals_row(
         b.dwr.clear();
         match (&p.dest, fresh[pi].as_ref()) {
             (Dest::Columns(cols), _) => b.dwr.extend(cols.iter().map(|&c| wr[c])),
-            (Dest::Fresh { .. }, Some(fr)) => {
-                for jj in 0..fr.cst.len() {
-                    let wrow = fr.wt.row(jj);
-                    b.dwr.push(tphi.dot_row(n, wrow.as_slice().expect("contiguous")) + fr.cst[jj] + fr.e_log_pi[jj]);
-                }
-            }
+            (Dest::Fresh { .. }, Some(fr)) => b.dwr.extend((0..fr.len()).map(|jj| fr.weight(tphi, n, jj))),
             (Dest::Fresh { .. }, None) => unreachable!("fresh rows prepared for every fresh proposal"),
         }
         let jn = b.dwr.len();
