@@ -679,3 +679,17 @@ def test_many_topics_rank_only_neighbour_merge_pairs(bars):
         gains = [float(_merged_data_terms(core, N, S, [a], [b])[0] - single[a] - single[b]) for a, b in pos]
         assert gains == sorted(gains, reverse=True)
         assert (len(allowed) < 66) == (limit < 66)
+
+
+def test_stochastic_default_batches_of_a_corpus_object():
+    """A re-iterable corpus that is neither a matrix nor a list (gensim's corpora) with fewer
+    than 10 documents gets one minibatch per document under ``n_batches=None``."""
+
+    class Corpus:
+        def __iter__(self):
+            return iter([[(0, 2.0), (3, 1.0)], [(1, 1.0)], [(2, 4.0)], [(0, 1.0), (4, 2.0)], [(3, 3.0)], [(1, 2.0), (2, 1.0)]])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = FiniteTopicModel(2, algorithm="stochastic", max_laps=1, random_state=0).fit(Corpus())
+    assert len(m._make_source(Corpus())) == 6

@@ -116,11 +116,13 @@ class DocumentBatches:
         (:func:`bnpcore._validation.check_counts_csr`); a CSR input with float64 data and int64
         indices is used without a copy.
     n_batches : int or None
-        B, at most the number of documents; None: :func:`auto_document_batches`.
+        B, at most the number of documents; None: ``auto`` of the corpus.
     n_vocab : int or None
         Required vocabulary size (a fitted model's); None takes ``X.shape[1]``.
     name : str
         Argument name used in error messages.
+    auto : callable(n_entries, n_vocab, n_docs) -> int, optional
+        The rule for ``n_batches=None`` (default :func:`auto_document_batches`).
 
     Attributes
     ----------
@@ -142,14 +144,14 @@ class DocumentBatches:
     segment = "document"
     shuffles = False
 
-    def __init__(self, X, n_batches: int | None = 1, *, n_vocab: int | None = None, name: str = "X"):
+    def __init__(self, X, n_batches: int | None = 1, *, n_vocab: int | None = None, name: str = "X", auto=None):
         self.X = check_counts_csr(X, name=name, n_vocab=n_vocab)
         self.name = name
         self.doc_tokens = _tokens_per_doc(self.X)
         if self.doc_tokens.sum() <= 0:
             raise DataError(f"`{name}` holds no words (every document is empty)")
         if n_batches is None:
-            n_batches = auto_document_batches(self.X.nnz, self.X.shape[1], self.X.shape[0])
+            n_batches = (auto or auto_document_batches)(self.X.nnz, self.X.shape[1], self.X.shape[0])
         self.bounds = balanced_bounds(self.doc_tokens, n_batches, what="documents")
         self.check_data = None
 
@@ -393,9 +395,12 @@ class BagOfWordsBatches:
     corpus : re-iterable of documents
         Not an iterator (that is one pass only: use :class:`DocumentStream`).
     n_batches : int or None
-        B, at most the number of documents; None: :func:`auto_document_batches`.
+        B, at most the number of documents; None: ``auto`` of the corpus.
     n_vocab : int or None
         Vocabulary size; None takes the largest word id + 1 seen in the first pass.
+    name : str
+    auto : callable(n_entries, n_vocab, n_docs) -> int, optional
+        The rule for ``n_batches=None`` (default :func:`auto_document_batches`).
 
     Raises
     ------
@@ -409,7 +414,7 @@ class BagOfWordsBatches:
     segment = "document"
     shuffles = False
 
-    def __init__(self, corpus, n_batches: int | None = 1, *, n_vocab: int | None = None, name: str = "X"):
+    def __init__(self, corpus, n_batches: int | None = 1, *, n_vocab: int | None = None, name: str = "X", auto=None):
         if _is_iterator(corpus):
             raise ParameterError(
                 f"`{name}` is an iterator, which can be read only once; pass a re-iterable corpus "
@@ -435,7 +440,7 @@ class BagOfWordsBatches:
             raise DataError(f"`{name}` holds no words (every document is empty)")
         self._n_vocab = int(n_vocab) if n_vocab is not None else top + 1
         if n_batches is None:
-            n_batches = auto_document_batches(entries, self._n_vocab, len(tokens))
+            n_batches = (auto or auto_document_batches)(entries, self._n_vocab, len(tokens))
         self.bounds = balanced_bounds(self.doc_tokens, n_batches, what="documents")
         self._iter = None
         self._pos = 0
@@ -569,7 +574,7 @@ class DocumentStream:
             yield bow_to_csr(docs, self._n_vocab, name=f"{self.name} (batch {b})", first_doc=first)
 
 
-def document_source(X, n_batches: int | None = 1, *, n_vocab: int | None = None, docs_per_batch: int = 1000):
+def document_source(X, n_batches: int | None = 1, *, n_vocab: int | None = None, docs_per_batch: int = 1000, auto=None):
     """The document source for ``X`` (see the module docs).
 
     Parameters
@@ -585,10 +590,12 @@ def document_source(X, n_batches: int | None = 1, *, n_vocab: int | None = None,
           A list of lists is read as bag-of-words documents, never as a dense count matrix
           (pass an ``ndarray`` for that).
     n_batches : int or None
-        None: :func:`auto_document_batches` (matrices and re-iterable corpora).
+        None: ``auto`` of the corpus (matrices and re-iterable corpora).
     n_vocab : int or None
     docs_per_batch : int
         Stream batch size (iterators only).
+    auto : callable(n_entries, n_vocab, n_docs) -> int, optional
+        The rule for ``n_batches=None`` (default :func:`auto_document_batches`).
 
     Returns
     -------
@@ -610,11 +617,11 @@ def document_source(X, n_batches: int | None = 1, *, n_vocab: int | None = None,
     0
     """
     if _is_path(X):
-        return DocumentBatches(_load_npz(X, "X"), n_batches, n_vocab=n_vocab)
+        return DocumentBatches(_load_npz(X, "X"), n_batches, n_vocab=n_vocab, auto=auto)
     if is_sparse(X) or isinstance(X, np.ndarray):
-        return DocumentBatches(X, n_batches, n_vocab=n_vocab)
+        return DocumentBatches(X, n_batches, n_vocab=n_vocab, auto=auto)
     if isinstance(X, (list, tuple)) and X and all(is_sparse(x) or _is_path(x) for x in X):
         return DocumentListBatches(X, n_vocab=n_vocab)
     if _is_iterator(X):
         return DocumentStream(X, docs_per_batch, n_vocab=n_vocab)
-    return BagOfWordsBatches(X, n_batches, n_vocab=n_vocab)
+    return BagOfWordsBatches(X, n_batches, n_vocab=n_vocab, auto=auto)

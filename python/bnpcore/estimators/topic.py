@@ -25,6 +25,11 @@ STOCHASTIC_BATCHES = 10
 
 __all__ = ["FiniteTopicModel", "HDPTopicModel"]
 
+
+def _minibatches(n_entries: int, n_vocab: int, n_docs: int) -> int:
+    """``n_batches=None`` with a stochastic algorithm: min(10, documents) minibatches."""
+    return max(1, min(STOCHASTIC_BATCHES, int(n_docs)))
+
 INITS = ("random_docs", "kmeans++")
 
 #: seed of the token split of :meth:`_BaseTopicModel.score` unless one is given
@@ -110,27 +115,23 @@ class _BaseTopicModel(VBEstimator):
             prior_count=float(self.prior_count),
         )
 
-    def _doc_batches(self, X):
-        """``n_batches`` for a corpus given whole: 1 for ``algorithm="full"``; None resolved by
-        the corpus (:func:`bnpcore.data.documents.auto_document_batches`) for memoized learning
-        and as min(10, documents) for the stochastic algorithms, which need minibatches."""
+    def _doc_batches(self) -> tuple:
+        """``(n_batches, auto)`` for :func:`bnpcore.data.documents.document_source`: one batch
+        for ``algorithm="full"``; with None, the corpus's number for memoized learning
+        (:func:`bnpcore.data.documents.auto_document_batches`) and min(10, documents) for the
+        stochastic algorithms, which need minibatches."""
         if self.algorithm == "full":
-            return 1
+            return 1, None
         if self.n_batches is not None:
-            return int(self.n_batches)
+            return int(self.n_batches), None
         if self.algorithm == "memoized":
-            return None
-        if hasattr(X, "shape"):
-            n_docs = X.shape[0]
-        elif isinstance(X, (list, tuple)):  # a list of documents (a list of batches ignores n_batches)
-            n_docs = len(X)
-        else:
-            n_docs = STOCHASTIC_BATCHES
-        return max(1, min(STOCHASTIC_BATCHES, int(n_docs)))
+            return None, None
+        return None, _minibatches
 
     def _make_source(self, X, seed=None):
         n_vocab = self.n_features_in_ if self._continuing() else getattr(self, "_fit_n_vocab", None)
-        src = document_source(X, self._doc_batches(X), n_vocab=n_vocab)
+        n_batches, auto = self._doc_batches()
+        src = document_source(X, n_batches, n_vocab=n_vocab, auto=auto)
         if self.algorithm == "full" and len(src) > 1:
             raise ParameterError(
                 "algorithm='full' needs the corpus as one matrix or corpus; use algorithm='memoized' (or 'stochastic') "
