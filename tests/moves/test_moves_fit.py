@@ -326,3 +326,27 @@ def test_memoized_deletes_reach_one_cluster(audited, dim, seed, moves, n_batches
     if dim == 1 or moves == "delete":
         assert audited["delete", "accepted"] >= 1 and "delete" in kinds
     _check_log(model)
+
+
+def test_delete_screen_skips_hopeless_candidates():
+    """A delete of a well-separated cluster loses thousands of nats: the subsample screen keeps it
+    from being proposed (no lap spent on it, nothing logged), and since a rejected delete leaves
+    the model untouched, the fit follows one that proposes and rejects them all lap for lap."""
+    rng = np.random.default_rng(0)
+    X = (10.0 * np.eye(5, 4)[np.repeat(np.arange(5), 4000)] + rng.standard_normal((20_000, 4)))[rng.permutation(20_000)]
+    kw = dict(obs="gauss", n_components=5, algorithm="memoized", n_batches=4, moves=("delete",), max_laps=8,
+              tol=0.0, init="kmeans++", random_state=0)
+    screened = fit_quietly(DPMixture(**kw), X)
+    proposed = fit_quietly(DPMixture(**kw, move_options={"delete_screen_loss": np.inf}), X)
+    assert screened.n_components_ == proposed.n_components_ == 5
+    deletes = [r for r in proposed.moves_log_ if r["kind"] == "delete"]
+    assert len(deletes) >= 2 and not any(r["accepted"] for r in deletes)
+    assert all(r["elbo_gain"] < -1000.0 for r in deletes)
+    # only the candidate of lap 2 goes unscreened (lap 1 did not visit every batch through the
+    # moves, so there is no subsample yet); every later one is screened out
+    assert [r for r in screened.moves_log_ if r["kind"] == "delete"] == deletes[:1]
+    # the same laps up to where the screened fit stops (earlier: no delete was left to try)
+    n = len(screened.history_["elbo"])
+    assert n <= len(proposed.history_["elbo"])
+    np.testing.assert_array_equal(screened.history_["elbo"], proposed.history_["elbo"][:n])
+    np.testing.assert_allclose(screened.means_, proposed.means_, rtol=1e-9, atol=1e-9)

@@ -106,6 +106,7 @@ class MoveManager:
         "delete_sample_min_step": 0.25,
         "delete_sample_budget": 0.5,
         "delete_min_sample": 500,
+        "delete_screen_loss": 1.0,
         "delete_refine_iters": 5,
     }
 
