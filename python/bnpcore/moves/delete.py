@@ -50,8 +50,9 @@ the candidate is, and they are improved three ways:
   subsample's sampling noise would cost more than its steps gain (with two batches, subsample
   steps at every lap left one 1-D seed of ten stuck a few nats short).
 
-Screening (several batches). A new candidate is first refined by the same subsample steps, on the
-previous lap's subsample from the absorbing clusters as they are, and each step gives an estimate
+Screening (several batches). A new candidate is first refined by the same subsample steps (at
+most ``SCREEN_STEPS`` = 3 of them), on the previous lap's subsample from the absorbing clusters
+as they are, and each step gives an estimate
 of its gain (the ELBO of the subsample's summaries with the candidate's columns minus that of the
 subsample's own summaries, both weighted to the whole data; the same rows on both sides, so their
 noise largely cancels). The candidate is not proposed when the last estimate loses more than
@@ -61,11 +62,12 @@ longer moving. Its target then counts as failed (retried after an accepted move 
 its size), and the lap carries no delete. Otherwise the candidate starts its first lap from the
 subsample-refined destinations. The screen decides only what is tried: an accepted delete is
 still judged by the exact whole-dataset ELBO. Why: on the 100,000 × 16, 25-cluster benchmark
-every delete of a real cluster estimated −5,900 to −25,000 nats (−7 to −25 per target row,
+every delete of a real cluster estimated −6,000 to −25,000 nats (−7 to −25 per target row,
 its steps stalled) and, proposed, spent a lap's local steps on ten destination columns for
 nothing (about a fifth of a lap), while on one standard Gaussian (the deletes that must succeed)
-the estimates ended between −21 and +78 nats, still closing a quarter or more of their gap per
-step.
+the third estimate was between −40 and +53 nats, its last step closing a third or more of the
+gap. After the first step only the subsample rows with some responsibility on the candidate's
+clusters are stepped again (``SAMPLE_MASS_FLOOR``).
 
 A rejected candidate is carried to the next lap for at least ``delete_laps`` laps, then as long
 as its gain still rises by at least ``delete_min_progress`` times its remaining deficit, up to
@@ -91,6 +93,12 @@ from bnpcore.moves._base import (
 )
 
 __all__ = ["DeleteMove"]
+
+#: responsibility mass on a delete candidate's clusters below which a subsample row is left out
+#: of the candidate's later subsample steps (it could move at most this fraction of its weight)
+SAMPLE_MASS_FLOOR = 1e-8
+#: subsample steps of a new candidate's screen (each costs a local step on the subsample)
+SCREEN_STEPS = 3
 
 
 class _Proposal:
@@ -214,7 +222,7 @@ class DeleteMove(Move):
             self._start(p, model, G, pt, pa)
             if self._sample_ready(ctx):
                 screens += 1
-                if self._screened_out(p, self._refine_on_sample(p, ctx, pt, pa), float(G.N[pt])):
+                if self._screened_out(p, self._refine_on_sample(p, ctx, pt, pa, SCREEN_STEPS), float(G.N[pt])):
                     count = self.failures.get(uid, (0, 0.0, 0))[0]
                     self.failures[uid] = (count + 1, float(G.N[pt]), self.manager.structure_version)
                     if screens >= self.max_per_lap:
@@ -314,12 +322,14 @@ class DeleteMove(Move):
         cand = replace_columns(G, pa, N, S, G.H[pa]).drop([pt])
         DeleteMove._adopt(p, ctx.model, G, cand, pt, pa, N, S)
 
-    def _refine_on_sample(self, p, ctx, pt, pa) -> list:
-        """Up to ``delete_sample_iters`` restricted steps of the candidate on the subsample of
-        the last lap's visits (each row weighted to the whole data), from its current
-        destinations. Returns the estimated gain of each step (module docstring: the candidate's
-        subsample ELBO minus the subsample's own, both from the step's summaries)."""
+    def _refine_on_sample(self, p, ctx, pt, pa, max_iters=None) -> list:
+        """Up to ``delete_sample_iters`` (and ``max_iters``) restricted steps of the candidate
+        on the subsample of the last lap's visits (each row weighted to the whole data), from its
+        current destinations. Returns the estimated gain of each step (module docstring: the
+        candidate's subsample ELBO minus the subsample's own, both from the step's summaries)."""
         iters = int(self.manager.options["delete_sample_iters"])
+        if max_iters is not None:
+            iters = min(iters, int(max_iters))
         if iters < 1 or len(self.sample) != ctx.n_batches:
             return []
         Xs = np.concatenate([self.sample[b] for b in range(ctx.n_batches)])
@@ -327,13 +337,23 @@ class DeleteMove(Move):
         w = np.full(Xs.shape[0], float(np.sum(G.N)) / Xs.shape[0])
         src = [int(x) for x in ctx.pos(p.uids)]
         estimates = []
+        Gs = None
         for _ in range(iters):
             prop = {"src": src, "fresh_N": p.N, "fresh_S": p.S, "fresh_e_log_pi": p.e_log_pi}
-            out = model.local_step(Xs, G, n_threads=ctx.n_threads, proposals=[prop], weights=w)
+            out = model.local_step(Xs, G, n_threads=ctx.n_threads, proposals=[prop], weights=w, return_resp=Gs is None)
+            if Gs is None:
+                # G is fixed during these steps, so are the subsample's own summaries and each
+                # row's mass a_n on the candidate's clusters: the later steps need only the rows
+                # holding some of it (a row below SAMPLE_MASS_FLOOR would move at most that much)
+                Gs = model.stats_from_output(out, G.uids)
+                mass = model.resp_from_output(out, G.K)[:, src].sum(axis=1)
+                keep = np.flatnonzero(mass > SAMPLE_MASS_FLOOR)
+                Xs, w = np.ascontiguousarray(Xs[keep]), np.ascontiguousarray(w[keep])
             N, S, H = out["proposals"][0]
-            Gs = model.stats_from_output(out, G.uids)
             estimates.append(float(model.elbo(replace_columns(Gs, pa, N, S, H).drop([pt])) - model.elbo(Gs)))
             self._adopt(p, model, G, replace_columns(G, pa, N, S, H).drop([pt]), pt, pa, N, S)
+            if Xs.shape[0] == 0:
+                break
         return estimates
 
     def _sample_helps(self, p) -> bool:
