@@ -155,7 +155,7 @@ def _local_step(model, X, glob, opts, n_threads, b, collect_threshold, memo_uids
     X = prepare(model, X)
     out = model.local_step(X, glob, n_threads=n_threads, **kernel_options(opts))
     rows = None
-    if collect_threshold is not None and out.get("col") is not None:
+    if collect_threshold is not None and out.get("cols") is not None:
         out, rows = select_collected_rows(out, X, collect_threshold)
     elif opts.get(SELECT_ROWS) is not None:
         # a move that reads per-row outputs with their rows (topic and HMM births): only the
@@ -533,7 +533,7 @@ class DaskExecutor:
         whole = remote and want_total and sorted(order) == list(range(len(self.source))) and len(order) <= SUBTREE_LEAVES
         steps, memos = [], []
         for b, opts in items:
-            thr = self.collect_threshold if "collect_col" in opts else None
+            thr = self.collect_threshold if "collect_cols" in opts else None
             step = client.submit(
                 _local_step, model_f, self.source.futures[int(b)], glob_f, opts, n_threads, int(b), thr,
                 uids if remote else None, pure=False,

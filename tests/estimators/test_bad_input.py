@@ -366,6 +366,8 @@ def test_core_option_errors(gauss_setup):
     for pairs in ([(0, 4)], [(2, 2)], [(0, 1), (5, 0)]):
         expect_error(ParameterError, "merge_pairs", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, merge_pairs=pairs)
     expect_error(ParameterError, "collect_col", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, collect_col=4)
+    expect_error(ParameterError, "collect_col", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, collect_cols=[0, 4])
+    expect_error(ParameterError, "collect_cols", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, collect_col=0, collect_cols=[1])
     expect_error(ParameterError, "cooccur_col", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, cooccur_col=7)
     expect_error(ParameterError, "weights", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, weights=-np.ones(20))
     expect_error(NonFiniteError, "e_log_pi", _core.local_step, obs, _core.Alloc.fixed(np.array([0.0, np.nan, 0.0, 0.0])), X, N, S)

@@ -167,6 +167,13 @@ def test_sparse_summaries_equal_dense_summaries_of_the_densified_rows(case, L, w
         Nr, Sr = ref.summarize(kind, X, top_l_local_step(kind, prior, "dp", 1.0, N, S, X, L))
         assert close(out["N"], Nr, 1e-9) and close(out["S"], Sr, 1e-9)
     assert np.array_equal(out["col"], R[:, K - 1])
+    # several collected columns (a birth's targets), in the order asked, from the same rows
+    cols = [K - 1, 0, K // 2]
+    out2 = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=L, weights=w, collect_cols=cols)
+    assert out2["cols"].shape == (n, 3) and "col" not in out2
+    assert np.array_equal(out2["cols"], R[:, cols])
+    out3 = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, weights=w, collect_cols=cols, return_resp=True)
+    assert np.array_equal(out3["cols"], out3["resp"][:, cols])
 
 
 @SETTINGS

@@ -48,20 +48,21 @@ class BatchResult:
 
 
 def select_collected_rows(out: dict, X, threshold: float):
-    """Keep only the rows a birth collects from a batch (responsibility of the collected
-    cluster above ``threshold``): returns ``(out', rows)`` where ``out'["col"]`` holds those
+    """Keep only the rows a birth collects from a batch (responsibility of some collected
+    cluster above ``threshold``): returns ``(out', rows)`` where ``out'["cols"]`` holds those
     rows' responsibilities only, in row order, and ``rows`` the rows themselves.
 
-    Birth (:mod:`bnpcore.moves.birth`) selects ``flatnonzero(col > threshold)`` and copies
-    ``X[rows]``; on the reduced pair it selects every entry, so it sees the same rows with the
-    same weights in the same order while only those rows leave the worker."""
-    col = out.get("col")
-    if col is None:
+    Birth (:mod:`bnpcore.moves.birth`) selects ``flatnonzero(cols[:, i] > threshold)`` for each
+    collected cluster ``i`` and copies those rows of ``X``; on the reduced pair it selects the
+    same rows with the same weights in the same order, while only the rows some cluster collects
+    leave the worker."""
+    cols = out.get("cols")
+    if cols is None:
         return out, None
-    col = np.asarray(col)
-    rows = np.flatnonzero(col > threshold)
+    cols = np.asarray(cols)
+    rows = np.flatnonzero((cols > threshold).any(axis=1))
     out = dict(out)
-    out["col"] = np.ascontiguousarray(col[rows])
+    out["cols"] = np.ascontiguousarray(cols[rows])
     return out, np.ascontiguousarray(X[rows])
 
 

@@ -60,7 +60,7 @@ class BatchRequest:
 
     merge_pairs: list = field(default_factory=list)
     proposals: list = field(default_factory=list)
-    collect_col: int | None = None
+    collect_cols: list = field(default_factory=list)
     cooccur_col: int | None = None
 
 

@@ -3,13 +3,18 @@ r"""Birth move (Hughes thesis §4.2; Hughes & Sudderth 2013 §3.3; ``birth_mode=
 A birth replaces a target cluster :math:`k_t` by :math:`J'\ge2` fresh clusters fitted to the data
 it explains. Pipeline (one proposal active, one in preparation):
 
-* **lap ℓ — collection.** A target :math:`t` is chosen by b-score (lowest average expected
-  log-likelihood :math:`\frac1{N_k}\sum_n\hat r_{nk}\mathbb E_q\log F(x_n\mid\phi_k)`, computed from
-  summaries) among clusters with at least ``birth_min_size`` atoms that have not failed at their
-  current size. While the batches are visited, the rows with :math:`\hat r_{nt}>0.1` are
+* **lap ℓ — collection.** Up to ``max_births_per_lap`` targets :math:`t` are chosen by b-score
+  (lowest average expected log-likelihood
+  :math:`\frac1{N_k}\sum_n\hat r_{nk}\mathbb E_q\log F(x_n\mid\phi_k)`, computed from summaries)
+  among clusters with at least ``birth_min_size`` atoms that have not failed at their current
+  size. While the batches are visited, the rows with :math:`\hat r_{nt}>0.1` are
   reservoir-sampled (seeded from the fit's move stream, at most ``birth_max_subsample`` rows)
-  together with :math:`\hat r_{nt}`. With several targets per lap, successive batch visits
-  collect for the targets in turn.
+  together with :math:`\hat r_{nt}`, for every target at every batch visit (the local step
+  returns all the targets' responsibility columns). Before, successive visits collected for the
+  targets in turn, so each saw about a third of its rows: on 15,000 × 64 rows with
+  well-separated means, a cluster holding 2,477 + 128 rows of two true clusters had 37 of the
+  128 in its subsample — too few for a 64-D covariance — and every birth split the big one
+  instead; with all its rows the fit separates them.
 * **start of lap ℓ+1 — creation.** Bregman k-means++ picks :math:`J'` seeds on the subsample
   :math:`x'` — for the full-covariance Gaussians in 16 or more dimensions each seed is grown to
   its :math:`2D` nearest rows under the same divergence (``birth_seed_rows``, :func:`seed_rows`),
@@ -32,12 +37,20 @@ it explains. Pipeline (one proposal active, one in preparation):
   on the 25-cluster benchmark and the toy patches (10 seeds) no birth rejected after its first
   lap was accepted after its second, and a second lap doubles the cost of every failing birth.
 
-**Retries.** A rejected target stays eligible until it has failed ``birth_max_fail`` times at
-an unchanged size (``birth_retry_change``). While its proposal is evaluated, its subsample is
-collected again (when a collection slot is free), so the next attempt follows in the next lap,
-from twice as many seeds per previous failure (another size and other seeds); :meth:`BirthMove.busy`
-is true while such an attempt is prepared, so a fit does not declare convergence in between
-(before, a fit from one cluster stopped at lap 2 after its first rejected birth).
+**Screen and retries.** A fit whose weighted-subsample gain over one cluster is not above
+``birth_min_gain`` (0) is not proposed: no lap is spent on it, it counts as a failure, and the
+next attempt is fitted at once on the same subsample. (On the 25-cluster benchmark every
+accepted birth had a subsample gain of at least 2,600 nats and every rejected one between −360
+and +210; with whole-target subsamples the sign alone separated them on the 64-D data.) A target
+stays eligible until it has failed ``birth_max_fail`` (3) times at an unchanged size
+(``birth_retry_change``); each attempt after the first starts from twice ``birth_n_seeds`` seeds
+(another size, other seeds; not more, as every extra seed costs a greedy merge). After a
+rejection on the whole data, the target's subsample is collected again (when a collection slot is
+free), so its next attempt follows in the next lap; :meth:`BirthMove.busy` is true while such an
+attempt is prepared, so a fit does not declare convergence in between (before, a fit from one
+cluster stopped at lap 2 after its first rejected birth). Three attempts instead of two: with
+two, the toy patches (``make_toy_patches``, 100,000 rows) fused two overlapping edges in 2 of 10 seeds and the
+60,000 × 128 separated-means data ended at 38 of 40 clusters.
 
 With ``algorithm="full"`` (one batch) the same pipeline runs across consecutive iterations:
 collection in iteration ℓ, creation at the start of iteration ℓ+1, construction and evaluation
@@ -278,15 +291,25 @@ class BirthMove(Move):
             if Nt < opts["birth_min_size"] or len(res) < 4 or not self._eligible(ctx, uid, Nt):
                 continue
             w = res.r * (Nt / res.r.sum()) if opts["birth_scale_weights"] else res.r
-            # a retry after a rejection starts from twice as many seeds (another size, other seeds)
-            n_seeds = int(opts["birth_n_seeds"]) * 2 ** self.failures.get(uid, (0, 0.0))[0]
-            N, S, _ = fit_fresh_clusters(
-                ctx.model, np.ascontiguousarray(res.X), np.ascontiguousarray(w), int(opts["birth_n_fresh"]),
-                ctx.state.rng_moves, n_seeds=n_seeds, iters=int(opts["birth_refine_iters"]), kmeans_iters=int(opts["birth_create_iters"]),
-                n_threads=ctx.n_threads, seed_rows=seed_rows(ctx.model, opts["birth_seed_rows"]),
-            )
-            if N is None:
+            N = None
+            while self._eligible(ctx, uid, Nt):
+                # a retry starts from more seeds (another size, other seeds): twice as many
+                # after the first failure, then as many again (more seeds cost more merges)
+                count = self.failures.get(uid, (0, 0.0))[0]
+                n_seeds = int(opts["birth_n_seeds"]) * (2 if count else 1)
+                N, S, gain = fit_fresh_clusters(
+                    ctx.model, np.ascontiguousarray(res.X), np.ascontiguousarray(w), int(opts["birth_n_fresh"]),
+                    ctx.state.rng_moves, n_seeds=n_seeds, iters=int(opts["birth_refine_iters"]), kmeans_iters=int(opts["birth_create_iters"]),
+                    n_threads=ctx.n_threads, seed_rows=seed_rows(ctx.model, opts["birth_seed_rows"]),
+                )
+                if N is not None and gain > float(opts["birth_min_gain"]):
+                    break
+                # nothing to propose, or a fit that does not beat one cluster on the target's
+                # own rows: no lap is spent on it; it counts as a failure and the next attempt
+                # follows at once on the same rows
+                N = None
                 self._fail(uid, Nt)
+            if N is None:
                 continue
             self.active.append(_Proposal(uid, N, S, ctx.model, opts["birth_laps"]))
             ctx.involved.add(uid)
@@ -303,7 +326,7 @@ class BirthMove(Move):
             i for i in np.lexsort((G.uids, score))
             if G.N[i] > 0 and G.N[i] >= min_size and self._eligible(ctx, int(G.uids[i]), float(G.N[i]))
         ]
-        n = min(self.max_per_lap, ctx.n_batches)
+        n = self.max_per_lap
         self.targets = [int(G.uids[i]) for i in cands[:n]]
         # slots left: collect again for this lap's own birth targets that may still be retried
         # (if their birth is accepted the subsample is dropped), so that a rejection is followed
@@ -325,23 +348,23 @@ class BirthMove(Move):
                 "src": [int(ctx.pos([p.target])[0])],
                 "fresh_N": p.N, "fresh_S": p.S, "fresh_e_log_pi": p.e_log_pi,
             })
-        col = None
-        if self.targets:
-            col = int(ctx.pos([self.targets[visit % len(self.targets)]])[0])
-        if not props and col is None:
+        cols = [int(c) for c in ctx.pos(self.targets)] if self.targets else []
+        if not props and not cols:
             return None
-        return BatchRequest(proposals=props, collect_col=col)
+        return BatchRequest(proposals=props, collect_cols=cols)
 
     def after_batch(self, ctx, b, visit, result):
         for p, part in zip(self.active, result["proposals"]):
             p.parts[b] = tuple(np.array(a, dtype=np.float64, copy=True) for a in part)
-        if self.targets and result["col"] is not None:
-            uid = self.targets[visit % len(self.targets)]
-            col = np.asarray(result["col"])
+        X = getattr(self.manager, "_batch_X", None)
+        if not self.targets or result["cols"] is None or X is None:
+            return
+        cols = np.asarray(result["cols"])
+        for i, uid in enumerate(self.targets):
+            col = cols[:, i]
             rows = np.flatnonzero(col > self.manager.options["birth_collect_threshold"])
-            X = getattr(self.manager, "_batch_X", None)
-            if X is None or rows.size == 0:
-                return
+            if rows.size == 0:
+                continue
             res = self.reservoirs.get(uid)
             if res is None:
                 cap = int(self.manager.options["birth_max_subsample"])

@@ -86,7 +86,8 @@ class MoveManager:
         "birth_scale_weights": True,
         "birth_refine_iters": 20,
         "birth_retry_change": 0.1,
-        "birth_max_fail": 2,
+        "birth_min_gain": 0.0,
+        "birth_max_fail": 3,
         "birth_laps": 1,
         "birth_seed_rows": "auto",
         # merge (Hughes thesis §4.1)
@@ -195,8 +196,8 @@ class MoveManager:
             pairs.extend((int(a), int(c)) for a, c in req.merge_pairs)
             props.extend(req.proposals)
             own_col = own_co = False
-            if req.collect_col is not None and collect is None:
-                collect, own_col = int(req.collect_col), True
+            if req.collect_cols and collect is None:
+                collect, own_col = [int(c) for c in req.collect_cols], True
             if req.cooccur_col is not None and cooccur is None:
                 cooccur, own_co = int(req.cooccur_col), True
             routes.append((m, p0, len(pairs), q0, len(props), own_col, own_co))
@@ -207,7 +208,7 @@ class MoveManager:
         if props:
             opts["proposals"] = props
         if collect is not None:
-            opts["collect_col"] = collect
+            opts["collect_cols"] = collect
         if cooccur is not None:
             opts["cooccur_col"] = cooccur
         return opts
@@ -224,7 +225,7 @@ class MoveManager:
             res = {
                 "pair_H": np.asarray(out.get("pair_H", np.zeros(0)))[p0:p1],
                 "proposals": list(out.get("proposals", []))[q0:q1],
-                "col": out.get("col") if own_col else None,
+                "cols": out.get("cols") if own_col else None,
                 "cooccur": out.get("cooccur") if own_co else None,
             }
             m.after_batch(ctx, b, visit, res)

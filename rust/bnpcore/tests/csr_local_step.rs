@@ -41,7 +41,7 @@ fn options<'a>(
             Proposal { src: vec![0], dest: Dest::Columns(vec![1, 2, 3, 4, 5, k - 1]) }, // > 4 destinations: the GEMM path
             Proposal { src: vec![1, 2], dest: Dest::Fresh { table, e_log_pi: Array1::from(vec![-0.3, -1.2, -2.0]) } },
         ],
-        collect_col: Some(1),
+        collect_cols: vec![1, 0],
         cooccur_col: Some(0),
         return_resp: true,
         top_l,
@@ -66,7 +66,7 @@ fn assert_close(a: &LocalOutput, b: &LocalOutput) {
         close(p.s.as_slice().unwrap(), q.s.as_slice().unwrap(), "proposal S");
         close(p.h.as_slice().unwrap(), q.h.as_slice().unwrap(), "proposal H");
     }
-    close(a.moves.col.as_ref().unwrap().as_slice().unwrap(), b.moves.col.as_ref().unwrap().as_slice().unwrap(), "col");
+    close(a.moves.cols.as_ref().unwrap().as_slice().unwrap(), b.moves.cols.as_ref().unwrap().as_slice().unwrap(), "col");
     close(a.moves.cooccur.as_ref().unwrap().as_slice().unwrap(), b.moves.cooccur.as_ref().unwrap().as_slice().unwrap(), "cooccur");
     match (&a.resp, &b.resp) {
         (Some(r), Some(q)) => close(r.as_slice().unwrap(), q.as_slice().unwrap(), "resp"),

@@ -26,7 +26,7 @@ fn options<'a>(obs: &Obs, x: &Array2<f64>, k: usize, weights: Option<ArrayView1<
             Proposal { src: vec![0], dest: Dest::Columns(vec![1, k - 1]) },
             Proposal { src: vec![1, 2], dest: Dest::Fresh { table, e_log_pi: Array1::from(vec![-0.3, -1.2]) } },
         ],
-        collect_col: Some(1),
+        collect_cols: vec![1, 0],
         cooccur_col: Some(0),
         return_resp: true,
         top_l: None,
@@ -50,7 +50,7 @@ fn assert_bit_identical(a: &LocalOutput, b: &LocalOutput) {
         assert!(same_bits(p.h.as_slice().unwrap(), q.h.as_slice().unwrap()), "proposal H");
     }
     assert!(same_bits(a.resp.as_ref().unwrap().as_slice().unwrap(), b.resp.as_ref().unwrap().as_slice().unwrap()), "resp");
-    assert!(same_bits(a.moves.col.as_ref().unwrap().as_slice().unwrap(), b.moves.col.as_ref().unwrap().as_slice().unwrap()), "col");
+    assert!(same_bits(a.moves.cols.as_ref().unwrap().as_slice().unwrap(), b.moves.cols.as_ref().unwrap().as_slice().unwrap()), "col");
     assert!(
         same_bits(a.moves.cooccur.as_ref().unwrap().as_slice().unwrap(), b.moves.cooccur.as_ref().unwrap().as_slice().unwrap()),
         "cooccur"
@@ -110,7 +110,7 @@ fn summaries_are_additive_over_disjoint_splits() {
         let w = Array1::from_shape_fn(n, |_| rng.uniform() * 2.0);
         let mut opts = options(&obs, &x, k, Some(w.view()), &mut rng);
         opts.return_resp = false;
-        opts.collect_col = None;
+        opts.collect_cols = Vec::new();
         let whole = obs.local_step(x.view(), np_.view(), sp.view(), &Alloc::Fixed { log_weights: e.clone() }, &opts).unwrap();
         let cuts = [0usize, 1, 600, 1023, 1024, 1700];
         let mut parts = Vec::new();
@@ -240,7 +240,7 @@ fn bad_options_are_errors_not_panics() {
     let shape = |e: &Error| matches!(e, Error::Shape { .. });
     expect(run(LocalOptions { merge_pairs: vec![(0, 3)], ..Default::default() }), param, "merge_pairs");
     expect(run(LocalOptions { merge_pairs: vec![(1, 1)], ..Default::default() }), param, "merge_pairs");
-    expect(run(LocalOptions { collect_col: Some(3), ..Default::default() }), param, "collect_col");
+    expect(run(LocalOptions { collect_cols: vec![0, 3], ..Default::default() }), param, "collect_col");
     expect(run(LocalOptions { cooccur_col: Some(9), ..Default::default() }), param, "cooccur_col");
     expect(
         run(LocalOptions { proposals: vec![Proposal { src: vec![], dest: Dest::Columns(vec![0]) }], ..Default::default() }),

@@ -77,10 +77,12 @@ pub(super) fn dense_tile(ctx: &LocalContext, tile: &Tile, sc: &mut Scratch, part
             dense_proposal(p, ctx.fresh[pi].as_ref(), tile, &w, &resp, &mut sc.prop, &mut part.props[pi]);
         }
     }
-    if let Some(c) = opts.collect_col {
+    if !opts.collect_cols.is_empty() {
         // SAFETY: rows t0..t0+rows belong to this leaf only.
         let mut out = unsafe { ctx.out.col.rows(t0, t0 + rows) };
-        out.column_mut(0).assign(&resp.column(c));
+        for (i, &c) in opts.collect_cols.iter().enumerate() {
+            out.column_mut(i).assign(&resp.column(c));
+        }
     }
     if opts.return_resp && !ctx.out.resp.ptr.is_null() {
         // SAFETY: rows t0..t0+rows belong to this leaf only.
@@ -115,7 +117,7 @@ mod tests {
             weights: Some(w.view()),
             merge_pairs: vec![(0, 2)],
             proposals: vec![Proposal { src: vec![1], dest: crate::local::Dest::Columns(vec![0, 2]) }],
-            collect_col: Some(1),
+            collect_cols: vec![1, 0],
             return_resp: true,
             ..Default::default()
         };
@@ -130,7 +132,9 @@ mod tests {
         assert!(out.s.iter().zip(&s).all(|(a, b)| (a - b).abs() < 1e-12));
         let pair: f64 = (0..5).map(|i| w[i] * -(r[[i, 0]] + r[[i, 2]]) * (r[[i, 0]] + r[[i, 2]]).ln()).sum();
         assert!((out.moves.pair_h[0] - pair).abs() < 1e-12);
-        assert_eq!(out.moves.col.unwrap(), r.column(1));
+        let cols = out.moves.cols.unwrap();
+        assert_eq!(cols.column(0), r.column(1));
+        assert_eq!(cols.column(1), r.column(0));
         // the proposal moves column 1's mass onto columns 0 and 2: its counts total the mass
         assert!((out.moves.proposals[0].n.sum() - n[1]).abs() < 1e-12);
     }

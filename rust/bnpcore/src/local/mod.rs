@@ -105,8 +105,8 @@ pub struct LocalOptions<'a> {
     pub merge_pairs: Vec<(usize, usize)>,
     /// restricted-step proposals
     pub proposals: Vec<Proposal>,
-    /// return column `c` of the responsibilities
-    pub collect_col: Option<usize>,
+    /// return these columns of the responsibilities (a birth's collection targets)
+    pub collect_cols: Vec<usize>,
     /// return `Σ_n r_nc r_nk` for this `c`
     pub cooccur_col: Option<usize>,
     /// return the responsibilities (dense `N × K`, or with `top_l` the `N × L` index and value
@@ -124,8 +124,8 @@ pub struct MoveOutputs {
     pub pair_h: Array1<f64>,
     /// proposal summaries, one per [`LocalOptions::proposals`]
     pub proposals: Vec<ProposalStats>,
-    /// responsibility column [`LocalOptions::collect_col`] if requested
-    pub col: Option<Array1<f64>>,
+    /// responsibility columns [`LocalOptions::collect_cols`] (`N × m`) if requested
+    pub cols: Option<Array2<f64>>,
     /// co-occurrence vector `Σ_n r_nc r_nk` of [`LocalOptions::cooccur_col`] if requested
     pub cooccur: Option<Array1<f64>>,
 }
@@ -360,11 +360,10 @@ fn validate(k: usize, n_rows: usize, e_log_pi: ArrayView1<f64>, opts: &LocalOpti
             }
         }
     }
-    for (name, c) in [("collect_col", opts.collect_col), ("cooccur_col", opts.cooccur_col)] {
-        if let Some(c) = c {
-            if c >= k {
-                return Err(Error::param(name, format!("column {c} out of range for {k} clusters")));
-            }
+    let named = opts.collect_cols.iter().map(|&c| ("collect_col", c)).chain(opts.cooccur_col.map(|c| ("cooccur_col", c)));
+    for (name, c) in named {
+        if c >= k {
+            return Err(Error::param(name, format!("column {c} out of range for {k} clusters")));
         }
     }
     Ok(())
@@ -386,7 +385,7 @@ struct Writers {
     idx: RowWriter<u32>,
     /// sparse values
     val: RowWriter<f64>,
-    /// the collected responsibility column
+    /// the collected responsibility columns
     col: RowWriter<f64>,
 }
 
@@ -576,14 +575,14 @@ pub fn local_step_rows<M: ObsModel>(
         (true, Some(l)) => Some(Array2::<f64>::zeros((n_rows, l))),
         _ => None,
     };
-    let mut col_out = opts.collect_col.map(|_| Array1::<f64>::zeros(n_rows));
+    let n_collect = opts.collect_cols.len();
+    let mut col_out = if n_collect > 0 { Some(Array2::<f64>::zeros((n_rows, n_collect))) } else { None };
     // with top_l >= K the dense rows are the sparse values (indices 0..K filled in below)
     let resp_writer =
         if sparse_l.is_none() && out_l.is_some() { RowWriter::new(val_out.as_mut(), k) } else { RowWriter::new(resp_out.as_mut(), k) };
     let idx_writer = RowWriter::new(idx_out.as_mut(), out_l.unwrap_or(0));
     let val_writer = RowWriter::new(val_out.as_mut(), out_l.unwrap_or(0));
-    let col_ptr = col_out.as_mut().map_or(std::ptr::null_mut(), |c| c.as_mut_ptr());
-    let col_writer = RowWriter { ptr: col_ptr, ncols: 1 };
+    let col_writer = RowWriter::new(col_out.as_mut(), n_collect);
     let writers = Writers { resp: resp_writer, idx: idx_writer, val: val_writer, col: col_writer };
     let ctx = LocalContext { opts, k, fresh: &fresh, out: &writers, defer_vech, cands: c32.is_some() };
 
@@ -698,7 +697,7 @@ pub fn local_step_rows<M: ObsModel>(
             BatchRows::Csr(_) => 0.0, // h(x) = 0 for the models that take sparse rows
         },
         lse_sum: total.lse,
-        moves: MoveOutputs { pair_h: Array1::from(total.pair_h), proposals, col: col_out, cooccur: total.cooccur },
+        moves: MoveOutputs { pair_h: Array1::from(total.pair_h), proposals, cols: col_out, cooccur: total.cooccur },
         resp: resp_out,
         resp_idx: idx_out,
         resp_val: val_out,

@@ -49,7 +49,7 @@ pub(super) fn sparse_tile(ctx: &LocalContext, tile: &Tile, l: usize, sc: &mut Sc
     // bounds and belong to this tile of this leaf only.
     let mut out_idx = if write_resp { Some(unsafe { idx_writer.rows(t0, t0 + rows) }) } else { None };
     let mut out_val = if write_resp { Some(unsafe { val_writer.rows(t0, t0 + rows) }) } else { None };
-    let mut out_col = if opts.collect_col.is_some() { Some(unsafe { col_writer.rows(t0, t0 + rows) }) } else { None };
+    let mut out_col = if opts.collect_cols.is_empty() { None } else { Some(unsafe { col_writer.rows(t0, t0 + rows) }) };
     for n in 0..rows {
         if cands {
             let (ci, cv) = sc.c32.row(n);
@@ -118,8 +118,10 @@ pub(super) fn sparse_tile(ctx: &LocalContext, tile: &Tile, l: usize, sc: &mut Sc
                 }
             }
         }
-        if let (Some(c), Some(oc)) = (opts.collect_col, out_col.as_mut()) {
-            oc[[n, 0]] = slot(c, &sc.slot_of).map_or(0.0, |s_| sc.gv[s_]);
+        if let Some(oc) = out_col.as_mut() {
+            for (i, &c) in opts.collect_cols.iter().enumerate() {
+                oc[[n, i]] = slot(c, &sc.slot_of).map_or(0.0, |s_| sc.gv[s_]);
+            }
         }
         // restricted steps (births, deletes) with slot budgets (Hughes thesis §4.2–4.3 with L-sparse rows)
         if !opts.proposals.is_empty() {
