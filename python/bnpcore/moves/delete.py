@@ -52,10 +52,9 @@ the candidate is, and they are improved three ways:
 
 Screening (several batches). A new candidate is first refined by the same subsample steps (at
 most ``SCREEN_STEPS`` = 3 of them), on the previous lap's subsample from the absorbing clusters
-as they are, and each step gives an estimate
-of its gain (the ELBO of the subsample's summaries with the candidate's columns minus that of the
-subsample's own summaries, both weighted to the whole data; the same rows on both sides, so their
-noise largely cancels). The candidate is not proposed when the last estimate loses more than
+as they are, and each step gives an estimate of its gain (the ELBO of the subsample's summaries
+with the candidate's columns minus that of the subsample's own summaries, both weighted to the
+whole data; the same rows on both sides, so their noise largely cancels). The candidate is not proposed when the last estimate loses more than
 ``delete_screen_loss`` nats per row of the target (default 1) *and* the last step closed less than
 ``delete_sample_min_step`` of the gain still missing: a delete that is far below zero and no
 longer moving. Its target then counts as failed (retried after an accepted move or a change of
@@ -231,7 +230,7 @@ class DeleteMove(Move):
             self.active.append(p)
             ctx.involved.update(p.uids)
             ctx.targets.add(uid)
-        # carried candidates planned before their destinations were set (older saved states)
+        # (defensive) a carried candidate without destinations starts from the absorbing clusters
         for p in self.active:
             if p.N is None:
                 self._start(p, model, G, int(ctx.pos([p.target])[0]), ctx.pos(p.absorb))
