@@ -111,15 +111,17 @@ def test_grown_seed_fit_matches_oracle(kind, n, d, g, n_seeds, seed):
 
 
 # ------------------------------------------------------------------------------ scheduling
-@pytest.mark.parametrize("screen", [True, False])
-def test_rejected_birth_is_retried_with_more_seeds_and_the_fit_keeps_going(monkeypatch, screen):
+@pytest.mark.parametrize("case", ["screen", "no screen", "one fit per lap", "hopeless"])
+def test_rejected_birth_is_retried_with_more_seeds_and_the_fit_keeps_going(monkeypatch, case):
     """One Gaussian cluster from K = 1: every birth fails. The target is tried again (with twice
     the seeds) instead of the fit stopping at lap 2, and after ``birth_max_fail`` (3) failures it
     is left alone and the fit converges. By default the fresh fits do not beat one cluster on the
     target's own rows, so no lap is spent on them: the three attempts follow one another on the
     same subsample in lap 2 and nothing is proposed or logged. With the screen off
     (``birth_min_gain=-inf``) each attempt is proposed and rejected by the whole-dataset ELBO, and
-    the next one follows in the next lap."""
+    the next one follows in the next lap; with one fit per lap (``birth_fits_per_lap=1``,
+    ``max_births_per_lap=1``) the retries wait for the next laps' subsamples; a fit that loses
+    more than ``birth_retry_loss`` nats per target row (0 here) is not retried at all."""
     calls = []
     orig = birth_mod.fit_fresh_clusters
 
@@ -130,19 +132,38 @@ def test_rejected_birth_is_retried_with_more_seeds_and_the_fit_keeps_going(monke
 
     monkeypatch.setattr(birth_mod, "fit_fresh_clusters", spy)
     X = np.random.default_rng(0).standard_normal((3000, 3))
-    opts = {} if screen else {"birth_min_gain": -np.inf}
+    opts = {"screen": {}, "no screen": {"birth_min_gain": -np.inf}, "one fit per lap": {"birth_fits_per_lap": 1},
+            "hopeless": {"birth_retry_loss": 0.0}}[case]
+    kw = {"max_births_per_lap": 1} if case == "one fit per lap" else {}
+    lap_of_fit = []
+    orig_plan = birth_mod.BirthMove.plan
+
+    def plan(self, ctx):
+        n = len(calls)
+        orig_plan(self, ctx)
+        lap_of_fit.extend([ctx.lap] * (len(calls) - n))
+
+    monkeypatch.setattr(birth_mod.BirthMove, "plan", plan)
     m = fit_quietly(DPMixture(obs="gauss", n_components=1, algorithm="memoized", n_batches=3, random_state=0, max_laps=30,
-                              move_options=opts), X)
+                              move_options=opts, **kw), X)
     births = [r for r in m.moves_log_ if r["kind"] == "birth"]
-    assert [n for n, _ in calls] == [3, 6, 6]
-    if screen:
+    if case != "no screen":
         assert all(g <= 0.0 for _, g in calls)
         assert births == []
+    if case == "hopeless":
+        assert [n for n, _ in calls] == [3] and lap_of_fit == [2]
+        assert m.n_iter_ >= 2 and m.n_components_ == 1
+        return
+    assert [n for n, _ in calls] == [3, 6, 6]
+    if case == "screen":
+        assert lap_of_fit == [2, 2, 2]
     else:
+        assert lap_of_fit == [2, 3, 4]
+    if case == "no screen":
         assert [r["lap"] for r in births] == [2, 3, 4]
         assert not any(r["accepted"] for r in births)
-    # the fit runs on until the last attempt is done (lap 2 with the screen, lap 4 without)
-    assert m.n_iter_ >= (2 if screen else 4) and m.n_components_ == 1
+    # the fit runs on until the last attempt is done
+    assert m.n_iter_ >= lap_of_fit[-1] and m.n_components_ == 1
 
 
 def test_busy_while_a_target_may_still_be_retried():

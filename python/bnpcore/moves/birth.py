@@ -38,19 +38,23 @@ it explains. Pipeline (one proposal active, one in preparation):
   lap was accepted after its second, and a second lap doubles the cost of every failing birth.
 
 **Screen and retries.** A fit whose weighted-subsample gain over one cluster is not above
-``birth_min_gain`` (0) is not proposed: no lap is spent on it, it counts as a failure, and the
-next attempt is fitted at once on the same subsample. (On the 25-cluster benchmark every
-accepted birth had a subsample gain of at least 2,600 nats and every rejected one between −360
-and +210; with whole-target subsamples the sign alone separated them on the 64-D data.) A target
-stays eligible until it has failed ``birth_max_fail`` (3) times at an unchanged size
-(``birth_retry_change``); each attempt after the first starts from twice ``birth_n_seeds`` seeds
-(another size, other seeds; not more, as every extra seed costs a greedy merge). After a
-rejection on the whole data, the target's subsample is collected again (when a collection slot is
-free), so its next attempt follows in the next lap; :meth:`BirthMove.busy` is true while such an
+``birth_min_gain`` (0) is not proposed: no lap is spent on it and it counts as a failure. (On
+the 25-cluster benchmark every accepted birth had a subsample gain of at least 2,600 nats and
+every rejected one between −360 and +210; with whole-target subsamples the sign alone separated
+them on the 64-D data.) A target stays eligible until it has failed ``birth_max_fail`` (3) times
+at an unchanged size (``birth_retry_change``); each attempt after the first starts from twice
+``birth_n_seeds`` seeds (another size, other seeds; not more, as every extra seed costs a greedy
+merge). A screened-out target is fitted again at once on the same subsample, first attempts of
+the lap's targets first, within ``birth_fits_per_lap`` × ``max_births_per_lap`` fits per lap;
+a fit that lost more than ``birth_retry_loss`` (0.25) nats per target row is not retried at the
+target's current size (on 100,000 image patches at K ≈ 100, fits of 8,000–10,000-row clusters
+lost 0.3–0.6 nats per row, again with twice the seeds, at 0.3–0.6 s a fit). After a rejection
+on the whole data, the target's subsample is collected again (when a collection slot is free),
+so its next attempt follows in the next lap; :meth:`BirthMove.busy` is true while such an
 attempt is prepared, so a fit does not declare convergence in between (before, a fit from one
 cluster stopped at lap 2 after its first rejected birth). Three attempts instead of two: with
-two, the toy patches (``make_toy_patches``, 100,000 rows) fused two overlapping edges in 2 of 10 seeds and the
-60,000 × 128 separated-means data ended at 38 of 40 clusters.
+two, the toy patches (``make_toy_patches``, 100,000 rows) fused two overlapping edges in 2 of
+10 seeds and the 60,000 × 128 separated-means data ended at 38 of 40 clusters.
 
 With ``algorithm="full"`` (one batch) the same pipeline runs across consecutive iterations:
 collection in iteration ℓ, creation at the start of iteration ℓ+1, construction and evaluation
@@ -280,41 +284,60 @@ class BirthMove(Move):
             return
         opts = self.manager.options
         G = ctx.G
-        n_new = 0
+        # the lap's targets, then their fits: first attempts first, then retries on the same
+        # subsample, at most birth_fits_per_lap x max_births_per_lap fits in all
+        todo = []
         for uid, res in reservoirs.items():
-            if n_new >= self.max_per_lap:
-                break
             if not ctx.alive([uid]) or uid in ctx.involved:
                 continue
-            pos = int(ctx.pos([uid])[0])
-            Nt = float(G.N[pos])
+            Nt = float(G.N[int(ctx.pos([uid])[0])])
             if Nt < opts["birth_min_size"] or len(res) < 4 or not self._eligible(ctx, uid, Nt):
                 continue
-            w = res.r * (Nt / res.r.sum()) if opts["birth_scale_weights"] else res.r
-            N = None
-            while self._eligible(ctx, uid, Nt):
-                # a retry starts from more seeds (another size, other seeds): twice as many
-                # after the first failure, then as many again (more seeds cost more merges)
-                count = self.failures.get(uid, (0, 0.0))[0]
-                n_seeds = int(opts["birth_n_seeds"]) * (2 if count else 1)
-                N, S, gain = fit_fresh_clusters(
-                    ctx.model, np.ascontiguousarray(res.X), np.ascontiguousarray(w), int(opts["birth_n_fresh"]),
-                    ctx.state.rng_moves, n_seeds=n_seeds, iters=int(opts["birth_refine_iters"]), kmeans_iters=int(opts["birth_create_iters"]),
-                    n_threads=ctx.n_threads, seed_rows=seed_rows(ctx.model, opts["birth_seed_rows"]),
-                )
-                if N is not None and gain > float(opts["birth_min_gain"]):
+            todo.append((uid, res, Nt))
+        budget = int(opts["birth_fits_per_lap"]) * self.max_per_lap
+        fits = n_new = 0
+        while todo and fits < budget and n_new < self.max_per_lap:
+            failed = []
+            for uid, res, Nt in todo:
+                if fits >= budget or n_new >= self.max_per_lap:
                     break
-                # nothing to propose, or a fit that does not beat one cluster on the target's
-                # own rows: no lap is spent on it; it counts as a failure and the next attempt
-                # follows at once on the same rows
-                N = None
-                self._fail(uid, Nt)
-            if N is None:
-                continue
-            self.active.append(_Proposal(uid, N, S, ctx.model, opts["birth_laps"]))
-            ctx.involved.add(uid)
-            ctx.targets.add(uid)
-            n_new += 1
+                fits += 1
+                N, S, gain = self._attempt(ctx, res, Nt, self.failures.get(uid, (0, 0.0))[0])
+                if N is None:
+                    # nothing to propose, or a fit that does not beat one cluster on the
+                    # target's own rows: no lap is spent on it; it counts as a failure and the
+                    # next attempt follows on the same rows (this lap if the budget allows),
+                    # unless the fit lost more than birth_retry_loss nats per target row: then
+                    # the target is left alone at its current size
+                    self._fail(uid, Nt)
+                    if gain < -float(opts["birth_retry_loss"]) * Nt:
+                        self.failures[uid] = (int(opts["birth_max_fail"]), float(Nt))
+                    if self._eligible(ctx, uid, Nt):
+                        failed.append((uid, res, Nt))
+                    continue
+                self.active.append(_Proposal(uid, N, S, ctx.model, opts["birth_laps"]))
+                ctx.involved.add(uid)
+                ctx.targets.add(uid)
+                n_new += 1
+            todo = failed
+
+    def _attempt(self, ctx, res, Nt, count):
+        """One subsample fit for a target with ``count`` failures: its fresh summaries and the
+        fit's gain over one cluster on the target's own rows, with ``N, S = None`` when there is
+        nothing to propose or the gain is not above ``birth_min_gain``. A retry starts from twice
+        ``birth_n_seeds`` seeds (another size, other seeds; not more: every extra seed costs a
+        greedy merge)."""
+        opts = self.manager.options
+        w = res.r * (Nt / res.r.sum()) if opts["birth_scale_weights"] else res.r
+        n_seeds = int(opts["birth_n_seeds"]) * (2 if count else 1)
+        N, S, gain = fit_fresh_clusters(
+            ctx.model, np.ascontiguousarray(res.X), np.ascontiguousarray(w), int(opts["birth_n_fresh"]),
+            ctx.state.rng_moves, n_seeds=n_seeds, iters=int(opts["birth_refine_iters"]), kmeans_iters=int(opts["birth_create_iters"]),
+            n_threads=ctx.n_threads, seed_rows=seed_rows(ctx.model, opts["birth_seed_rows"]),
+        )
+        if N is None or not gain > float(opts["birth_min_gain"]):
+            return None, None, gain
+        return N, S, gain
 
     def plan_next(self, ctx: LapContext) -> None:
         if ctx.lap + 1 < max(self.start_lap, 2) or self.max_per_lap < 1:
