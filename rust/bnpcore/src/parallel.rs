@@ -13,6 +13,21 @@ pub const CHUNK_ROWS: usize = 512;
 /// in scratch buffers that are reused from tile to tile).
 pub const TILE_ROWS: usize = 512;
 
+/// Budget of a tile's feature rows (`f64`), so that a tile of wide features (a full covariance in
+/// 128 dimensions has 8,385 vech features per row) stays in cache while its two GEMMs read it.
+pub const TILE_BYTES: usize = 4 << 20;
+
+/// Rows per tile for `f` features per row: [`TILE_ROWS`], halved while the tile's features exceed
+/// [`TILE_BYTES`], at least 16 (a power of two dividing every leaf). Depends on the model and the
+/// data's width only, never on the thread count.
+pub fn tile_rows(f: usize) -> usize {
+    let mut t = TILE_ROWS;
+    while t > 16 && t * f * std::mem::size_of::<f64>() > TILE_BYTES {
+        t /= 2;
+    }
+    t
+}
+
 /// Rows per leaf of the local step's reduction tree for a batch of `n` rows: about 32 leaves,
 /// between 512 and 8192 rows, a multiple of [`TILE_ROWS`]. Depends on `n` only (never on the
 /// thread count), so results stay bit-identical for any number of threads; large leaves

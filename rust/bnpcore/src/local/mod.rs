@@ -20,7 +20,7 @@
 //!
 //! Work is organised for speed: every model's log-likelihood and statistic are linear in a
 //! feature map `φ` ([`crate::obs::FeatureMap`]; the `vech` form for Gaussians), so per tile of
-//! [`TILE_ROWS`] rows the local step builds `φ(X)` once, computes `W = φ(X) Wt` with one GEMM and
+//! [`crate::parallel::tile_rows`] rows (512, fewer for wide features) the local step builds `φ(X)` once, computes `W = φ(X) Wt` with one GEMM and
 //! (dense) the summaries `Acc += Rᵀ φ(X)` with a second GEMM. Scratch buffers live per leaf.
 //!
 //! Rows are processed in fixed leaves ([`leaf_rows`], a function of `N` only) reduced by a
@@ -51,7 +51,7 @@ use ndarray::{s, Array1, Array2, ArrayView1, ArrayView2, ArrayViewMut2};
 use crate::alloc::{Alloc, SegmentWeights};
 use crate::error::{Error, Result};
 use crate::obs::{LogLikTable, Obs, ObsModel};
-use crate::parallel::{leaf_rows, tree_reduce, TILE_ROWS};
+use crate::parallel::{leaf_rows, tile_rows, tree_reduce};
 use crate::with_obs;
 pub(crate) use csr::check_csr_rows;
 use csr::Feats;
@@ -586,9 +586,11 @@ pub fn local_step_rows<M: ObsModel>(
     let writers = Writers { resp: resp_writer, idx: idx_writer, val: val_writer, col: col_writer };
     let ctx = LocalContext { opts, k, fresh: &fresh, out: &writers, defer_vech, cands: c32.is_some() };
 
+    // rows per tile: the features of a tile (table and, if different, summary features) in cache
+    let tile_step = tile_rows(feat.dim(n_cols) + if same_feat { 0 } else { f_dim });
     let leaf = |a: usize, b: usize| -> Partial {
         let mut part = Partial::zeros(k, f_dim, opts.merge_pairs.len(), &prop_lens, opts.cooccur_col.is_some(), acc_t);
-        let tile = TILE_ROWS.min(b - a);
+        let tile = tile_step.min(b - a);
         let mut sc = Scratch {
             phi: Vec::new(),
             sphi: Vec::new(),
@@ -619,7 +621,7 @@ pub fn local_step_rows<M: ObsModel>(
         };
         let mut t0 = a;
         while t0 < b {
-            let t1 = (t0 + TILE_ROWS).min(b);
+            let t1 = (t0 + tile_step).min(b);
             let rows = t1 - t0;
             let mut phi_buf = std::mem::take(&mut sc.phi);
             let mut sphi_buf = std::mem::take(&mut sc.sphi);
