@@ -331,7 +331,7 @@ def test_memoized_deletes_reach_one_cluster(audited, dim, seed, moves, n_batches
     _check_log(model)
 
 
-def test_delete_screen_skips_hopeless_candidates():
+def test_delete_screen_skips_hopeless_candidates(monkeypatch):
     """A delete of a well-separated cluster loses thousands of nats: the subsample screen keeps it
     from being proposed (no lap spent on it, nothing logged), and since a rejected delete leaves
     the model untouched, the fit follows one that proposes and rejects them all lap for lap."""
@@ -353,3 +353,11 @@ def test_delete_screen_skips_hopeless_candidates():
     assert n <= len(proposed.history_["elbo"])
     np.testing.assert_array_equal(screened.history_["elbo"], proposed.history_["elbo"][:n])
     np.testing.assert_allclose(screened.means_, proposed.means_, rtol=1e-9, atol=1e-9)
+    # a target with fewer than SCREEN_MIN_ROWS rows in the subsample is not screened (its
+    # estimate would be noise): with the bar above every target, the deletes are proposed again
+    import bnpcore.moves.delete as delete_mod
+
+    monkeypatch.setattr(delete_mod, "SCREEN_MIN_ROWS", 1e9)
+    ungated = fit_quietly(DPMixture(**kw), X)
+    ungated_deletes = [r for r in ungated.moves_log_ if r["kind"] == "delete"]
+    assert len(ungated_deletes) >= 2 and not any(r["accepted"] for r in ungated_deletes)

@@ -50,13 +50,15 @@ the candidate is, and they are improved three ways:
   subsample's sampling noise would cost more than its steps gain (with two batches, subsample
   steps at every lap left one 1-D seed of ten stuck a few nats short).
 
-Screening (several batches). A new candidate is first refined by the same subsample steps (at
-most ``SCREEN_STEPS`` = 3 of them), on the previous lap's subsample from the absorbing clusters
-as they are, and each step gives an estimate of its gain (the ELBO of the subsample's summaries
+Screening (several batches). A new candidate whose target has about ``SCREEN_MIN_ROWS`` (10)
+or more rows in the subsample is first refined by the same subsample steps (at most
+``SCREEN_STEPS`` = 3 of them), on the previous lap's subsample from the absorbing clusters as
+they are, and each step gives an estimate of its gain (the ELBO of the subsample's summaries
 with the candidate's columns minus that of the subsample's own summaries, both weighted to the
-whole data; the same rows on both sides, so their noise largely cancels). The candidate is not proposed when the last estimate loses more than
-``delete_screen_loss`` nats per row of the target (default 1) *and* the last step closed less than
-``delete_sample_min_step`` of the gain still missing: a delete that is far below zero and no
+whole data; the same rows on both sides, so their noise largely cancels). The candidate is not
+proposed when the last estimate loses more than ``delete_screen_loss`` nats per row of the
+target (default 1) *and* the last step closed less than ``delete_sample_min_step`` of the gain
+still missing: a delete that is far below zero and no
 longer moving. Its target then counts as failed (retried after an accepted move or a change of
 its size), and the lap carries no delete. Otherwise the candidate starts its first lap from the
 subsample-refined destinations. The screen decides only what is tried: an accepted delete is
@@ -98,6 +100,10 @@ __all__ = ["DeleteMove"]
 SAMPLE_MASS_FLOOR = 1e-8
 #: subsample steps of a new candidate's screen (each costs a local step on the subsample)
 SCREEN_STEPS = 3
+#: a candidate is screened only if the subsample holds about this many of its target's rows
+#: (fewer would make the estimate noise: at K ~ 400 the smallest clusters have a row or two there,
+#: while the screen's first step costs a full local step of the subsample over every cluster)
+SCREEN_MIN_ROWS = 10
 
 
 class _Proposal:
@@ -219,7 +225,7 @@ class DeleteMove(Move):
             pt = int(ctx.pos([uid])[0])
             pa = ctx.pos(p.absorb)
             self._start(p, model, G, pt, pa)
-            if self._sample_ready(ctx):
+            if self._sample_ready(ctx) and self._sample_rows_of(float(G.N[pt]), G) >= SCREEN_MIN_ROWS:
                 screens += 1
                 if self._screened_out(p, self._refine_on_sample(p, ctx, pt, pa, SCREEN_STEPS), float(G.N[pt])):
                     count = self.failures.get(uid, (0, 0.0, 0))[0]
@@ -245,6 +251,10 @@ class DeleteMove(Move):
     def _sample_ready(self, ctx) -> bool:
         """A subsample of every batch (from the previous lap's visits) to screen with."""
         return ctx.n_batches > 1 and int(self.manager.options["delete_sample_iters"]) >= 1 and len(self.sample) == ctx.n_batches
+
+    def _sample_rows_of(self, n_target, G) -> float:
+        """Expected number of the target's rows in the subsample."""
+        return n_target * sum(len(x) for x in self.sample.values()) / max(float(np.sum(G.N)), 1.0)
 
     def _screened_out(self, p, estimates, n_target) -> bool:
         """Not worth a lap (module docstring): the last subsample estimate loses more than
