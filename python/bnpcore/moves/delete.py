@@ -185,8 +185,12 @@ class DeleteMove(Move):
     def _fail(self, p, ctx):
         before, after, n_t = p.last
         self.manager.log(ctx, "delete", p.uids, before, after, False, attempts=p.attempts, lap=p.last_lap)
-        count = self.failures.get(p.target, (0, 0.0, 0))[0]
-        self.failures[p.target] = (count + 1, n_t, self.manager.structure_version)
+        self._count_failure(p.target, n_t)
+
+    def _count_failure(self, uid, n_t):
+        """One more failure of target ``uid`` at size ``n_t`` (under the current structure)."""
+        count = self.failures.get(uid, (0, 0.0, 0))[0]
+        self.failures[uid] = (count + 1, n_t, self.manager.structure_version)
 
     def plan(self, ctx: LapContext) -> None:
         self.active = list(self.pending)
@@ -228,8 +232,7 @@ class DeleteMove(Move):
             if self._sample_ready(ctx) and self._sample_rows_of(float(G.N[pt]), G) >= SCREEN_MIN_ROWS:
                 screens += 1
                 if self._screened_out(p, self._refine_on_sample(p, ctx, pt, pa, SCREEN_STEPS), float(G.N[pt])):
-                    count = self.failures.get(uid, (0, 0.0, 0))[0]
-                    self.failures[uid] = (count + 1, float(G.N[pt]), self.manager.structure_version)
+                    self._count_failure(uid, float(G.N[pt]))
                     if screens >= self.max_per_lap:
                         break
                     continue
@@ -339,7 +342,7 @@ class DeleteMove(Move):
         iters = int(self.manager.options["delete_sample_iters"])
         if max_iters is not None:
             iters = min(iters, int(max_iters))
-        if iters < 1 or len(self.sample) != ctx.n_batches:
+        if iters < 1 or not self._sample_ready(ctx):
             return []
         Xs = np.concatenate([self.sample[b] for b in range(ctx.n_batches)])
         model, G = ctx.model, ctx.G
@@ -349,13 +352,14 @@ class DeleteMove(Move):
         Gs = None
         for _ in range(iters):
             prop = {"src": src, "fresh_N": p.N, "fresh_S": p.S, "fresh_e_log_pi": p.e_log_pi}
-            out = model.local_step(Xs, G, n_threads=ctx.n_threads, proposals=[prop], weights=w, return_resp=Gs is None)
-            if Gs is None:
+            first = Gs is None
+            out = model.local_step(Xs, G, n_threads=ctx.n_threads, proposals=[prop], weights=w, collect_cols=src if first else None)
+            if first:
                 # G is fixed during these steps, so are the subsample's own summaries and each
                 # row's mass a_n on the candidate's clusters: the later steps need only the rows
                 # holding some of it (a row below SAMPLE_MASS_FLOOR would move at most that much)
                 Gs = model.stats_from_output(out, G.uids)
-                mass = model.resp_from_output(out, G.K)[:, src].sum(axis=1)
+                mass = np.asarray(out["cols"]).sum(axis=1)
                 keep = np.flatnonzero(mass > SAMPLE_MASS_FLOOR)
                 Xs, w = np.ascontiguousarray(Xs[keep]), np.ascontiguousarray(w[keep])
             N, S, H = out["proposals"][0]
