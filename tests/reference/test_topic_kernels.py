@@ -98,6 +98,37 @@ def test_doc_topic_step_matches_reference(pb):
         assert out[key] == want[key], key
 
 
+@SETTINGS
+@given(
+    st.fixed_dictionaries(
+        dict(
+            seed=st.integers(0, 2**32 - 1),
+            K=st.integers(17, 90),
+            L=st.integers(1, 10),
+            max_iter=st.integers(1, 25),
+            restarts=st.booleans(),
+            peaked=st.booleans(),
+        )
+    )
+)
+def test_sparse_doc_step_with_many_topics_matches_reference(pb):
+    """The L-sparse step where |A_d| >> L: reselection skips entries below a bound of the L-th
+    weight (from the row's previous support, the heaviest topics, or block maxima); the
+    selected supports, hence every summary, must equal the reference's full sort."""
+    rng = np.random.default_rng(pb["seed"])
+    V, K = 60, pb["K"]
+    indptr, indices, data = make_corpus(rng, 4, V, max_types=30)
+    lam, _, a, a_rem = make_globals(rng, V, K)
+    if pb["peaked"]:  # few heavy topics per word: active sets shrink, supports lose topics
+        lam = lam * rng.gamma(0.2, 5.0, lam.shape) + 0.01
+    kw = dict(alpha_beta_rem=a_rem, max_iter=pb["max_iter"], tol=0.0, restarts=pb["restarts"], top_l=pb["L"], return_doc_topic=True)
+    out = _core.doc_topic_step(indptr, indices, data, _core.topic_word_table(lam), a, **kw)
+    want = ref.doc_topic_step(indptr, indices, data, ref.topic_word_table(lam), a, **kw)
+    compare(out, want, ("N", "S", "H", "P", "Q", "doc_topic"))
+    for key in ("n_iter", "restarts_tried", "restarts_accepted"):
+        assert out[key] == want[key], key
+
+
 def test_default_tolerance_and_scipy_int32_csr():
     rng = np.random.default_rng(3)
     X = sp.random_array((40, 30), density=0.2, rng=rng, format="csr", dtype=float)

@@ -553,34 +553,118 @@ enum Reselect {
 /// Largest `L` for which the top-L selection uses the threshold scan.
 const SCAN_MAX_L: usize = 32;
 
+/// Offer `(j, x)` to the best-so-far list `ix`/`vl[..m]` (sorted by rank, at most `l`).
+#[inline(always)]
+fn offer(ix: &mut [u32], vl: &mut [f64], l: usize, m: &mut usize, thr: &mut f64, j: u32, x: f64) {
+    if *m == l {
+        if !(x > *thr) {
+            return;
+        }
+        *m -= 1;
+    }
+    let mut pos = *m;
+    while pos > 0 && vl[pos - 1] < x {
+        ix[pos] = ix[pos - 1];
+        vl[pos] = vl[pos - 1];
+        pos -= 1;
+    }
+    ix[pos] = j;
+    vl[pos] = x;
+    *m += 1;
+    if *m == l {
+        *thr = vl[l - 1];
+    }
+}
+
 /// Top-`l` of the weights `w[t]` of topics `ids[t]` (ascending ids), by "larger weight first,
 /// then smaller index" (the order of [`super::top_l::rank_cmp`] for finite weights): a threshold
 /// scan keeping the best so far sorted by rank (one comparison per entry in the common case).
+/// With at least `8 l` entries, the `l`-th largest of the maxima of blocks of eight bounds the
+/// `l`-th largest weight from below (`l` distinct entries, one per block, weigh at least that
+/// much); only entries at or above it are offered, so the result is the same.
 /// Writes the selection in ascending index order into `ix`/`vl`; returns its size.
 fn scan_top(ids: &[u32], w: &[f64], l: usize, ix: &mut [u32], vl: &mut [f64]) -> usize {
     let (ix, vl) = (&mut ix[..l], &mut vl[..l]);
-    let mut m = 0;
-    let mut thr = f64::NEG_INFINITY;
-    for (&j, &x) in ids.iter().zip(w) {
-        if m == l {
-            if !(x > thr) {
-                continue;
+    let n = ids.len().min(w.len());
+    let (ids, w) = (&ids[..n], &w[..n]);
+    if n >= 8 * l {
+        let (mut bi, mut bv) = ([0u32; SCAN_MAX_L], [0f64; SCAN_MAX_L]);
+        let (mut bm, mut floor) = (0, f64::NEG_INFINITY);
+        for (b, blk) in w.chunks(8).enumerate() {
+            let x = blk.iter().fold(f64::NEG_INFINITY, |a, &y| a.max(y));
+            offer(&mut bi[..l], &mut bv[..l], l, &mut bm, &mut floor, b as u32, x);
+        }
+        if bm == l && floor > f64::NEG_INFINITY {
+            let mut col = Collected::new();
+            let mut t = 0;
+            while t < n && col.room() >= 8 {
+                let end = (t + 8).min(n);
+                if w[t..end].iter().fold(false, |any, &x| any | (x >= floor)) {
+                    for u in t..end {
+                        col.push(ids[u], w[u], w[u] >= floor);
+                    }
+                }
+                t = end;
             }
-            m -= 1;
-        }
-        let mut pos = m;
-        while pos > 0 && vl[pos - 1] < x {
-            ix[pos] = ix[pos - 1];
-            vl[pos] = vl[pos - 1];
-            pos -= 1;
-        }
-        ix[pos] = j;
-        vl[pos] = x;
-        m += 1;
-        if m == l {
-            thr = vl[l - 1];
+            if t == n {
+                return col.take(l, ix, vl);
+            }
         }
     }
+    let (mut m, mut thr) = (0, f64::NEG_INFINITY);
+    for (&j, &x) in ids.iter().zip(w) {
+        offer(ix, vl, l, &mut m, &mut thr, j, x);
+    }
+    sort_by_index(&mut ix[..m], &mut vl[..m]);
+    m
+}
+
+/// Entries at or above a lower bound of the `l`-th largest weight, in ascending index order.
+struct Collected {
+    ids: [u32; Self::CAP],
+    w: [f64; Self::CAP],
+    c: usize,
+}
+
+impl Collected {
+    const CAP: usize = 4 * SCAN_MAX_L;
+
+    fn new() -> Self {
+        Collected { ids: [0; Self::CAP], w: [0.0; Self::CAP], c: 0 }
+    }
+
+    fn room(&self) -> usize {
+        Self::CAP - self.c
+    }
+
+    /// Branch-free append: the entry is kept iff `keep` (needs `room() >= 1`).
+    #[inline(always)]
+    fn push(&mut self, j: u32, x: f64, keep: bool) {
+        self.ids[self.c] = j;
+        self.w[self.c] = x;
+        self.c += usize::from(keep);
+    }
+
+    /// The top `l` of the collected entries (all of them when at most `l`: the usual case).
+    fn take(&self, l: usize, ix: &mut [u32], vl: &mut [f64]) -> usize {
+        let c = self.c;
+        if c <= l {
+            ix[..c].copy_from_slice(&self.ids[..c]);
+            vl[..c].copy_from_slice(&self.w[..c]);
+            return c;
+        }
+        let (mut m, mut thr) = (0, f64::NEG_INFINITY);
+        for (&j, &x) in self.ids[..c].iter().zip(&self.w[..c]) {
+            offer(ix, vl, l, &mut m, &mut thr, j, x);
+        }
+        sort_by_index(&mut ix[..m], &mut vl[..m]);
+        m
+    }
+}
+
+/// Sort a selection by ascending topic index (insertion sort; at most 32 entries).
+fn sort_by_index(ix: &mut [u32], vl: &mut [f64]) {
+    let m = ix.len();
     // ascending index order (insertion sort, m <= 32)
     for t in 1..m {
         let (j, x) = (ix[t], vl[t]);
@@ -593,7 +677,6 @@ fn scan_top(ids: &[u32], w: &[f64], l: usize, ix: &mut [u32], vl: &mut [f64]) ->
         ix[pos] = j;
         vl[pos] = x;
     }
-    m
 }
 
 /// State of the L-sparse step.
@@ -602,11 +685,18 @@ struct Sparse {
     n: Vec<f64>,
     p: Vec<f64>,
     e: Vec<f64>,
+    /// `e` of the active topics, in the order of `active` (one gather per entry in selection).
+    ea: Vec<f64>,
+    /// The (at most `L`) active topics of largest `e`, for reselection passes.
+    heavy: Vec<u32>,
     m: f64,
     active: Vec<u32>,
     cnt: Vec<usize>,
     idx: Vec<u32>,
     val: Vec<f64>,
+    /// The topic-word table's entries of each row's support (`tab[u·l + t] = row_u[idx[u·l + t]]`),
+    /// so reweighting reads `L` contiguous values instead of `L` scattered ones of a `K`-wide row.
+    tab: Vec<f64>,
     s: Vec<f64>,
     lse: Vec<f64>,
     fb: Vec<bool>,
@@ -626,6 +716,8 @@ impl Sparse {
         self.idx.resize(u * l, 0);
         self.val.clear();
         self.val.resize(u * l, 0.0);
+        self.tab.clear();
+        self.tab.resize(u * l, 0.0);
         self.s.clear();
         self.s.resize(u, 0.0);
         self.lse.clear();
@@ -639,11 +731,57 @@ impl Sparse {
         let row = ctx.row(u);
         let (ix, vl) = (&mut self.idx[u * l..(u + 1) * l], &mut self.val[u * l..(u + 1) * l]);
         let m = if l <= SCAN_MAX_L {
-            let buf = &mut w[..self.active.len()];
-            for (b, &j) in buf.iter_mut().zip(&self.active) {
-                *b = row[j as usize] * self.e[j as usize];
+            // Any `l` distinct active topics bound the new `l`-th largest weight from below by
+            // their smallest weight, and only the entries at or above it are candidates. The
+            // seeds: the row's previous support, reweighted (a topic that left the active set
+            // weighs 0 and is skipped), then the heaviest active topics.
+            let mut seeds = 0;
+            let mut floor = f64::INFINITY;
+            for &j in &ix[..self.cnt[u]] {
+                let x = row[j as usize] * self.e[j as usize];
+                if x > 0.0 {
+                    seeds += 1;
+                    floor = floor.min(x);
+                }
             }
-            scan_top(&self.active, buf, l, ix, vl)
+            // Too few: complete the seeds with the heaviest active topics outside the support.
+            for &j in &self.heavy {
+                if seeds == l {
+                    break;
+                }
+                if !ix[..self.cnt[u]].contains(&j) {
+                    seeds += 1;
+                    floor = floor.min(row[j as usize] * self.e[j as usize]);
+                }
+            }
+            if seeds < l {
+                floor = 0.0;
+            }
+            let (act, ea) = (&self.active[..], &self.ea[..self.active.len()]);
+            let mut done = None;
+            if floor > 0.0 {
+                // one loop: weight, compare, branch-free append of the entries at the floor
+                let mut col = Collected::new();
+                let mut t = 0;
+                while t < act.len() && col.room() >= 1 {
+                    let x = row[act[t] as usize] * ea[t];
+                    col.push(act[t], x, x >= floor);
+                    t += 1;
+                }
+                if t == act.len() {
+                    done = Some(col.take(l, ix, vl));
+                }
+            }
+            match done {
+                Some(m) => m,
+                None => {
+                    let buf = &mut w[..act.len()];
+                    for ((b, &j), &x) in buf.iter_mut().zip(act).zip(ea) {
+                        *b = row[j as usize] * x;
+                    }
+                    scan_top(act, buf, l, ix, vl)
+                }
+            }
         } else {
             for &j in &self.active {
                 w[j as usize] = row[j as usize] * self.e[j as usize];
@@ -678,6 +816,9 @@ impl Sparse {
             self.lse[u] = softmax_log(&mut vl[..m]);
             self.fb[u] = true;
         }
+        for (tv, &j) in self.tab[u * l..u * l + m].iter_mut().zip(&self.idx[u * l..u * l + m]) {
+            *tv = row[j as usize];
+        }
         self.cnt[u] = m;
     }
 
@@ -685,25 +826,44 @@ impl Sparse {
     fn pass(&mut self, ctx: &DocCtx, l: usize, mode: Reselect, w: &mut [f64], cand: &mut Vec<u32>) {
         self.m = self.active.iter().map(|&j| self.p[j as usize]).fold(f64::NEG_INFINITY, f64::max);
         self.e.fill(0.0);
+        self.ea.clear();
         for &j in &self.active {
-            self.e[j as usize] = scaled_exp(self.p[j as usize] - self.m);
+            let x = scaled_exp(self.p[j as usize] - self.m);
+            self.e[j as usize] = x;
+            self.ea.push(x);
+        }
+        self.heavy.clear();
+        if l <= SCAN_MAX_L && !matches!(mode, Reselect::None) {
+            // by `e` descending, ties by index (a partial insertion sort keeping `l`)
+            for &j in &self.active {
+                let x = self.e[j as usize];
+                if self.heavy.len() == l && !(x > self.e[self.heavy[l - 1] as usize]) {
+                    continue;
+                }
+                if self.heavy.len() == l {
+                    self.heavy.pop();
+                }
+                let mut pos = self.heavy.len();
+                while pos > 0 && self.e[self.heavy[pos - 1] as usize] < x {
+                    pos -= 1;
+                }
+                self.heavy.insert(pos, j);
+            }
         }
         self.n.fill(0.0);
         for u in 0..ctx.words.len() {
+            let (b0, b1) = (u * l, u * l + self.cnt[u]);
             let mut fresh = match mode {
                 Reselect::All => true,
                 Reselect::None => false,
-                Reselect::Containing(j) => self.idx[u * l..u * l + self.cnt[u]].contains(&j),
+                Reselect::Containing(j) => self.idx[b0..b1].contains(&j),
             };
             if !fresh {
-                let row = ctx.row(u);
-                let m = self.cnt[u];
-                let (ix, vl) = (&self.idx[u * l..u * l + m], &mut self.val[u * l..u * l + m]);
+                let (ix, vl, tv, e) = (&self.idx[b0..b1], &mut self.val[b0..b1], &self.tab[b0..b1], &self.e[..]);
                 let mut s = 0.0;
-                for t in 0..m {
-                    let j = ix[t] as usize;
-                    vl[t] = row[j] * self.e[j];
-                    s += vl[t];
+                for ((v, &t), &j) in vl.iter_mut().zip(tv).zip(ix) {
+                    *v = t * e[j as usize];
+                    s += *v;
                 }
                 if s > S_MIN && s.is_finite() {
                     let inv = 1.0 / s;
@@ -718,8 +878,10 @@ impl Sparse {
                 self.select_row(ctx, u, l, w, cand);
             }
             let c = ctx.counts[u];
-            for t in 0..self.cnt[u] {
-                self.n[self.idx[u * l + t] as usize] += c * self.val[u * l + t];
+            let (b0, b1) = (u * l, u * l + self.cnt[u]);
+            let n = &mut self.n[..];
+            for (&j, &v) in self.idx[b0..b1].iter().zip(&self.val[b0..b1]) {
+                n[j as usize] += c * v;
             }
         }
     }
@@ -1230,6 +1392,31 @@ mod tests {
         fn next(&mut self) -> f64 {
             self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             ((self.0 >> 11) as f64) / ((1u64 << 53) as f64)
+        }
+    }
+
+    /// `scan_top` (plain, block-floor and collected paths) against a sort by "larger weight
+    /// first, then smaller index", on weights with many ties (a few distinct values and zeros).
+    #[test]
+    fn scan_top_matches_a_sort() {
+        let mut g = Lcg(7);
+        for case in 0..3000 {
+            let n = 1 + (g.next() * if case % 3 == 0 { 400.0 } else { 70.0 }) as usize;
+            let l = 1 + (g.next() * SCAN_MAX_L as f64) as usize;
+            let levels = 1 + (g.next() * 6.0) as usize;
+            let ids: Vec<u32> = (0..n as u32).map(|t| 3 * t + 1).collect();
+            let w: Vec<f64> =
+                (0..n).map(|_| if case % 2 == 0 { (g.next() * levels as f64).floor() / levels as f64 } else { g.next() }).collect();
+            let (mut ix, mut vl) = (vec![0u32; l], vec![0.0; l]);
+            let m = scan_top(&ids, &w, l, &mut ix, &mut vl);
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_by(|&a, &b| w[b].total_cmp(&w[a]).then(a.cmp(&b)));
+            let mut want: Vec<usize> = order[..l.min(n)].to_vec();
+            want.sort_unstable();
+            assert_eq!(m, want.len(), "case {case}");
+            for (t, &p) in want.iter().enumerate() {
+                assert_eq!((ix[t], vl[t].to_bits()), (ids[p], w[p].to_bits()), "case {case} n {n} l {l}");
+            }
         }
     }
 
