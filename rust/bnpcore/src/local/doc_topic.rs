@@ -54,8 +54,14 @@
 //! leave `A_d` once `N_dk ≤ ε` and never return. Restart proposals are restricted to `A_d`; in
 //! their first forward pass only the rows whose support contains the removed topic are
 //! reselected (the others are reweighted on their support), later passes reweight — so a
-//! proposal costs `O(U_d L)` per pass instead of `O(U_d |A_d|)`. Selection is a threshold scan
-//! for `L ≤ 32` (one comparison per active topic). `L ≥ K` runs the dense kernel.
+//! proposal costs `O(U_d L)` per pass instead of `O(U_d |A_d|)`. Selection for `L ≤ 32`: any
+//! `L` distinct active topics bound the `L`-th largest weight from below by their smallest weight
+//! (seeds: the row's previous support reweighted, completed by the active topics of largest
+//! `exp(P_k)`; without a support, maxima of blocks of the row); one branch-free loop over the
+//! active topics keeps the entries at or above the bound (usually exactly `L`, the selection),
+//! and only those enter the threshold scan. The selection is the one a full sort would make.
+//! The reweight passes read the support's table entries from a per-row copy. `L ≥ K` runs the
+//! dense kernel.
 //!
 //! **Summaries** (thesis eq. 5.47–5.48, with the log-Gamma signs of eq. 5.27): per batch
 //! `D`, `N_k = Σ_d N_dk`, `S_kv`, `H_k = −Σ c r ln r`, `P_k = Σ_d E[ln π_dk]`,
@@ -583,7 +589,7 @@ fn offer(ix: &mut [u32], vl: &mut [f64], l: usize, m: &mut usize, thr: &mut f64,
 /// `l`-th largest weight from below (`l` distinct entries, one per block, weigh at least that
 /// much); only entries at or above it are offered, so the result is the same.
 /// Writes the selection in ascending index order into `ix`/`vl`; returns its size.
-fn scan_top(ids: &[u32], w: &[f64], l: usize, ix: &mut [u32], vl: &mut [f64]) -> usize {
+fn scan_top(ids: &[u32], w: &[f64], l: usize, ix: &mut [u32], vl: &mut [f64], col: &mut Collected) -> usize {
     let (ix, vl) = (&mut ix[..l], &mut vl[..l]);
     let n = ids.len().min(w.len());
     let (ids, w) = (&ids[..n], &w[..n]);
@@ -595,7 +601,7 @@ fn scan_top(ids: &[u32], w: &[f64], l: usize, ix: &mut [u32], vl: &mut [f64]) ->
             offer(&mut bi[..l], &mut bv[..l], l, &mut bm, &mut floor, b as u32, x);
         }
         if bm == l && floor > f64::NEG_INFINITY {
-            let mut col = Collected::new();
+            col.clear();
             let mut t = 0;
             while t < n && col.room() >= 8 {
                 let end = (t + 8).min(n);
@@ -619,18 +625,26 @@ fn scan_top(ids: &[u32], w: &[f64], l: usize, ix: &mut [u32], vl: &mut [f64]) ->
     m
 }
 
-/// Entries at or above a lower bound of the `l`-th largest weight, in ascending index order.
+/// Entries at or above a lower bound of the `l`-th largest weight, in ascending index order
+/// (a buffer kept across rows: no per-row initialisation).
+#[derive(Clone)]
 struct Collected {
-    ids: [u32; Self::CAP],
-    w: [f64; Self::CAP],
+    ids: Vec<u32>,
+    w: Vec<f64>,
     c: usize,
+}
+
+impl Default for Collected {
+    fn default() -> Self {
+        Collected { ids: vec![0; Self::CAP], w: vec![0.0; Self::CAP], c: 0 }
+    }
 }
 
 impl Collected {
     const CAP: usize = 4 * SCAN_MAX_L;
 
-    fn new() -> Self {
-        Collected { ids: [0; Self::CAP], w: [0.0; Self::CAP], c: 0 }
+    fn clear(&mut self) {
+        self.c = 0;
     }
 
     fn room(&self) -> usize {
@@ -689,6 +703,7 @@ struct Sparse {
     ea: Vec<f64>,
     /// The (at most `L`) active topics of largest `e`, for reselection passes.
     heavy: Vec<u32>,
+    col: Collected,
     m: f64,
     active: Vec<u32>,
     cnt: Vec<usize>,
@@ -761,7 +776,8 @@ impl Sparse {
             let mut done = None;
             if floor > 0.0 {
                 // one loop: weight, compare, branch-free append of the entries at the floor
-                let mut col = Collected::new();
+                let col = &mut self.col;
+                col.clear();
                 let mut t = 0;
                 while t < act.len() && col.room() >= 1 {
                     let x = row[act[t] as usize] * ea[t];
@@ -779,7 +795,7 @@ impl Sparse {
                     for ((b, &j), &x) in buf.iter_mut().zip(act).zip(ea) {
                         *b = row[j as usize] * x;
                     }
-                    scan_top(act, buf, l, ix, vl)
+                    scan_top(act, buf, l, ix, vl, &mut self.col)
                 }
             }
         } else {
@@ -1408,7 +1424,7 @@ mod tests {
             let w: Vec<f64> =
                 (0..n).map(|_| if case % 2 == 0 { (g.next() * levels as f64).floor() / levels as f64 } else { g.next() }).collect();
             let (mut ix, mut vl) = (vec![0u32; l], vec![0.0; l]);
-            let m = scan_top(&ids, &w, l, &mut ix, &mut vl);
+            let m = scan_top(&ids, &w, l, &mut ix, &mut vl, &mut Collected::default());
             let mut order: Vec<usize> = (0..n).collect();
             order.sort_by(|&a, &b| w[b].total_cmp(&w[a]).then(a.cmp(&b)));
             let mut want: Vec<usize> = order[..l.min(n)].to_vec();
