@@ -76,6 +76,8 @@
 //! rows over its own sorted vocabulary, so results are bit-identical for any thread count and
 //! no leaf allocates `K × V`.
 
+use std::cmp::Ordering;
+
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
 use rayon::prelude::*;
 
@@ -1089,6 +1091,11 @@ struct Partial {
     n_docs: usize,
     words: Vec<u32>,
     s_rows: Vec<f64>,
+    /// L-sparse steps: `S` as entries `(word << 32 | topic, value)`, sorted by key (dense
+    /// rows over a leaf's vocabulary would be mostly zeros, and allocating and merging them
+    /// cost more than the step itself at large K).
+    s_keys: Vec<u64>,
+    s_vals: Vec<f64>,
     n: Vec<f64>,
     h: Vec<f64>,
     p: Vec<f64>,
@@ -1110,7 +1117,43 @@ fn add_into(a: &mut [f64], b: &[f64]) {
     }
 }
 
+/// Merge two key-sorted entry lists, adding the values of equal keys (`a + b`).
+fn merge_entries(ak: &[u64], av: &[f64], bk: &[u64], bv: &[f64]) -> (Vec<u64>, Vec<f64>) {
+    let (mut keys, mut vals) = (Vec::with_capacity(ak.len() + bk.len()), Vec::with_capacity(ak.len() + bk.len()));
+    let (mut i, mut j) = (0, 0);
+    while i < ak.len() && j < bk.len() {
+        match ak[i].cmp(&bk[j]) {
+            Ordering::Less => {
+                keys.push(ak[i]);
+                vals.push(av[i]);
+                i += 1;
+            }
+            Ordering::Greater => {
+                keys.push(bk[j]);
+                vals.push(bv[j]);
+                j += 1;
+            }
+            Ordering::Equal => {
+                keys.push(ak[i]);
+                vals.push(av[i] + bv[j]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    keys.extend_from_slice(&ak[i..]);
+    vals.extend_from_slice(&av[i..]);
+    keys.extend_from_slice(&bk[j..]);
+    vals.extend_from_slice(&bv[j..]);
+    (keys, vals)
+}
+
 fn combine(mut a: Partial, b: Partial, k: usize) -> Partial {
+    if !b.s_keys.is_empty() {
+        let (keys, vals) = merge_entries(&a.s_keys, &a.s_vals, &b.s_keys, &b.s_vals);
+        a.s_keys = keys;
+        a.s_vals = vals;
+    }
     let mut words = Vec::with_capacity(a.words.len() + b.words.len());
     let mut rows = Vec::with_capacity((a.words.len() + b.words.len()) * k);
     let (mut i, mut j) = (0, 0);
@@ -1207,10 +1250,15 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: us
         pos[w as usize] = i as u32;
     }
     let nm = opts.merge_pairs.len();
+    let sparse = opts.top_l.is_some_and(|l| l < k);
+    // L-sparse: contributions to `S` as (key, value) in document order, summed per key below
+    let mut trip: Vec<(u64, f64)> = Vec::new();
     let mut part = Partial {
         n_docs: d1 - d0,
-        s_rows: vec![0.0; words.len() * k],
-        words,
+        s_rows: if sparse { Vec::new() } else { vec![0.0; words.len() * k] },
+        words: if sparse { Vec::new() } else { words },
+        s_keys: Vec::new(),
+        s_vals: Vec::new(),
         n: vec![0.0; k],
         h: vec![0.0; k],
         p: vec![0.0; k],
@@ -1280,12 +1328,11 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: us
                 sparse_doc(&ctx, opts, l, cur, prop, &mut sc.tmp, &mut sc.cand, &mut part.ctr);
                 for u in 0..sc.words.len() {
                     let c = ctx.counts[u];
-                    let base = pos[sc.words[u]] as usize * k;
                     let m = cur.cnt[u];
                     let (ix, vl) = (&cur.idx[u * l..u * l + m], &cur.val[u * l..u * l + m]);
                     for t in 0..m {
                         let (j, r) = (ix[t] as usize, vl[t]);
-                        part.s_rows[base + j] += c * r;
+                        trip.push(((sc.words[u] as u64) << 32 | j as u64, c * r));
                         if r > 0.0 {
                             part.h[j] -= c * r * r.ln();
                         }
@@ -1306,6 +1353,17 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: us
                 doc_summaries(&ctx, &n, opts, &mut part);
                 cur.n = n;
             }
+        }
+    }
+    // a stable sort keeps each key's contributions in document order: the same sums, in the
+    // same order, as adding them into dense rows
+    trip.sort_by_key(|e| e.0);
+    for (key, x) in trip {
+        if part.s_keys.last() == Some(&key) {
+            *part.s_vals.last_mut().expect("same length") += x;
+        } else {
+            part.s_keys.push(key);
+            part.s_vals.push(x);
         }
     }
     part
@@ -1361,6 +1419,9 @@ pub fn doc_topic_step<I: CsrIndex>(
         });
     };
     let mut s = Array2::<f64>::zeros((k, v));
+    for (&key, &x) in part.s_keys.iter().zip(&part.s_vals) {
+        s[[(key & 0xffff_ffff) as usize, (key >> 32) as usize]] = x;
+    }
     for (i, &w) in part.words.iter().enumerate() {
         let row = &part.s_rows[i * k..(i + 1) * k];
         for j in 0..k {
