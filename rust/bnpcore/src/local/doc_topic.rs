@@ -77,6 +77,7 @@
 //! no leaf allocates `K × V`.
 
 use std::cmp::Ordering;
+use std::sync::Mutex;
 
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2};
 use rayon::prelude::*;
@@ -1117,6 +1118,37 @@ fn add_into(a: &mut [f64], b: &[f64]) {
     }
 }
 
+/// Large `f64` buffers of one call, reused across leaves and merges: the dense `S` rows of a
+/// leaf are `words × K` (tens of MB at large K), and allocating them afresh for every leaf and
+/// merge faults their pages in and unmaps them again (TLB shootdowns on every core). Only
+/// where memory comes from changes: every buffer is cleared before use.
+#[derive(Default)]
+struct Pool(Mutex<Vec<Vec<f64>>>);
+
+impl Pool {
+    /// An empty buffer, with capacity for `cap` values when a kept one has it.
+    fn take(&self, cap: usize) -> Vec<f64> {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let best = (0..kept.len()).filter(|&i| kept[i].capacity() >= cap).min_by_key(|&i| kept[i].capacity());
+        let mut v = match best {
+            Some(i) => kept.swap_remove(i),
+            None => kept.pop().unwrap_or_default(),
+        };
+        v.clear();
+        v.reserve(cap);
+        v
+    }
+
+    /// Keep `v` for reuse, unless a few are kept already (about as many as are in use at
+    /// once by the tree reduction; more would only raise the peak memory).
+    fn give(&self, v: Vec<f64>) {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if v.capacity() >= 1 << 16 && kept.len() < 2 * rayon::current_num_threads() + 2 {
+            kept.push(v);
+        }
+    }
+}
+
 /// Merge two key-sorted entry lists, adding the values of equal keys (`a + b`).
 fn merge_entries(ak: &[u64], av: &[f64], bk: &[u64], bv: &[f64]) -> (Vec<u64>, Vec<f64>) {
     let (mut keys, mut vals) = (Vec::with_capacity(ak.len() + bk.len()), Vec::with_capacity(ak.len() + bk.len()));
@@ -1148,14 +1180,14 @@ fn merge_entries(ak: &[u64], av: &[f64], bk: &[u64], bv: &[f64]) -> (Vec<u64>, V
     (keys, vals)
 }
 
-fn combine(mut a: Partial, b: Partial, k: usize) -> Partial {
+fn combine(mut a: Partial, b: Partial, k: usize, pool: &Pool) -> Partial {
     if !b.s_keys.is_empty() {
         let (keys, vals) = merge_entries(&a.s_keys, &a.s_vals, &b.s_keys, &b.s_vals);
         a.s_keys = keys;
         a.s_vals = vals;
     }
     let mut words = Vec::with_capacity(a.words.len() + b.words.len());
-    let mut rows = Vec::with_capacity((a.words.len() + b.words.len()) * k);
+    let mut rows = pool.take((a.words.len() + b.words.len()) * k);
     let (mut i, mut j) = (0, 0);
     while i < a.words.len() || j < b.words.len() {
         let take_a = j >= b.words.len() || (i < a.words.len() && a.words[i] <= b.words[j]);
@@ -1178,7 +1210,8 @@ fn combine(mut a: Partial, b: Partial, k: usize) -> Partial {
         }
     }
     a.words = words;
-    a.s_rows = rows;
+    pool.give(std::mem::replace(&mut a.s_rows, rows));
+    pool.give(b.s_rows);
     a.n_docs += b.n_docs;
     for (x, y) in [(&mut a.n, &b.n), (&mut a.h, &b.h), (&mut a.p, &b.p), (&mut a.q, &b.q), (&mut a.usage, &b.usage)] {
         add_into(x, y);
@@ -1239,7 +1272,7 @@ struct Scratch {
     words: Vec<usize>,
 }
 
-fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: usize) -> Partial {
+fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: usize, pool: &Pool) -> Partial {
     let k = b.k;
     let (lo, hi) = (b.indptr[d0], b.indptr[d1]);
     let mut words: Vec<u32> = b.indices[lo..hi].iter().map(|w| w.fast() as u32).collect();
@@ -1255,7 +1288,13 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: us
     let mut trip: Vec<(u64, f64)> = Vec::new();
     let mut part = Partial {
         n_docs: d1 - d0,
-        s_rows: if sparse { Vec::new() } else { vec![0.0; words.len() * k] },
+        s_rows: if sparse {
+            Vec::new()
+        } else {
+            let mut v = pool.take(words.len() * k);
+            v.resize(words.len() * k, 0.0);
+            v
+        },
         words: if sparse { Vec::new() } else { words },
         s_keys: Vec::new(),
         s_vals: Vec::new(),
@@ -1282,7 +1321,7 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: us
         cand: Vec::with_capacity(k),
         words: Vec::new(),
     };
-    let (mut rows, mut iota) = (Vec::<f64>::new(), Vec::<usize>::new());
+    let (mut rows, mut iota) = (pool.take(0), Vec::<usize>::new());
     for d in d0..d1 {
         let (s0, s1) = (b.indptr[d], b.indptr[d + 1]);
         sc.words.clear();
@@ -1366,6 +1405,7 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: us
             part.s_vals.push(x);
         }
     }
+    pool.give(rows);
     part
 }
 
@@ -1395,7 +1435,9 @@ pub fn doc_topic_step<I: CsrIndex>(
     let (k, v) = (b.k, b.v);
     let n_docs = b.indptr.len() - 1;
     let nm = opts.merge_pairs.len();
-    let part = tree_reduce(n_docs, leaf_docs(n_docs), &|d0, d1| run_leaf(&b, opts, d0, d1), &|x, y| combine(x, y, k));
+    let pool = Pool::default();
+    let part = tree_reduce(n_docs, leaf_docs(n_docs), &|d0, d1| run_leaf(&b, opts, d0, d1, &pool), &|x, y| combine(x, y, k, &pool));
+    drop(pool);
     let Some(part) = part else {
         return Ok(DocTopicOutput {
             n_docs: 0,
