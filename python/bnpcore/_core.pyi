@@ -58,7 +58,6 @@ def local_step(
     weights: Optional[F64] = None,
     merge_pairs: Optional[Sequence[tuple[int, int]]] = None,
     proposals: Optional[list[dict[str, Any]]] = None,
-    collect_col: Optional[int] = None,
     collect_cols: Optional[Sequence[int]] = None,
     cooccur_col: Optional[int] = None,
     return_resp: bool = False,

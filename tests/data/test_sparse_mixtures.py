@@ -54,7 +54,7 @@ def test_the_local_step_takes_csr_rows_without_densifying(obs, monkeypatch):
     b = _fit(DPMixture(n_threads=2, **kw), S)
     assert np.array_equal(a.history_["elbo"], b.history_["elbo"])
     model = a._make_model(a.obs_model_)
-    opts = dict(merge_pairs=[(0, 1)], collect_col=0, cooccur_col=1, return_resp=True)
+    opts = dict(merge_pairs=[(0, 1)], collect_cols=[0], cooccur_col=1, return_resp=True)
     dense = model.local_step(X, a.summaries_, **opts)
 
     def boom(self, *args, **kwargs):
@@ -65,7 +65,7 @@ def test_the_local_step_takes_csr_rows_without_densifying(obs, monkeypatch):
         monkeypatch.setattr(cls, "todense", boom)
     for fmt in (sp.csr_array, sp.csr_matrix):
         out = model.local_step(fmt(X), a.summaries_, **opts)
-        for key in ("N", "S", "H", "pair_H", "col", "cooccur", "resp"):
+        for key in ("N", "S", "H", "pair_H", "cols", "cooccur", "resp"):
             np.testing.assert_allclose(out[key], dense[key], rtol=1e-10, atol=1e-12, err_msg=key)
         np.testing.assert_allclose(out["lse_sum"], dense["lse_sum"], rtol=1e-12)
         np.testing.assert_allclose(model.score_samples(fmt(X), a.summaries_), model.score_samples(X, a.summaries_), rtol=1e-12)

@@ -225,13 +225,13 @@ def test_local_step_bit_identical_for_1_and_2_threads(make_data):
         weights=np.linspace(0.0, 2.0, X.shape[0]),
         merge_pairs=[(0, 1)],
         proposals=[{"src": [0], "dest_cols": [1, 2]}],
-        collect_col=1,
+        collect_cols=[1],
         cooccur_col=0,
         return_resp=True,
     )
     a = _core.local_step(obs, _core.Alloc.fixed(e_log_pi), X, G.N, G.S, n_threads=1, **opts)
     b = _core.local_step(obs, _core.Alloc.fixed(e_log_pi), X, G.N, G.S, n_threads=2, **opts)
-    for key in ("N", "S", "H", "pair_H", "resp", "col", "cooccur"):
+    for key in ("N", "S", "H", "pair_H", "resp", "cols", "cooccur"):
         assert a[key].tobytes() == b[key].tobytes(), key
     assert a["lse_sum"] == b["lse_sum"] and a["h_sum"] == b["h_sum"]
     for p, q in zip(a["proposals"], b["proposals"]):

@@ -365,9 +365,8 @@ def test_core_option_errors(gauss_setup):
     e = np.zeros(4)
     for pairs in ([(0, 4)], [(2, 2)], [(0, 1), (5, 0)]):
         expect_error(ParameterError, "merge_pairs", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, merge_pairs=pairs)
-    expect_error(ParameterError, "collect_col", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, collect_col=4)
-    expect_error(ParameterError, "collect_col", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, collect_cols=[0, 4])
-    expect_error(ParameterError, "collect_cols", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, collect_col=0, collect_cols=[1])
+    expect_error(ParameterError, "collect_cols", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, collect_cols=[4])
+    expect_error(ParameterError, "collect_cols", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, collect_cols=[0, 4])
     expect_error(ParameterError, "cooccur_col", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, cooccur_col=7)
     expect_error(ParameterError, "weights", _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, weights=-np.ones(20))
     expect_error(NonFiniteError, "e_log_pi", _core.local_step, obs, _core.Alloc.fixed(np.array([0.0, np.nan, 0.0, 0.0])), X, N, S)
@@ -576,7 +575,7 @@ def test_fuzz_core_never_panics(case, i, col, pairs, gamma):
     call_no_panic(obs.smoothed_divergence, X, i)
     call_no_panic(obs.kmeanspp, X, np.clip(np.nan_to_num(e), 0.0, 0.99))
     out = call_no_panic(
-        _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, merge_pairs=pairs, collect_col=col, cooccur_col=col, return_resp=True,
+        _core.local_step, obs, _core.Alloc.fixed(e), X, N, S, merge_pairs=pairs, collect_cols=None if col is None else [col], cooccur_col=col, return_resp=True,
         proposals=[{"src": [i], "dest_cols": [0]}],
     )
     if out is not None:

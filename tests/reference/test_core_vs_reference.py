@@ -350,7 +350,7 @@ def local_cases(draw):
     weights = draw(st.one_of(st.none(), arrays(np.float64, (n,), elements=st.floats(0.0, 3.0, **finite))))
     pairs = [(a, b) for a in range(K) for b in range(K) if a != b]
     merge_pairs = draw(st.lists(st.sampled_from(pairs), max_size=3)) if pairs else []
-    collect_col = draw(st.one_of(st.none(), st.integers(0, K - 1)))
+    collect_cols = draw(st.one_of(st.none(), st.lists(st.integers(0, K - 1), min_size=1, max_size=3)))
     cooccur_col = draw(st.one_of(st.none(), st.integers(0, K - 1)))
     proposals = []
     for _ in range(draw(st.integers(0, 2))):
@@ -369,7 +369,7 @@ def local_cases(draw):
         e_log_pi=e_log_pi,
         weights=weights,
         merge_pairs=merge_pairs,
-        collect_col=collect_col,
+        collect_cols=collect_cols,
         cooccur_col=cooccur_col,
         proposals=proposals,
     )
@@ -387,7 +387,7 @@ def test_local_step(case):
         weights=case["weights"],
         merge_pairs=case["merge_pairs"],
         proposals=case["proposals"],
-        collect_col=case["collect_col"],
+        collect_cols=case["collect_cols"],
         cooccur_col=case["cooccur_col"],
         return_resp=True,
     )
@@ -419,12 +419,13 @@ def test_local_step(case):
     # merge pair entropies
     pair_ref = np.array([(w * neg_xlogx(R[:, a] + R[:, b])).sum() for a, b in case["merge_pairs"]])
     assert_close(out["pair_H"], pair_ref.reshape(-1), np.full(len(pair_ref), wmag.sum() + 1.0), what="pair_H")
-    # responsibility column (unweighted) and co-occurrence (weighted)
-    if case["collect_col"] is None:
-        assert "col" not in out
+    # responsibility columns (unweighted) and co-occurrence (weighted)
+    if case["collect_cols"] is None:
+        assert "cols" not in out
     else:
-        c = case["collect_col"]
-        assert_close(out["col"], R[:, c], row_mag, what="col")
+        c = case["collect_cols"]
+        assert out["cols"].shape == (n, len(c))
+        assert_close(out["cols"], R[:, c], np.broadcast_to(row_mag[:, None], (n, len(c))), what="cols")
     if case["cooccur_col"] is None:
         assert "cooccur" not in out
     else:

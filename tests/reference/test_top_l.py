@@ -90,10 +90,10 @@ CASES = st.tuples(
 def test_top_l_at_least_k_is_bit_identical_to_dense(case, extra):
     kind, n, d, K, seed = case
     X, _prior, obs, N, S, elp = problem(kind, n, d, K, seed)
-    kw = dict(merge_pairs=[(0, K - 1)] if K > 1 else [], cooccur_col=0, collect_col=K - 1)
+    kw = dict(merge_pairs=[(0, K - 1)] if K > 1 else [], cooccur_col=0, collect_cols=[K - 1])
     dense = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, **kw)
     sparse = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=K + extra, **kw)
-    for key in ("N", "S", "H", "pair_H", "cooccur", "col"):
+    for key in ("N", "S", "H", "pair_H", "cooccur", "cols"):
         assert np.array_equal(dense[key], sparse[key]), key
     assert dense["lse_sum"] == sparse["lse_sum"]
     assert sparse["resp_idx"].dtype == np.uint32 and sparse["resp_idx"].shape == (n, K)
@@ -152,7 +152,7 @@ def test_sparse_summaries_equal_dense_summaries_of_the_densified_rows(case, L, w
     w = rng.uniform(0.0, 2.0, n) if weighted else None
     pairs = [(a, b) for a in range(K) for b in range(a + 1, K)][:6]
     out = _core.local_step(
-        obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L, weights=w, merge_pairs=pairs, cooccur_col=0, collect_col=K - 1
+        obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L, weights=w, merge_pairs=pairs, cooccur_col=0, collect_cols=[K - 1]
     )
     R = densify(out, K)
     Rw = R if w is None else R * w[:, None]
@@ -166,7 +166,7 @@ def test_sparse_summaries_equal_dense_summaries_of_the_densified_rows(case, L, w
         # and the reference's own sparse rows give the same summaries
         Nr, Sr = ref.summarize(kind, X, top_l_local_step(kind, prior, "dp", 1.0, N, S, X, L))
         assert close(out["N"], Nr, 1e-9) and close(out["S"], Sr, 1e-9)
-    assert np.array_equal(out["col"], R[:, K - 1])
+    assert np.array_equal(out["cols"][:, 0], R[:, K - 1])
     # several collected columns (a birth's targets), in the order asked, from the same rows
     cols = [K - 1, 0, K // 2]
     out2 = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=L, weights=w, collect_cols=cols)

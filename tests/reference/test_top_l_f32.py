@@ -145,7 +145,7 @@ def test_float32_path_summaries_and_objective_gap(seed, L, weighted):
     w = np.random.default_rng(seed).uniform(0.0, 2.0, X.shape[0]) if weighted else None
     pairs = [(0, 1), (2, K - 1), (5, 7)]
     out = _core.local_step(
-        obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L, weights=w, merge_pairs=pairs, cooccur_col=0, collect_col=3
+        obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L, weights=w, merge_pairs=pairs, cooccur_col=0, collect_cols=[3]
     )
     assert "n_candidates" in out
     R = dense_resp(out, K)
@@ -164,7 +164,7 @@ def test_float32_path_summaries_and_objective_gap(seed, L, weighted):
         e_ll = ref.e_log_lik_sum_from_stats(KIND, prior, N, S, out["N"], out["S"])
         f_sparse = float(e_ll.sum() + out["N"] @ elp + out["H"].sum())
         assert abs(f_sparse - out["lse_sum"]) <= 1e-9 * scale
-    assert np.array_equal(out["col"], R[:, 3])
+    assert np.array_equal(out["cols"][:, 0], R[:, 3])
 
 
 @pytest.mark.parametrize("near_dup", [1e-9, 1e-12])

@@ -69,8 +69,8 @@ fn extract_proposals(obs: &Obs, py: Python<'_>, props: Option<&Bound<'_, PyList>
 
 /// Fused local step + summaries of one batch, with the log weights `E[ln π]` computed from
 /// `alloc` and the counts `n_post`. Returns a dict with `N`, `S`, `H`, `h_sum`,
-/// `lse_sum`, `pair_H`, `proposals` (list of (N, S, H)), and optionally `resp`, `col` (column
-/// `collect_col` of the responsibilities), `cols` (the columns `collect_cols`, N × m), `cooccur`.
+/// `lse_sum`, `pair_H`, `proposals` (list of (N, S, H)), and optionally `resp`, `cols` (the
+/// responsibility columns `collect_cols`, N × m), `cooccur`.
 /// With `top_l` (L-sparse responsibilities) and `return_resp`, `resp_idx` (uint32, N × min(L, K),
 /// padded with 2**32-1) and `resp_val` (float64, same shape) replace `resp`; `n_candidates` (int)
 /// is present when the L-sparse candidates came from the single-precision GEMM (zero-mean
@@ -80,7 +80,7 @@ fn extract_proposals(obs: &Obs, py: Python<'_>, props: Option<&Bound<'_, PyList>
 /// (scipy's arrays, borrowed; `mult` and `bern` only), whose step costs O(nnz · K).
 #[pyfunction]
 #[pyo3(signature = (obs, alloc, x, n_post, s_post, *, weights = None, merge_pairs = None, proposals = None,
-                    collect_col = None, collect_cols = None, cooccur_col = None, return_resp = false, top_l = None,
+                    collect_cols = None, cooccur_col = None, return_resp = false, top_l = None,
                     n_threads = None))]
 pub(crate) fn local_step<'py>(
     py: Python<'py>,
@@ -92,23 +92,19 @@ pub(crate) fn local_step<'py>(
     weights: Option<PyReadonlyArray1<'py, f64>>,
     merge_pairs: Option<Vec<(usize, usize)>>,
     proposals: Option<Bound<'py, PyList>>,
-    collect_col: Option<usize>,
     collect_cols: Option<Vec<usize>>,
     cooccur_col: Option<usize>,
     return_resp: bool,
     top_l: Option<usize>,
     n_threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    if collect_col.is_some() && collect_cols.is_some() {
-        return Err(crate::errors::to_py(py, bnpcore::Error::param("collect_cols", "give `collect_col` or `collect_cols`, not both")));
-    }
     let props = extract_proposals(&obs.inner, py, proposals.as_ref())?;
     let w = weights.as_ref().map(|w| w.as_array());
     let opts = LocalOptions {
         weights: w,
         merge_pairs: merge_pairs.unwrap_or_default(),
         proposals: props,
-        collect_cols: collect_col.map_or_else(|| collect_cols.unwrap_or_default(), |c| vec![c]),
+        collect_cols: collect_cols.unwrap_or_default(),
         cooccur_col,
         return_resp,
         top_l,
@@ -144,11 +140,7 @@ pub(crate) fn local_step<'py>(
         d.set_item("resp_val", r.into_pyarray(py))?;
     }
     if let Some(c) = moves.cols {
-        if collect_col.is_some() {
-            d.set_item("col", c.column(0).to_owned().into_pyarray(py))?;
-        } else {
-            d.set_item("cols", c.into_pyarray(py))?;
-        }
+        d.set_item("cols", c.into_pyarray(py))?;
     }
     if let Some(c) = moves.cooccur {
         d.set_item("cooccur", c.into_pyarray(py))?;

@@ -240,7 +240,7 @@ fn bad_options_are_errors_not_panics() {
     let shape = |e: &Error| matches!(e, Error::Shape { .. });
     expect(run(LocalOptions { merge_pairs: vec![(0, 3)], ..Default::default() }), param, "merge_pairs");
     expect(run(LocalOptions { merge_pairs: vec![(1, 1)], ..Default::default() }), param, "merge_pairs");
-    expect(run(LocalOptions { collect_cols: vec![0, 3], ..Default::default() }), param, "collect_col");
+    expect(run(LocalOptions { collect_cols: vec![0, 3], ..Default::default() }), param, "collect_cols");
     expect(run(LocalOptions { cooccur_col: Some(9), ..Default::default() }), param, "cooccur_col");
     expect(
         run(LocalOptions { proposals: vec![Proposal { src: vec![], dest: Dest::Columns(vec![0]) }], ..Default::default() }),

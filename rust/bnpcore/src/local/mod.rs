@@ -360,7 +360,7 @@ fn validate(k: usize, n_rows: usize, e_log_pi: ArrayView1<f64>, opts: &LocalOpti
             }
         }
     }
-    let named = opts.collect_cols.iter().map(|&c| ("collect_col", c)).chain(opts.cooccur_col.map(|c| ("cooccur_col", c)));
+    let named = opts.collect_cols.iter().map(|&c| ("collect_cols", c)).chain(opts.cooccur_col.map(|c| ("cooccur_col", c)));
     for (name, c) in named {
         if c >= k {
             return Err(Error::param(name, format!("column {c} out of range for {k} clusters")));
