@@ -88,7 +88,7 @@ class MoveManager:
         "birth_retry_change": 0.1,
         "birth_min_gain": 0.0,
         "birth_fits_per_lap": 2,
-        "birth_retry_loss": 0.25,
+        "birth_retry_loss": 0.05,
         "birth_max_fail": 3,
         "birth_laps": 1,
         "birth_seed_rows": "auto",
