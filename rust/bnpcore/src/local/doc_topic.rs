@@ -72,9 +72,12 @@
 //! of thesis §5.5.1 (`r̃ = r_a + r_b`, `θ̃ = θ_a + θ_b`). Everything is additive over documents.
 //!
 //! **Parallelism.** Documents are split into fixed leaves ([`leaf_docs`], a function of `D`
-//! only) reduced by the fixed binary tree of [`crate::parallel`]; each leaf keeps `S` as dense
-//! rows over its own sorted vocabulary, so results are bit-identical for any thread count and
-//! no leaf allocates `K × V`.
+//! only) reduced by the fixed binary tree of [`crate::parallel`], so results are bit-identical
+//! for any thread count. A dense leaf keeps `S` as dense rows over its own sorted vocabulary
+//! (buffers reused through a per-call pool, so leaves and merges do not fault pages in and
+//! unmap them again); an L-sparse leaf keeps `(word, topic)`-sorted entries, summed per key in
+//! document order, and merges add equal keys — the same additions, in the same order, as dense
+//! rows. No leaf allocates `K × V`.
 
 use std::cmp::Ordering;
 use std::sync::Mutex;
