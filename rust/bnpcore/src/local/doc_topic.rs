@@ -685,7 +685,6 @@ impl Collected {
 /// Sort a selection by ascending topic index (insertion sort; at most 32 entries).
 fn sort_by_index(ix: &mut [u32], vl: &mut [f64]) {
     let m = ix.len();
-    // ascending index order (insertion sort, m <= 32)
     for t in 1..m {
         let (j, x) = (ix[t], vl[t]);
         let mut pos = t;
@@ -707,8 +706,10 @@ struct Sparse {
     e: Vec<f64>,
     /// `e` of the active topics, in the order of `active` (one gather per entry in selection).
     ea: Vec<f64>,
-    /// The (at most `L`) active topics of largest `e`, for reselection passes.
+    /// The (at most `L`) active topics of largest `e`, heaviest first, for reselection passes
+    /// (`heavy_e`: their `e`).
     heavy: Vec<u32>,
+    heavy_e: Vec<f64>,
     col: Collected,
     m: f64,
     active: Vec<u32>,
@@ -856,21 +857,14 @@ impl Sparse {
         }
         self.heavy.clear();
         if l <= SCAN_MAX_L && !matches!(mode, Reselect::None) {
-            // by `e` descending, ties by index (a partial insertion sort keeping `l`)
-            for &j in &self.active {
-                let x = self.e[j as usize];
-                if self.heavy.len() == l && !(x > self.e[self.heavy[l - 1] as usize]) {
-                    continue;
-                }
-                if self.heavy.len() == l {
-                    self.heavy.pop();
-                }
-                let mut pos = self.heavy.len();
-                while pos > 0 && self.e[self.heavy[pos - 1] as usize] < x {
-                    pos -= 1;
-                }
-                self.heavy.insert(pos, j);
+            // the best-so-far list of the threshold scan, by `e` (descending, ties by index)
+            self.heavy.resize(l, 0);
+            self.heavy_e.resize(l, 0.0);
+            let (mut m, mut thr) = (0, f64::NEG_INFINITY);
+            for (&j, &x) in self.active.iter().zip(&self.ea) {
+                offer(&mut self.heavy, &mut self.heavy_e, l, &mut m, &mut thr, j, x);
             }
+            self.heavy.truncate(m);
         }
         self.n.fill(0.0);
         for u in 0..ctx.words.len() {

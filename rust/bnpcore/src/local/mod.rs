@@ -20,8 +20,9 @@
 //!
 //! Work is organised for speed: every model's log-likelihood and statistic are linear in a
 //! feature map `φ` ([`crate::obs::FeatureMap`]; the `vech` form for Gaussians), so per tile of
-//! [`crate::parallel::tile_rows`] rows (512, fewer for wide features) the local step builds `φ(X)` once, computes `W = φ(X) Wt` with one GEMM and
-//! (dense) the summaries `Acc += Rᵀ φ(X)` with a second GEMM. Scratch buffers live per leaf.
+//! [`crate::parallel::tile_rows`] rows (512, fewer for wide features) the local step builds
+//! `φ(X)` once, computes `W = φ(X) Wt` with one GEMM and (dense) the summaries `Acc += Rᵀ φ(X)`
+//! with a second GEMM. Scratch buffers live per leaf.
 //!
 //! Rows are processed in fixed leaves ([`leaf_rows`], a function of `N` only) reduced by a
 //! fixed tree ([`crate::parallel`]), so every output is bit-identical whatever the thread count.
