@@ -1271,16 +1271,21 @@ struct Scratch {
 
 fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: usize, pool: &Pool) -> Partial {
     let k = b.k;
-    let (lo, hi) = (b.indptr[d0], b.indptr[d1]);
-    let mut words: Vec<u32> = b.indices[lo..hi].iter().map(|w| w.fast() as u32).collect();
-    words.sort_unstable();
-    words.dedup();
-    let mut pos = vec![u32::MAX; b.v];
-    for (i, &w) in words.iter().enumerate() {
-        pos[w as usize] = i as u32;
+    let sparse_l = opts.top_l.filter(|&l| l < k);
+    let sparse = sparse_l.is_some();
+    // dense: S as rows over the leaf's sorted vocabulary (`pos`: a word's row)
+    let (mut words, mut pos) = (Vec::<u32>::new(), Vec::<u32>::new());
+    if !sparse {
+        let (lo, hi) = (b.indptr[d0], b.indptr[d1]);
+        words.extend(b.indices[lo..hi].iter().map(|w| w.fast() as u32));
+        words.sort_unstable();
+        words.dedup();
+        pos.resize(b.v, u32::MAX);
+        for (i, &w) in words.iter().enumerate() {
+            pos[w as usize] = i as u32;
+        }
     }
     let nm = opts.merge_pairs.len();
-    let sparse = opts.top_l.is_some_and(|l| l < k);
     // L-sparse: contributions to `S` as (key, value) in document order, summed per key below
     let mut trip: Vec<(u64, f64)> = Vec::new();
     let mut part = Partial {
@@ -1292,7 +1297,7 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: us
             v.resize(words.len() * k, 0.0);
             v
         },
-        words: if sparse { Vec::new() } else { words },
+        words,
         s_keys: Vec::new(),
         s_vals: Vec::new(),
         n: vec![0.0; k],
@@ -1309,7 +1314,6 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: us
         doc_topic: Vec::with_capacity(if opts.return_doc_topic { (d1 - d0) * k } else { 0 }),
         ctr: Counters::default(),
     };
-    let sparse_l = opts.top_l.filter(|&l| l < k);
     let mut sc = Scratch {
         dense: (Dense::default(), Dense::default()),
         sparse: (Sparse::default(), Sparse::default()),
