@@ -394,6 +394,72 @@ fn dense_sweep(tab: &[f64], k: usize, words: &[usize], counts: &[f64], e: &[f64]
     dense_sweep_impl(tab, k, words, counts, e, s, acc)
 }
 
+/// Collect, in index order, every `(k, row_k e_k)` whose weight is at least `floor` (> 0) into
+/// `col` (cleared first), eight entries at a time: multiply, compare, and append only where some
+/// weight passes (usually about `L` of the `K`). False if `col` overflows.
+fn collect_at_floor(row: &[f64], e: &[f64], floor: f64, col: &mut Collected) -> bool {
+    col.clear();
+    let n = row.len().min(e.len());
+    let (row, e) = (&row[..n], &e[..n]);
+    let whole = n - n % 8;
+    #[cfg(target_arch = "x86_64")]
+    let start = if std::is_x86_feature_detected!("avx") {
+        // SAFETY: the CPU supports AVX (checked just above); `whole ≤ n`.
+        match unsafe { collect_at_floor_avx(&row[..whole], &e[..whole], floor, col) } {
+            true => whole,
+            false => return false,
+        }
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let start = 0;
+    let mut base = start;
+    for (r8, e8) in row[start..].chunks(8).zip(e[start..].chunks(8)) {
+        let mut w = [0.0; 8];
+        let mut mask = 0u32;
+        for (i, (&r, &x)) in r8.iter().zip(e8).enumerate() {
+            w[i] = r * x;
+            mask |= u32::from(w[i] >= floor) << i;
+        }
+        if mask != 0 && !col.extend_masked(base, &w, mask) {
+            return false;
+        }
+        base += 8;
+    }
+    true
+}
+
+/// [`collect_at_floor`] on AVX, over the whole octets of `row` and `e` (the caller passes them).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn collect_at_floor_avx(row: &[f64], e: &[f64], floor: f64, col: &mut Collected) -> bool {
+    use std::arch::x86_64::*;
+    let n = row.len().min(e.len());
+    // SAFETY (whole body): AVX is enabled (the caller checked); every load reads
+    // `base..base + 8 ≤ n`, within both slices.
+    unsafe {
+        let f = _mm256_set1_pd(floor);
+        let mut base = 0;
+        while base + 8 <= n {
+            let w0 = _mm256_mul_pd(_mm256_loadu_pd(row.as_ptr().add(base)), _mm256_loadu_pd(e.as_ptr().add(base)));
+            let w1 = _mm256_mul_pd(_mm256_loadu_pd(row.as_ptr().add(base + 4)), _mm256_loadu_pd(e.as_ptr().add(base + 4)));
+            let mask = (_mm256_movemask_pd(_mm256_cmp_pd::<_CMP_GE_OQ>(w0, f))
+                | (_mm256_movemask_pd(_mm256_cmp_pd::<_CMP_GE_OQ>(w1, f)) << 4)) as u32;
+            if mask != 0 {
+                let mut w = [0.0; 8];
+                _mm256_storeu_pd(w.as_mut_ptr(), w0);
+                _mm256_storeu_pd(w.as_mut_ptr().add(4), w1);
+                if !col.extend_masked(base, &w, mask) {
+                    return false;
+                }
+            }
+            base += 8;
+        }
+        true
+    }
+}
+
 /// Softmax of log weights in place; returns the log-sum-exp (`−∞` rows become uniform).
 fn softmax_log(w: &mut [f64]) -> f64 {
     let m = w.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -562,6 +628,10 @@ enum Reselect {
     Containing(u32),
 }
 
+/// A reselection scans the whole `K`-wide row (contiguous, eight weights per step) instead of
+/// gathering the active topics' entries once `DENSE_COLLECT · |A_d| ≥ K`.
+const DENSE_COLLECT: usize = 4;
+
 /// Largest `L` for which the top-L selection uses the threshold scan.
 const SCAN_MAX_L: usize = 32;
 
@@ -663,6 +733,23 @@ impl Collected {
         self.ids[self.c] = j;
         self.w[self.c] = x;
         self.c += usize::from(keep);
+    }
+
+    /// Append the entries `(base + i, w[i])` whose bit `i` is set in `mask`, in index order;
+    /// false (nothing appended) when fewer than eight slots are left.
+    #[inline(always)]
+    fn extend_masked(&mut self, base: usize, w: &[f64; 8], mut mask: u32) -> bool {
+        if self.room() < 8 {
+            return false;
+        }
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            self.ids[self.c] = (base + i) as u32;
+            self.w[self.c] = w[i];
+            self.c += 1;
+            mask &= mask - 1;
+        }
+        true
     }
 
     /// The top `l` of the collected entries (all of them when at most `l`: the usual case).
@@ -781,7 +868,12 @@ impl Sparse {
             }
             let (act, ea) = (&self.active[..], &self.ea[..self.active.len()]);
             let mut done = None;
-            if floor > 0.0 {
+            if floor > 0.0 && act.len() * DENSE_COLLECT >= ctx.k {
+                // most topics active: scan the whole row (inactive topics weigh 0 < floor)
+                if collect_at_floor(row, &self.e, floor, &mut self.col) {
+                    done = Some(self.col.take(l, ix, vl));
+                }
+            } else if floor > 0.0 {
                 // one loop: weight, compare, branch-free append of the entries at the floor
                 let col = &mut self.col;
                 col.clear();
@@ -1517,6 +1609,43 @@ mod tests {
 
     /// `scan_top` (plain, block-floor and collected paths) against a sort by "larger weight
     /// first, then smaller index", on weights with many ties (a few distinct values and zeros).
+    #[test]
+    fn collect_at_floor_matches_a_filter() {
+        let mut g = Lcg(11);
+        for case in 0..3000 {
+            let n = (g.next() * if case % 3 == 0 { 500.0 } else { 40.0 }) as usize;
+            let levels = 1 + (g.next() * 5.0) as usize;
+            let mut draw = |zero: f64| {
+                let x = if case % 2 == 0 { (g.next() * levels as f64).floor() / levels as f64 } else { g.next() };
+                if g.next() < zero {
+                    0.0
+                } else {
+                    x
+                }
+            };
+            let row: Vec<f64> = (0..n).map(|_| draw(0.1)).collect();
+            let e: Vec<f64> = (0..n).map(|_| draw(0.5)).collect();
+            let mut floor = 0.01 + g.next() * if case % 5 == 0 { 0.2 } else { 0.8 };
+            if case % 4 == 0 && n > 0 {
+                // a floor equal to some weights (ties must be kept)
+                let k = (g.next() * n as f64) as usize;
+                if row[k] * e[k] > 0.0 {
+                    floor = row[k] * e[k];
+                }
+            }
+            let mut col = Collected { c: 3, ..Collected::default() }; // cleared by the call
+            let ok = collect_at_floor(&row, &e, floor, &mut col);
+            let want: Vec<(u32, u64)> = (0..n).filter(|&k| row[k] * e[k] >= floor).map(|k| (k as u32, (row[k] * e[k]).to_bits())).collect();
+            if !ok {
+                // only when the entries at the floor do not fit
+                assert!(want.len() > Collected::CAP - 8, "case {case}: {} entries", want.len());
+                continue;
+            }
+            let got: Vec<(u32, u64)> = (0..col.c).map(|t| (col.ids[t], col.w[t].to_bits())).collect();
+            assert_eq!(got, want, "case {case} n {n}");
+        }
+    }
+
     #[test]
     fn scan_top_matches_a_sort() {
         let mut g = Lcg(7);
