@@ -248,42 +248,72 @@ pub(crate) fn log_add_exp(a: f64, b: f64) -> f64 {
 /// into the summary GEMM, where each one costs a slow microcode assist on x86.
 const EXP_CUTOFF: f64 = -600.0;
 
-/// `1/k!` for `k = 0..=13`: the Taylor coefficients of [`exp_neg`].
-const EXP_TAYLOR: [f64; 14] = {
-    let mut c = [1.0; 14];
-    let mut k = 1;
-    while k < 14 {
-        c[k] = c[k - 1] / k as f64;
-        k += 1;
-    }
-    c
-};
+/// `2^(j/32)` for `j = 0..32`, correctly rounded (bits).
+const EXP2_32THS: [u64; 32] = [
+    0x3ff0000000000000,
+    0x3ff059b0d3158574,
+    0x3ff0b5586cf9890f,
+    0x3ff11301d0125b51,
+    0x3ff172b83c7d517b,
+    0x3ff1d4873168b9aa,
+    0x3ff2387a6e756238,
+    0x3ff29e9df51fdee1,
+    0x3ff306fe0a31b715,
+    0x3ff371a7373aa9cb,
+    0x3ff3dea64c123422,
+    0x3ff44e086061892d,
+    0x3ff4bfdad5362a27,
+    0x3ff5342b569d4f82,
+    0x3ff5ab07dd485429,
+    0x3ff6247eb03a5585,
+    0x3ff6a09e667f3bcd,
+    0x3ff71f75e8ec5f74,
+    0x3ff7a11473eb0187,
+    0x3ff82589994cce13,
+    0x3ff8ace5422aa0db,
+    0x3ff93737b0cdc5e5,
+    0x3ff9c49182a3f090,
+    0x3ffa5503b23e255d,
+    0x3ffae89f995ad3ad,
+    0x3ffb7f76f2fb5e47,
+    0x3ffc199bdd85529c,
+    0x3ffcb720dcef9069,
+    0x3ffd5818dcfba487,
+    0x3ffdfc97337b9b5f,
+    0x3ffea4afa2a490da,
+    0x3fff50765b6e4540,
+];
 
-/// `e^x` for `x ∈ [EXP_CUTOFF, 0]` (and `x` a little outside it) from multiplications and
-/// additions only, so that a loop over it vectorises: `x = n ln 2 + r` with `n` the nearest
-/// integer to `x / ln 2` (rounded by adding and subtracting `1.5·2⁵²`; `ln 2` split in two so
-/// `r` is exact to ~1e-20), `e^r` by its degree-13 Taylor polynomial (truncation below 1e-17
-/// relative for `|r| ≤ ln 2 / 2`), and `2ⁿ` built in the exponent bits. Within 1 ulp of the
-/// platform's `exp` (test `exp_neg_is_within_one_ulp`); the same operations in the same
-/// order on every CPU, vector or scalar.
+/// `e^x` for `x ∈ [EXP_CUTOFF, 0]` (and `x` a little outside it) from multiplications,
+/// additions and one table read, so that a loop over it vectorises: `x = (32n + j) ln 2 / 32 + r`
+/// with `32n + j` the nearest integer to `32 x / ln 2` (rounded by adding and subtracting
+/// `1.5·2⁵²`; `ln 2` split in two so `r` is exact to ~1e-20), `|r| ≤ ln 2 / 64`, `e^r` by its
+/// degree-6 Taylor polynomial (truncation below 4e-18 relative), `2^(j/32)` from a table and `2ⁿ`
+/// written into the exponent bits. Within 1 ulp of the platform's `exp` (test
+/// `exp_neg_is_within_one_ulp`); the same operations in the same order on every CPU, vector or
+/// scalar.
 #[inline(always)]
 pub(crate) fn exp_neg(x: f64) -> f64 {
-    const LOG2E: f64 = std::f64::consts::LOG2_E;
-    // ln 2 = LN2_HI + LN2_LO, LN2_HI with its low 21 bits zero (so n · LN2_HI is exact)
+    // ln 2 = LN2_HI + LN2_LO, LN2_HI with its low 21 bits zero (so m · LN2_HI / 32 is exact)
     const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
     const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
     const SHIFT: f64 = 6_755_399_441_055_744.0; // 1.5 · 2⁵²
-    let t = x * LOG2E + SHIFT;
-    let n = t - SHIFT;
-    let r = (x - n * LN2_HI) - n * LN2_LO;
-    let c = &EXP_TAYLOR;
-    let mut p = c[13];
-    for k in (0..13).rev() {
-        p = p * r + c[k];
+    const C: [f64; 6] = [1.0, 1.0 / 2.0, 1.0 / 6.0, 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0]; // 1/k!, k = 1..=6
+    let t = x * (std::f64::consts::LOG2_E * 32.0) + SHIFT;
+    let mf = t - SHIFT;
+    let r = (x - mf * (LN2_HI / 32.0)) - mf * (LN2_LO / 32.0);
+    // q = e^r − 1 = r (1 + r (1/2 + …)); e^x = 2ⁿ (T + T q) with T = 2^(j/32): the big term exact
+    let mut q = C[5];
+    for &c in C[..5].iter().rev() {
+        q = q * r + c;
     }
-    // the low bits of `t` hold n + 2⁵¹: the exponent field of 2ⁿ is n + 1023
-    let scale = f64::from_bits(t.to_bits().wrapping_sub(SHIFT.to_bits()).wrapping_add(1023) << 52);
-    p * scale
+    q *= r;
+    // the low bits of `t` hold m = 32n + j (two's complement after removing the shift)
+    let m = t.to_bits().wrapping_sub(SHIFT.to_bits());
+    let j = (m & 31) as usize;
+    let scale = f64::from_bits((m.wrapping_sub(j as u64) << 47).wrapping_add(1023 << 52));
+    let tab = f64::from_bits(EXP2_32THS[j]);
+    (tab + tab * q) * scale
 }
 
 #[inline(always)]
