@@ -31,8 +31,17 @@ pub(super) fn dense_tile(ctx: &LocalContext, tile: &Tile, sc: &mut Scratch, part
         let rr = resp.row(n);
         let rr = rr.as_slice().expect("contiguous");
         let h = part.h.as_slice_mut().expect("contiguous");
-        for j in 0..k {
-            h[j] += wn * ent_term(rr[j], log_resp(wr[j], lse[n], k));
+        if lse[n] == f64::NEG_INFINITY {
+            for j in 0..k {
+                h[j] += wn * ent_term(rr[j], log_resp(wr[j], lse[n], k));
+            }
+        } else {
+            // the same terms, written so that the loop vectorises: ln r_j = w_j − lse
+            let l = lse[n];
+            for ((hj, &r), &w) in h.iter_mut().zip(rr).zip(wr) {
+                let t = -r * (w - l);
+                *hj += wn * if r > 0.0 { t } else { 0.0 };
+            }
         }
         for (m, &(pa, pb)) in opts.merge_pairs.iter().enumerate() {
             let l = log_add_exp(log_resp(wr[pa], lse[n], k), log_resp(wr[pb], lse[n], k));
