@@ -1607,8 +1607,9 @@ mod tests {
         }
     }
 
-    /// `scan_top` (plain, block-floor and collected paths) against a sort by "larger weight
-    /// first, then smaller index", on weights with many ties (a few distinct values and zeros).
+    /// `collect_at_floor` (AVX octets and portable tail) against a plain filter `row_k e_k ≥
+    /// floor`, in index order with the same bits, on weights with ties at the floor and zeros;
+    /// it may refuse only when the entries at the floor do not fit.
     #[test]
     fn collect_at_floor_matches_a_filter() {
         let mut g = Lcg(11);
@@ -1646,6 +1647,8 @@ mod tests {
         }
     }
 
+    /// `scan_top` (plain, block-floor and collected paths) against a sort by "larger weight
+    /// first, then smaller index", on weights with many ties (a few distinct values and zeros).
     #[test]
     fn scan_top_matches_a_sort() {
         let mut g = Lcg(7);
