@@ -36,11 +36,10 @@ pub(super) fn dense_tile(ctx: &LocalContext, tile: &Tile, sc: &mut Scratch, part
                 h[j] += wn * ent_term(rr[j], log_resp(wr[j], lse[n], k));
             }
         } else {
-            // the same terms, written so that the loop vectorises: ln r_j = w_j − lse
+            // ln r_j = w_j − lse without log_resp's per-entry test, so the loop vectorises
             let l = lse[n];
             for ((hj, &r), &w) in h.iter_mut().zip(rr).zip(wr) {
-                let t = -r * (w - l);
-                *hj += wn * if r > 0.0 { t } else { 0.0 };
+                *hj += wn * ent_term(r, w - l);
             }
         }
         for (m, &(pa, pb)) in opts.merge_pairs.iter().enumerate() {
