@@ -284,7 +284,8 @@ const EXP2_32THS: [u64; 32] = [
     0x3fff50765b6e4540,
 ];
 
-/// `e^x` for `x ∈ [EXP_CUTOFF, 0]` (and `x` a little outside it) from multiplications,
+/// `e^x` for `x ∈ [EXP_CUTOFF, 0]` (tested down to −650; below about −708 the exponent field of
+/// `2ⁿ` underflows and the result is wrong, which is why callers clamp) from multiplications,
 /// additions and one table read, so that a loop over it vectorises: `x = (32n + j) ln 2 / 32 + r`
 /// with `32n + j` the nearest integer to `32 x / ln 2` (rounded by adding and subtracting
 /// `1.5·2⁵²`; `ln 2` split in two so `r` is exact to ~1e-20), `|r| ≤ ln 2 / 64`, `e^r` by its
