@@ -49,14 +49,14 @@ time — 1.73–1.83 s against 1.36–1.45 s from one cluster, seeds 0–2, the 
 ELBO — and the toy patches found their 8 components in all 10 seeds either way, in 3.4–5.8 s
 per seed against 3.9–8.6 s.) A screened-out target is fitted again at once on the same
 subsample, first attempts of the lap's targets first, within ``birth_fits_per_lap`` ×
-``max_births_per_lap`` fits per lap; a fit that lost more than ``birth_retry_loss`` (0.05) nats per target row is not retried at the
-target's current size. The retries that found clusters lost little before: on the toy patches
-(100,000 × 25, 8 zero-mean components, 10 seeds) 110 retries succeeded, after fits that had lost
-at most 0.034 nats per row, while on the 25-cluster benchmark no retry ever succeeded and the
-failed fits of true clusters lost 0.01–0.22 nats per row (median 0.06) at 10–60 ms a fit;
-0.25 let those be fitted twice more (2.3–2.5 s → 1.65–1.86 s per fit from one cluster, the
-same 25 clusters and ELBO). After a rejection
-on the whole data, the target's subsample is collected again (when a collection slot is free),
+``max_births_per_lap`` fits per lap; a fit that lost more than ``birth_retry_loss`` (0.05) nats
+per target row is not retried at the target's current size. The retries that found clusters
+lost little before: on the toy patches (100,000 × 25, 8 zero-mean components, 10 seeds) 110
+retries succeeded, after fits that had lost at most 0.034 nats per row, while on the 25-cluster
+benchmark no retry ever succeeded and the failed fits of true clusters lost 0.01–0.22 nats per
+row (median 0.06) at 10–60 ms a fit; 0.25 let those be fitted twice more (2.3–2.5 s →
+1.65–1.86 s per fit from one cluster, the same 25 clusters and ELBO). After a rejection on the
+whole data, the target's subsample is collected again (when a collection slot is free),
 so its next attempt follows in the next lap; :meth:`BirthMove.busy` is true while such an
 attempt is prepared, so a fit does not declare convergence in between (before, a fit from one
 cluster stopped at lap 2 after its first rejected birth). Three attempts instead of two: with
