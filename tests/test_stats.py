@@ -101,7 +101,7 @@ def test_drop_removes_rows_and_columns():
     np.testing.assert_array_equal(d.uids, keep)
 
 
-@pytest.mark.parametrize(("a", "b"), [(0, 1), (1, 4), (2, 3)])
+@pytest.mark.parametrize(("a", "b"), [(0, 1), (1, 4), (2, 3), (4, 1), (3, 0)])
 def test_merge_equals_the_summaries_of_merged_responsibilities(a, b):
     r, xi, X = _random(5)
     s = _summarize(r, xi, X, np.arange(K))
@@ -143,6 +143,50 @@ def test_append_pads_tables_and_takes_given_rows():
     back = out.drop([K, K + 1])
     for name in s.field_names():
         np.testing.assert_array_equal(back[name], s[name])
+
+
+@pytest.mark.parametrize("drop", [[0], [2], [4], [1, 3]])
+def test_append_with_drop_is_drop_then_append(drop):
+    # the one-copy form of a birth's "drop the target, append the fresh clusters"
+    r, xi, X = _random(8)
+    s = _summarize(r, xi, X, np.arange(10, 10 + K))
+    N2, S2, H2 = np.array([1.0, 2.0, 3.0]), np.arange(3.0 * F).reshape(3, F), np.array([0.1, 0.2, 0.3])
+    k = K - len(drop) + 3
+    table = np.arange(k * k, dtype=float).reshape(k, k)
+    for kw in ({}, {"M": table}):
+        want = s.drop(drop).append(N2, S2, H2, [7, 8, 9], **kw)
+        got = s.append(N2, S2, H2, [7, 8, 9], drop=drop, **kw)
+        np.testing.assert_array_equal(got.uids, want.uids)
+        assert got.field_names() == want.field_names()
+        for name in want.field_names():
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+@pytest.mark.parametrize(("positions", "drop"), [([1, 3], [0]), ([0, 4], [2]), ([2], [4]), ([0, 1, 2], [3])])
+def test_replace_columns_with_drop_is_replace_then_drop(positions, drop):
+    # the one-copy form of a delete's candidate: absorbing columns replaced, the target removed
+    from bnpcore.moves._base import replace_columns
+
+    r, xi, X = _random(9)
+    s = _summarize(r, xi, X, np.arange(K))
+    m = len(positions)
+    N2, S2, H2 = np.arange(1.0, m + 1), -np.arange(m * F, dtype=float).reshape(m, F), np.full(m, 0.5)
+    want = replace_columns(s, positions, N2, S2, H2).drop(drop)
+    got = replace_columns(s, positions, N2, S2, H2, drop=drop)
+    np.testing.assert_array_equal(got.uids, want.uids)
+    for name in want.field_names():
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    assert not np.shares_memory(got.N, s.N) and not np.shares_memory(got.S, s.S)
+
+
+def test_shallow_copy_shares_arrays_not_fields():
+    r, xi, X = _random(10)
+    s = _summarize(r, xi, X, np.arange(K))
+    c = s.shallow_copy()
+    assert c.S is s.S and c["M"] is s["M"]
+    c.N = np.zeros(K)
+    c["n_seqs"] = 9.0
+    assert s.N.sum() > 0 and s["n_seqs"] == 2.0
 
 
 def test_topic_model_fields_follow_their_rules():

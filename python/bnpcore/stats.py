@@ -219,15 +219,26 @@ class Part:
         return Part._raw(out, dict(self.fields))
 
     def merge(self, a: int, b: int, given: dict) -> Part:
-        """Merge component b into a (positions; b is not removed here: :meth:`take` does it).
-        ``given`` supplies the merged value of every ``"given"`` field of this part: for
-        ``axes=1`` the new entry of component a; for ``axes=0`` the new value; for ``axes=2``
-        the whole merged table, of shape (K - 1, K - 1) (b already removed)."""
+        """Merge component b into a (positions) and remove b. ``given`` supplies the merged
+        value of every ``"given"`` field of this part: for ``axes=1`` the new entry of component
+        a; for ``axes=0`` the new value; for ``axes=2`` the whole merged table, of shape
+        (K - 1, K - 1) (b already removed). Each per-component field is written once, at size
+        K - 1 (the same sums as adding b into a, then removing b)."""
+        K = next((v.shape[0] for k, v in self.values.items() if self.fields[k].axes >= 1), None)
+        keep = None if K is None else np.delete(np.arange(K), b)
+        at = a - int(b < a)  # a's position once b is removed
         out = {}
         for k, v in self.values.items():
             f = self.fields[k]
             if f.merge == "add":
-                out[k] = _scatter_add(v, a, b, f.axes) if f.axes >= 1 else _copy(v)
+                if f.axes == 0:
+                    out[k] = _copy(v)
+                elif f.axes == 1:
+                    nv = np.asarray(v, dtype=np.float64)[keep]
+                    nv[at] += v[b]
+                    out[k] = nv
+                else:
+                    out[k] = _scatter_add(v, a, b, 2)[np.ix_(keep, keep)]
                 continue
             if k not in given:
                 raise ValueError(f"merging components needs the merged value of summary field {k!r} (not linear in the responsibilities)")
@@ -235,28 +246,39 @@ class Part:
             if f.axes == 0:
                 out[k] = _as_value(g, f)
             elif f.axes == 1:
-                nv = np.array(v, dtype=np.float64, copy=True)
-                nv[a] = g
+                nv = np.asarray(v, dtype=np.float64)[keep]
+                nv[at] = g
                 out[k] = nv
             else:
                 out[k] = np.asarray(g, dtype=np.float64)
         return Part._raw(out, dict(self.fields))
 
-    def append(self, n_new: int, new: dict) -> Part:
+    def append(self, n_new: int, new: dict, keep=None) -> Part:
         """Add ``n_new`` components at the end: ``new[name]`` gives their entries (shape
         ``(n_new, ...)`` for ``axes=1``; for ``axes=2`` the whole enlarged table); absent
-        component fields get zeros; scalars are unchanged."""
+        component fields get zeros; scalars are unchanged. With ``keep`` (positions), only
+        those components are kept before the new ones (one copy instead of :meth:`take`'s and
+        this method's)."""
         out = {}
         for k, v in self.values.items():
             f = self.fields[k]
             if f.axes == 0:
                 out[k] = _copy(v)
             elif f.axes == 1:
-                extra = new[k] if k in new else np.zeros((n_new, *v.shape[1:]))
-                out[k] = np.concatenate([v, np.asarray(extra, dtype=np.float64).reshape((n_new, *v.shape[1:]))])
+                v = np.asarray(v, dtype=np.float64)
+                m = v.shape[0] if keep is None else keep.shape[0]
+                grown = np.empty((m + n_new, *v.shape[1:]))
+                if keep is None:
+                    grown[:m] = v
+                else:
+                    np.take(v, keep, axis=0, out=grown[:m])
+                grown[m:] = np.asarray(new[k], dtype=np.float64).reshape((n_new, *v.shape[1:])) if k in new else 0.0
+                out[k] = grown
             elif k in new:
                 out[k] = np.asarray(new[k], dtype=np.float64)
             else:
+                if keep is not None:
+                    v = v[np.ix_(keep, keep)]
                 K = v.shape[0]
                 grown = np.zeros((K + n_new, K + n_new, *v.shape[2:]))
                 grown[:K, :K] = v
@@ -354,6 +376,11 @@ class SuffStats:
     def copy(self) -> SuffStats:
         return self._with(self.obs.copy(), self.alloc.copy(), self.entropy.copy(), self.uids.copy())
 
+    def shallow_copy(self) -> SuffStats:
+        """New containers around the same arrays: setting a field of the copy (``G.N = …``)
+        leaves ``self`` alone, writing into an array (``G.N[0] = …``) does not."""
+        return self._with(*(Part._raw(dict(p.values), dict(p.fields)) for p in (self.obs, self.alloc, self.entropy)), self.uids)
+
     def _with(self, obs, alloc, entropy, uids) -> SuffStats:
         out = SuffStats.__new__(SuffStats)
         out.obs, out.alloc, out.entropy, out.uids = obs, alloc, entropy, uids
@@ -425,33 +452,14 @@ class SuffStats:
         unknown = set(given) - set(self.field_names())
         if unknown:
             raise ValueError(f"no summary fields {sorted(unknown)} to merge")
-        tables = {k for p in (self.obs, self.alloc, self.entropy) for k, f in p.fields.items() if f.axes == 2 and f.merge == "given"}
-        merged = self._map(lambda p: p.merge(int(a), int(b), given))
-        out = merged._without(int(b), skip=tables)
-        return out
+        a, b = int(a), int(b)
+        return self._map(lambda p: p.merge(a, b, given), uids=np.delete(self.uids, b))
 
-    def _without(self, b: int, skip) -> SuffStats:
-        """Drop component b, except from the fields in ``skip`` (already of size K - 1)."""
-        keep = np.setdiff1d(np.arange(self.K), [b])
-
-        def cut(p: Part) -> Part:
-            values = {}
-            for k, v in p.values.items():
-                f = p.fields[k]
-                if k in skip or f.axes == 0:
-                    values[k] = v
-                elif f.axes == 1:
-                    values[k] = v[keep]
-                else:
-                    values[k] = v[np.ix_(keep, keep)]
-            return Part._raw(values, dict(p.fields))
-
-        return self._with(cut(self.obs), cut(self.alloc), cut(self.entropy), self.uids[keep])
-
-    def append(self, N=None, S=None, H=None, uids=None, **fields) -> SuffStats:
+    def append(self, N=None, S=None, H=None, uids=None, *, drop=None, **fields) -> SuffStats:
         """Add components with the given ``uids`` at the end. Per-component fields take the
         given rows (``N``, ``S``, ``H`` or any field by keyword), zeros where absent; K×K tables
-        take the given enlarged table, or are zero-padded; scalars are unchanged."""
+        take the given enlarged table, or are zero-padded; scalars are unchanged. ``drop``:
+        positions removed first (``self.drop(drop).append(…)`` in one copy)."""
         if uids is None:
             raise ValueError("`uids` of the new components are required")
         uids = np.asarray(uids, dtype=np.int64)
@@ -459,4 +467,6 @@ class SuffStats:
             if value is not None:
                 fields[name] = value
         n_new = int(uids.shape[0])
-        return self._map(lambda p: p.append(n_new, fields), uids=np.concatenate([self.uids, uids]))
+        keep = None if drop is None else np.setdiff1d(np.arange(self.K), np.asarray(drop, dtype=np.int64))
+        old = self.uids if keep is None else self.uids[keep]
+        return self._map(lambda p: p.append(n_new, fields, keep), uids=np.concatenate([old, uids]))

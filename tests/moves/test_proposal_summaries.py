@@ -213,6 +213,9 @@ def test_neighbour_screening_scores_exactly_and_keeps_duplicates(kind):
     assert np.all(i < j) and len(set(zip(i.tolist(), j.tolist()))) == i.size
     dd2, _ = merge_scores(model, G, pairs=(i, j))
     assert np.array_equal(dd2[i, j], dd[i, j])
+    few = (np.array([0, 5, 7]), np.array([3, 9, 40]))  # the log normalisers of 6 clusters only
+    dd3, _ = merge_scores(model, G, pairs=few)
+    assert np.array_equal(dd3[few], dd[few]) and np.isfinite(dd3).sum() == 3
     assert np.all(np.isneginf(dd2[~np.isin(np.arange(K)[:, None] * K + np.arange(K)[None, :], i * K + j)]))
     scored = set(zip(i.tolist(), j.tolist()))
     assert all((2 * c, 2 * c + 1) in scored for c in range(K // 2))

@@ -191,7 +191,9 @@ class FitState:
     def _refresh_total(self, root=None) -> None:
         if root is None:
             root = self._tree_sum(0, len(self.memos)) if self.memos else None
-        total = None if root is None else materialize(root).copy()  # G never aliases a cached tree node
+        # G shares the arrays of the tree's root (summaries are never written in place; a new
+        # container, so that assigning a field of G leaves the cached node alone)
+        total = None if root is None else materialize(root).shallow_copy()
         for m in self.frozen:
             total = m.copy() if total is None else total + m
         if total is not None:

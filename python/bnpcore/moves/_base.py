@@ -189,9 +189,17 @@ def whole_dataset_passes(model, source, executor, glob, n_passes: int, *, n_thre
     return memos, total
 
 
-def replace_columns(stats: SuffStats, positions, N, S, H) -> SuffStats:
-    """Copy of ``stats`` with the given columns' N, S, H replaced."""
-    out = stats.copy()
+def replace_columns(stats: SuffStats, positions, N, S, H, drop=None) -> SuffStats:
+    """Copy of ``stats`` with the given columns' N, S, H replaced, and without the columns at
+    positions ``drop`` (none of ``positions``) if given: ``replace_columns(…).drop(drop)`` in
+    one copy."""
+    if drop is None:
+        out = stats.copy()
+    else:
+        drop = np.asarray(drop, dtype=np.int64)
+        positions = np.asarray(positions, dtype=np.int64)
+        out = stats.drop(drop)  # fresh arrays
+        positions = positions - np.searchsorted(np.sort(drop), positions)
     out.N[positions] = N
     out.S[positions] = S
     out.H[positions] = H

@@ -415,13 +415,13 @@ class BirthMove(Move):
             N, S, H = sum_parts(parts)
             pos = int(ctx.pos([p.target])[0])
             J = N.shape[0]
-            cand = ctx.G.drop([pos]).append(N, S, H, -1 - np.arange(J))
+            cand = ctx.G.append(N, S, H, -1 - np.arange(J), drop=[pos])
             after = model.elbo(cand)
             if accepts(elbo, after, mgr.accept_rtol):
                 new_uids = ctx.state.new_uids(J)
 
                 def transform(s, part, pos=pos, new_uids=new_uids):
-                    return s.drop([pos]).append(part[0], part[1], part[2], new_uids)
+                    return s.append(part[0], part[1], part[2], new_uids, drop=[pos])
 
                 sd = S.shape[1]
                 new = mgr.apply(ctx, transform, parts, frozen_part=lambda s, J=J, sd=sd: (np.zeros(J), np.zeros((J, sd)), np.zeros(J)))

@@ -331,7 +331,7 @@ class DeleteMove(Move):
         G = ctx.G
         pt = int(ctx.pos([p.target])[0])
         pa = ctx.pos(p.absorb)
-        cand = replace_columns(G, pa, N, S, G.H[pa]).drop([pt])
+        cand = replace_columns(G, pa, N, S, G.H[pa], drop=[pt])
         DeleteMove._adopt(p, ctx.model, G, cand, pt, pa, N, S)
 
     def _refine_on_sample(self, p, ctx, pt, pa, max_iters=None) -> list:
@@ -363,8 +363,8 @@ class DeleteMove(Move):
                 keep = np.flatnonzero(mass > SAMPLE_MASS_FLOOR)
                 Xs, w = np.ascontiguousarray(Xs[keep]), np.ascontiguousarray(w[keep])
             N, S, H = out["proposals"][0]
-            estimates.append(float(model.elbo(replace_columns(Gs, pa, N, S, H).drop([pt])) - model.elbo(Gs)))
-            self._adopt(p, model, G, replace_columns(G, pa, N, S, H).drop([pt]), pt, pa, N, S)
+            estimates.append(float(model.elbo(replace_columns(Gs, pa, N, S, H, drop=[pt])) - model.elbo(Gs)))
+            self._adopt(p, model, G, replace_columns(G, pa, N, S, H, drop=[pt]), pt, pa, N, S)
             if Xs.shape[0] == 0:
                 break
         return estimates
@@ -422,7 +422,7 @@ class DeleteMove(Move):
             for it in range(max(refine, 1)):
                 parts = [p.parts[b] for b in range(B)]
                 N, S, H = sum_parts(parts)
-                cand = replace_columns(ctx.G, pa, N, S, H).drop([pt])
+                cand = replace_columns(ctx.G, pa, N, S, H, drop=[pt])
                 after = model.elbo(cand)
                 if accepts(elbo, after, mgr.accept_rtol) or it == refine - 1:
                     break
@@ -440,7 +440,7 @@ class DeleteMove(Move):
             if accepts(elbo, after, mgr.accept_rtol):
 
                 def transform(s, part, pt=pt, pa=pa):
-                    return replace_columns(s, pa, part[0], part[1], part[2]).drop([pt])
+                    return replace_columns(s, pa, part[0], part[1], part[2], drop=[pt])
 
                 new = mgr.apply(ctx, transform, parts, frozen_part=lambda s, pa=pa: (s.N[pa], s.S[pa], s.H[pa]))
                 mgr.log(ctx, "delete", p.uids, elbo, new, True, attempts=p.attempts)
