@@ -271,7 +271,7 @@ class Part:
                 if keep is None:
                     grown[:m] = v
                 else:
-                    np.take(v, keep, axis=0, out=grown[:m])
+                    np.take(v, keep, axis=0, out=grown[:m], mode="clip")  # ("raise" buffers `out`)
                 grown[m:] = np.asarray(new[k], dtype=np.float64).reshape((n_new, *v.shape[1:])) if k in new else 0.0
                 out[k] = grown
             elif k in new:

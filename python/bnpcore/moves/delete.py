@@ -362,8 +362,9 @@ class DeleteMove(Move):
                 mass = np.asarray(out["cols"]).sum(axis=1)
                 keep = np.flatnonzero(mass > SAMPLE_MASS_FLOOR)
                 Xs, w = np.ascontiguousarray(Xs[keep]), np.ascontiguousarray(w[keep])
+                own = model.elbo(Gs)  # the subsample's own objective, the same for every step
             N, S, H = out["proposals"][0]
-            estimates.append(float(model.elbo(replace_columns(Gs, pa, N, S, H, drop=[pt])) - model.elbo(Gs)))
+            estimates.append(float(model.elbo(replace_columns(Gs, pa, N, S, H, drop=[pt])) - own))
             self._adopt(p, model, G, replace_columns(G, pa, N, S, H, drop=[pt]), pt, pa, N, S)
             if Xs.shape[0] == 0:
                 break
