@@ -378,7 +378,8 @@ class SuffStats:
 
     def shallow_copy(self) -> SuffStats:
         """New containers around the same arrays: setting a field of the copy (``G.N = …``)
-        leaves ``self`` alone, writing into an array (``G.N[0] = …``) does not."""
+        leaves ``self`` alone; writing into one of its arrays (``G.N[0] = …``) would change
+        ``self`` too (summaries are never written in place)."""
         return self._with(*(Part._raw(dict(p.values), dict(p.fields)) for p in (self.obs, self.alloc, self.entropy)), self.uids)
 
     def _with(self, obs, alloc, entropy, uids) -> SuffStats:
