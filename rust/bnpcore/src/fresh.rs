@@ -917,7 +917,7 @@ mod tests {
                         .iter()
                         .map(|&t| rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap().install(|| fit.weighted_feature_sum()))
                         .collect();
-                    assert!(sums.iter().all(|v| v == &sums[0]), "{} n={n}: thread counts differ", obs.kind());
+                    assert!(sums.iter().all(|v| *v == sums[0]), "{} n={n}: thread counts differ", obs.kind());
                     let got = m.acc_finish(Array1::from_elem(1, w.sum()).view(), sums[0].clone().insert_axis(Axis(0)));
                     assert!(close(got.as_slice().unwrap(), want.as_slice().unwrap(), 1e-12), "{} n={n}", obs.kind());
                 });
