@@ -9,6 +9,8 @@ import pickle
 import numpy as np
 import pytest
 from bnpcore.stats import FIELDS, Field, Part, SuffStats, register_field
+from hypothesis import given
+from hypothesis import strategies as st
 
 K, F, T = 5, 3, 40
 
@@ -187,6 +189,61 @@ def test_shallow_copy_shares_arrays_not_fields():
     c.N = np.zeros(K)
     c["n_seqs"] = 9.0
     assert s.N.sum() > 0 and s["n_seqs"] == 2.0
+
+
+@given(st.integers(2, 9), st.integers(1, 4), st.data())
+def test_component_operations_against_their_definitions(k, f, data):
+    # random sizes, positions and values: merge, drop + append and replace + drop against the
+    # obvious constructions (scatter-add then delete; take; concatenate; copy and assign)
+    from bnpcore.moves._base import replace_columns
+
+    seed = data.draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    r = rng.dirichlet(np.ones(k), size=T)
+    xi = rng.dirichlet(np.ones(k * k), size=T - 1).reshape(T - 1, k, k)
+    X = rng.normal(size=(T, f))
+    s = _summarize(r, xi, X, np.arange(100, 100 + k))
+    a, b = data.draw(st.lists(st.integers(0, k - 1), min_size=2, max_size=2, unique=True))
+    keep = np.delete(np.arange(k), b)
+    at = a - (b < a)
+    H, Hs, Ht = rng.normal(), rng.normal(), rng.normal(size=(k - 1, k - 1))
+    m = s.merge(a, b, H, Hstart=Hs, Htable=Ht)
+    np.testing.assert_array_equal(m.uids, s.uids[keep])
+    for name in ("N", "S", "M0"):
+        v = np.array(s[name], dtype=float)
+        v[a] += v[b]
+        np.testing.assert_array_equal(m[name], v[keep], err_msg=name)
+    M = np.array(s["M"], dtype=float)
+    M[a] += M[b]
+    M[:, a] += M[:, b]
+    np.testing.assert_array_equal(m["M"], M[np.ix_(keep, keep)])
+    assert m.H[at] == H and m["Hstart"][at] == Hs and np.array_equal(m["Htable"], Ht)
+    np.testing.assert_array_equal(np.delete(m.H, at), np.delete(s.H[keep], at))
+    assert m.h == s.h and m["n_seqs"] == s["n_seqs"]
+
+    drop = sorted(data.draw(st.lists(st.integers(0, k - 1), min_size=1, max_size=k - 1, unique=True)))
+    kept = np.setdiff1d(np.arange(k), drop)
+    n_new = data.draw(st.integers(1, 3))
+    N2, S2, H2 = rng.random(n_new), rng.normal(size=(n_new, f)), rng.random(n_new)
+    got = s.append(N2, S2, H2, np.arange(n_new), drop=drop)
+    np.testing.assert_array_equal(got.uids, np.r_[s.uids[kept], np.arange(n_new)])
+    np.testing.assert_array_equal(got.N, np.r_[s.N[kept], N2])
+    np.testing.assert_array_equal(got.S, np.r_[s.S[kept], S2])
+    np.testing.assert_array_equal(got["M0"], np.r_[s["M0"][kept], np.zeros(n_new)])
+    grown = np.zeros((kept.size + n_new,) * 2)
+    grown[: kept.size, : kept.size] = s["M"][np.ix_(kept, kept)]
+    np.testing.assert_array_equal(got["M"], grown)
+
+    pos = data.draw(st.lists(st.sampled_from(kept.tolist()), min_size=1, max_size=kept.size, unique=True))
+    N3, S3, H3 = rng.random(len(pos)), rng.normal(size=(len(pos), f)), rng.random(len(pos))
+    got = replace_columns(s, pos, N3, S3, H3, drop=drop)
+    want_N, want_S, want_H = s.N.copy(), s.S.copy(), s.H.copy()
+    want_N[pos], want_S[pos], want_H[pos] = N3, S3, H3
+    np.testing.assert_array_equal(got.uids, s.uids[kept])
+    np.testing.assert_array_equal(got.N, want_N[kept])
+    np.testing.assert_array_equal(got.S, want_S[kept])
+    np.testing.assert_array_equal(got.H, want_H[kept])
+    np.testing.assert_array_equal(got["M"], s["M"][np.ix_(kept, kept)])
 
 
 def test_topic_model_fields_follow_their_rules():
