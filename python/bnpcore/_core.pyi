@@ -63,7 +63,13 @@ def local_step(
     return_resp: bool = False,
     top_l: Optional[int] = None,
     n_threads: Optional[int] = None,
+    prepared: Optional[PreparedGlobals] = None,
 ) -> dict[str, Any]: ...
+
+class PreparedGlobals:
+    """Global parameters prepared for local steps (:func:`prepare_local`)."""
+
+def prepare_local(obs: ObsModel, alloc: Alloc, n_post: F64, s_post: F64) -> PreparedGlobals: ...
 def fit_fresh_clusters(
     obs: ObsModel,
     x: F64,

@@ -63,10 +63,23 @@ class Model:
         from bnpcore import _core
 
         options.setdefault("top_l", self.top_l)
-        core_alloc = self.alloc.core_for(glob)
+        prepared = options.pop("prepared", None)
+        if prepared is None:
+            core_alloc = self.alloc.core_for(glob)
+        else:
+            core_alloc, options["prepared"] = prepared
         if _is_sparse(X):
             X = _csr_tuple(X)
         return _core.local_step(self.obs.core, core_alloc, X, glob.N, glob.S, n_threads=n_threads, **options)
+
+    def prepare_local(self, glob: SuffStats):
+        """The global parameters of ``glob`` prepared once (table of E[log F] and allocation log
+        weights) for several :meth:`local_step` calls with the same ``glob``, passed as
+        ``prepared=``: the same results, bit for bit, without repeating the per-cluster work."""
+        from bnpcore import _core
+
+        core_alloc = self.alloc.core_for(glob)
+        return core_alloc, _core.prepare_local(self.obs.core, core_alloc, glob.N, glob.S)
 
     @staticmethod
     def resp_from_output(out: dict, n_components: int) -> np.ndarray:

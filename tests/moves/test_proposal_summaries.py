@@ -225,3 +225,40 @@ def test_neighbour_screening_scores_exactly_and_keeps_duplicates(kind):
     assert all(v > 0 for v in sc) and sc == sorted(sc, reverse=True)
     best_duplicate = max(dd[2 * c, 2 * c + 1] + da[2 * c, 2 * c + 1] for c in range(K // 2))
     assert sc[0] >= best_duplicate and len(screened) == len(full)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("top_l", [None, 2])
+def test_prepared_globals_give_the_same_local_step(kind, top_l):
+    # the delete's refinement prepares G once for several steps: every output must be the bits
+    # of the unprepared step (dense rows, CSR rows for the count models, with a proposal)
+    import scipy.sparse as sp
+    from bnpcore import _core
+    from bnpcore.exceptions import ParameterError
+
+    X, obs, model, glob = _setup(kind, 3, K=6)
+    model.top_l = top_l
+    prop = {"src": [1, 4], "dest_cols": [0, 2, 5]}
+    prepared = model.prepare_local(glob)
+    inputs = [X] + ([sp.csr_matrix(X)] if kind in ("mult", "bern") else [])
+    for x in inputs:
+        for kw in ({}, {"proposals": [prop], "collect_cols": [1, 4], "merge_pairs": [(0, 3)]}):
+            want = model.local_step(x, glob, **kw)
+            got = model.local_step(x, glob, prepared=prepared, **kw)
+            assert set(got) == set(want)
+            for key, v in want.items():
+                if key == "proposals":
+                    for a, b in zip(got[key], v):
+                        assert all(np.array_equal(p, q) for p, q in zip(a, b))
+                else:
+                    assert np.array_equal(np.asarray(got[key]), np.asarray(v)), key
+    # prepared for other summaries, another observation model or another allocation: refused
+    other = SuffStats(glob.N[:4], glob.S[:4], np.zeros(4), 0.0, np.arange(4))
+    core_alloc, prep = prepared
+    with pytest.raises(ParameterError, match="prepared"):
+        _core.local_step(obs.core, core_alloc, X, other.N, other.S, prepared=prep)
+    obs2 = ObsModel.from_data(kind, X)
+    with pytest.raises(ParameterError, match="prepared"):
+        _core.local_step(obs2.core, core_alloc, X, glob.N, glob.S, prepared=prep)
+    with pytest.raises(ParameterError, match="prepared"):
+        _core.local_step(obs.core, DPAlloc(GAMMA).core, X, glob.N, glob.S, prepared=prep)

@@ -350,10 +350,12 @@ class DeleteMove(Move):
         src = [int(x) for x in ctx.pos(p.uids)]
         estimates = []
         Gs = None
+        prepared = model.prepare_local(G)  # G is the same for every step
         for _ in range(iters):
             prop = {"src": src, "fresh_N": p.N, "fresh_S": p.S, "fresh_e_log_pi": p.e_log_pi}
             first = Gs is None
-            out = model.local_step(Xs, G, n_threads=ctx.n_threads, proposals=[prop], weights=w, collect_cols=src if first else None)
+            out = model.local_step(Xs, G, n_threads=ctx.n_threads, proposals=[prop], weights=w, collect_cols=src if first else None,
+                                   prepared=prepared)
             if first:
                 # G is fixed during these steps, so are the subsample's own summaries and each
                 # row's mass a_n on the candidate's clusters: the later steps need only the rows
@@ -420,6 +422,7 @@ class DeleteMove(Move):
             pt = int(ctx.pos([p.target])[0])
             pa = ctx.pos(p.absorb)
             prev_after = None
+            prepared = None  # the visit's globals, prepared once for the refinement passes
             for it in range(max(refine, 1)):
                 parts = [p.parts[b] for b in range(B)]
                 N, S, H = sum_parts(parts)
@@ -436,7 +439,8 @@ class DeleteMove(Move):
                 self._adopt(p, model, ctx.G, cand, pt, pa, N, S)
                 X, G_visit = mgr.visit_inputs[0]
                 prop = {"src": [int(x) for x in G_visit.positions(p.uids)], "fresh_N": p.N, "fresh_S": p.S, "fresh_e_log_pi": p.e_log_pi}
-                out = model.local_step(X, G_visit, n_threads=ctx.n_threads, proposals=[prop])
+                prepared = model.prepare_local(G_visit) if prepared is None else prepared
+                out = model.local_step(X, G_visit, n_threads=ctx.n_threads, proposals=[prop], prepared=prepared)
                 p.parts = {0: tuple(np.array(a, dtype=np.float64, copy=True) for a in out["proposals"][0])}
             if accepts(elbo, after, mgr.accept_rtol):
 

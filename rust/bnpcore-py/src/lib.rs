@@ -20,6 +20,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<obs::PyObs>()?;
     m.add_class::<alloc::PyAlloc>()?;
     m.add_function(wrap_pyfunction!(local::local_step, m)?)?;
+    m.add_function(wrap_pyfunction!(local::prepare_local, m)?)?;
+    m.add_class::<local::PyPrepared>()?;
     m.add_function(wrap_pyfunction!(fresh::fit_fresh_clusters, m)?)?;
     m.add_function(wrap_pyfunction!(special::digamma, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::default_num_threads, m)?)?;

@@ -1,7 +1,7 @@
 //! Bindings of `bnpcore::local`: the fused local step of a mixture (responsibilities, summaries
 //! and everything the moves need from them).
 
-use bnpcore::local::{CsrIndices, CsrRows, Dest, LocalOptions, Proposal};
+use bnpcore::local::{BatchRows, CsrIndices, CsrRows, Dest, LocalOptions, Prepared, Proposal};
 use bnpcore::obs::Obs;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::{PyKeyError, PyTypeError};
@@ -78,10 +78,13 @@ fn extract_proposals(obs: &Obs, py: Python<'_>, props: Option<&Bound<'_, PyList>
 ///
 /// `x` is a float64 2-D array, or a tuple `(indptr, indices, data, n_features)` of CSR rows
 /// (scipy's arrays, borrowed; `mult` and `bern` only), whose step costs O(nnz · K).
+/// ``prepared``: the result of [`prepare_local`] for the same `obs`, `alloc`, `n_post` and
+/// `s_post` (computed once for steps that share the global parameters; the result is the same,
+/// bit for bit).
 #[pyfunction]
 #[pyo3(signature = (obs, alloc, x, n_post, s_post, *, weights = None, merge_pairs = None, proposals = None,
                     collect_cols = None, cooccur_col = None, return_resp = false, top_l = None,
-                    n_threads = None))]
+                    n_threads = None, prepared = None))]
 pub(crate) fn local_step<'py>(
     py: Python<'py>,
     obs: &PyObs,
@@ -97,7 +100,16 @@ pub(crate) fn local_step<'py>(
     return_resp: bool,
     top_l: Option<usize>,
     n_threads: Option<usize>,
+    prepared: Option<PyRef<'py, PyPrepared>>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    if let Some(p) = &prepared {
+        if !std::ptr::eq(p.obs.get(), obs) || !std::ptr::eq(p.alloc.get(), alloc) || p.inner.n_clusters() != n_post.len()? {
+            return Err(crate::errors::to_py(
+                py,
+                bnpcore::Error::param("prepared", "prepared for another observation model, allocation model or number of clusters"),
+            ));
+        }
+    }
     let props = extract_proposals(&obs.inner, py, proposals.as_ref())?;
     let w = weights.as_ref().map(|w| w.as_array());
     let opts = LocalOptions {
@@ -110,12 +122,17 @@ pub(crate) fn local_step<'py>(
         top_l,
     };
     let (n, s) = (n_post.as_array(), s_post.as_array());
+    let prep: Option<&Prepared> = prepared.as_ref().map(|p| &p.inner);
+    let step = |data: BatchRows| match prep {
+        Some(p) => obs.inner.local_step_prepared(data, p, &opts),
+        None => obs.inner.local_step_rows(data, n, s, &alloc.inner, &opts),
+    };
     let out = if let Ok(t) = x.cast::<PyTuple>() {
-        with_csr(py, t, |rows| run(py, n_threads, || obs.inner.local_step_csr(rows, n, s, &alloc.inner, &opts)))?
+        with_csr(py, t, |rows| run(py, n_threads, || step(BatchRows::Csr(rows))))?
     } else {
         let x: PyReadonlyArray2<f64> = x.extract()?;
         let x = x.as_array();
-        run(py, n_threads, || obs.inner.local_step(x, n, s, &alloc.inner, &opts))?
+        run(py, n_threads, || step(BatchRows::Dense(x)))?
     };
     let d = PyDict::new(py);
     d.set_item("N", out.n.into_pyarray(py))?;
@@ -149,4 +166,30 @@ pub(crate) fn local_step<'py>(
         d.set_item("n_candidates", c)?;
     }
     Ok(d)
+}
+
+/// Global parameters prepared for local steps ([`prepare_local`]).
+#[pyclass(name = "PreparedGlobals", frozen, module = "bnpcore._core")]
+pub(crate) struct PyPrepared {
+    inner: Prepared,
+    obs: Py<PyObs>,
+    alloc: Py<PyAlloc>,
+}
+
+/// The table of `E[log F]` and the allocation's log weights for the posterior of `(n_post,
+/// s_post)`: what every local step computes before it looks at a row. Pass it as
+/// `local_step(..., prepared=)` with the same `obs`, `alloc` and summaries.
+#[pyfunction]
+#[pyo3(signature = (obs, alloc, n_post, s_post))]
+pub(crate) fn prepare_local<'py>(
+    py: Python<'py>,
+    obs: Bound<'py, PyObs>,
+    alloc: Bound<'py, PyAlloc>,
+    n_post: PyReadonlyArray1<'py, f64>,
+    s_post: PyReadonlyArray2<'py, f64>,
+) -> PyResult<PyPrepared> {
+    let (n, s) = (n_post.as_array(), s_post.as_array());
+    let (o, a) = (&obs.get().inner, &alloc.get().inner);
+    let inner = run(py, None, || o.prepare_local(n, s, a))?;
+    Ok(PyPrepared { inner, obs: obs.unbind(), alloc: alloc.unbind() })
 }

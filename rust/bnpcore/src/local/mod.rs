@@ -850,9 +850,40 @@ impl Obs {
         alloc: &Alloc,
         opts: &LocalOptions,
     ) -> Result<LocalOutput> {
-        let table = self.e_log_lik_table(n_post, s_post)?;
-        let weights = alloc.segment_weights(n_post)?;
-        with_obs!(self, m => local_step_rows(m, data, &table, &weights, opts))
+        self.local_step_prepared(data, &self.prepare_local(n_post, s_post, alloc)?, opts)
+    }
+
+    /// What every local step with the posterior of `(n_post, s_post)` and `alloc` computes
+    /// before it looks at a row: the table of `E[log F]` and the allocation's log weights. Steps
+    /// that share the global parameters (a proposal refined several times on the same rows)
+    /// prepare them once ([`Obs::local_step_prepared`]).
+    ///
+    /// # Errors
+    /// As [`Obs::local_step`] for the summaries and the allocation model.
+    pub fn prepare_local(&self, n_post: ArrayView1<f64>, s_post: ArrayView2<f64>, alloc: &Alloc) -> Result<Prepared> {
+        Ok(Prepared { table: self.e_log_lik_table(n_post, s_post)?, weights: alloc.segment_weights(n_post)? })
+    }
+
+    /// [`Obs::local_step_rows`] with prepared global parameters: the same result, bit for bit.
+    ///
+    /// # Errors
+    /// As [`Obs::local_step_rows`]; a table of another model.
+    pub fn local_step_prepared(&self, data: BatchRows, prep: &Prepared, opts: &LocalOptions) -> Result<LocalOutput> {
+        with_obs!(self, m => local_step_rows(m, data, &prep.table, &prep.weights, opts))
+    }
+}
+
+/// Global parameters prepared for local steps ([`Obs::prepare_local`]).
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    table: LogLikTable,
+    weights: SegmentWeights,
+}
+
+impl Prepared {
+    /// Number of clusters.
+    pub fn n_clusters(&self) -> usize {
+        self.table.n_clusters()
     }
 }
 
