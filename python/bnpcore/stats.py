@@ -437,9 +437,12 @@ class SuffStats:
         order = np.asarray(order, dtype=np.int64)
         return self._map(lambda p: p.take(order), uids=self.uids[order])
 
+    def _kept(self, positions) -> np.ndarray:
+        """Positions left after removing ``positions``, in order."""
+        return np.setdiff1d(np.arange(self.K), np.asarray(positions, dtype=np.int64))
+
     def drop(self, positions) -> SuffStats:
-        keep = np.setdiff1d(np.arange(self.K), np.asarray(positions, dtype=np.int64))
-        return self.take(keep)
+        return self.take(self._kept(positions))
 
     def merge(self, a: int, b: int, h_merged=None, **given) -> SuffStats:
         """Merge component ``b`` into component ``a`` (positions) and remove ``b``.
@@ -468,6 +471,6 @@ class SuffStats:
             if value is not None:
                 fields[name] = value
         n_new = int(uids.shape[0])
-        keep = None if drop is None else np.setdiff1d(np.arange(self.K), np.asarray(drop, dtype=np.int64))
+        keep = None if drop is None else self._kept(drop)
         old = self.uids if keep is None else self.uids[keep]
         return self._map(lambda p: p.append(n_new, fields, keep), uids=np.concatenate([old, uids]))
