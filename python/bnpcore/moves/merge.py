@@ -54,11 +54,14 @@ def merge_scores(model, G, pairs=None):
         return d_data, np.full((K, K), -np.inf)
     core = model.obs.core
     iu, ju = np.triu_indices(K, 1) if pairs is None else (np.asarray(pairs[0], dtype=np.intp), np.asarray(pairs[1], dtype=np.intp))
-    # the log normalisers of the clusters in some scored pair only (each row's own arithmetic)
-    need = np.arange(K) if pairs is None else np.unique(np.concatenate([iu, ju]))
-    single = np.full(K, np.nan)
-    if need.size:
-        single[need] = np.asarray(core.elbo_data_per_cluster(N[need], np.ascontiguousarray(S[need])))
+    if pairs is None:
+        single = np.asarray(core.elbo_data_per_cluster(N, S))
+    else:
+        # the log normalisers of the clusters in some scored pair only (each row's own arithmetic)
+        need = np.unique(np.concatenate([iu, ju]))
+        single = np.full(K, np.nan)
+        if need.size:
+            single[need] = np.asarray(core.elbo_data_per_cluster(N[need], np.ascontiguousarray(S[need])))
     merged = np.asarray(core.elbo_data_per_pair(N, np.ascontiguousarray(S), iu.astype(np.int64), ju.astype(np.int64)))
     d_data[iu, ju] = merged - single[iu] - single[ju]
 
