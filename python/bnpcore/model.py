@@ -57,9 +57,9 @@ class Model:
         The model's ``top_l`` is used unless ``top_l`` is given in ``options``; ``prepared``
         (from :meth:`prepare_local` with the same ``glob``) skips rebuilding the table of the
         global parameters. A scipy.sparse batch (count models ``mult`` and ``bern``) goes to
-        the Rust kernel as CSR, borrowed without a dense copy: log weights :math:`W=XT+c` and statistics :math:`S\mathrel{+}=R^\top X`
-        cost :math:`O(\mathrm{nnz}\cdot K)` instead of :math:`O(N\cdot V\cdot K)`, and the result
-        does not depend on the number of threads.
+        the Rust kernel as CSR, borrowed without a dense copy: log weights :math:`W=XT+c` and
+        statistics :math:`S\mathrel{+}=R^\top X` cost :math:`O(\mathrm{nnz}\cdot K)` instead of
+        :math:`O(N\cdot V\cdot K)`, and the result does not depend on the number of threads.
         """
         from bnpcore import _core
 
