@@ -15,10 +15,10 @@ def _data(seed=0):
     return np.concatenate([rng.normal(m, 1.0, size=(400, 3)) * [1.0, 2.0, 0.5] for m in (-5, 0, 5)])
 
 
-def _fit(est, X):
+def _fit(est, X, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return est.fit(X)
+        return est.fit(X, **kw)
 
 
 @pytest.mark.parametrize("obs", ["gauss", "diag_gauss"])
@@ -63,3 +63,18 @@ def test_data_shift_rule():
     assert data_shift("gauss", Z + [0.0, 1e4]) is not None  # one column far away is enough
     assert data_shift("zero_mean_gauss", Z + 1e7) is None  # a zero-mean model cannot be translated
     assert data_shift("mult", np.abs(Z) + 1e7) is None
+
+
+@pytest.mark.parametrize("cls", ["DPMixture", "HDPHMM"])
+def test_auto_regressive_data_far_from_origin_get_a_clear_error(cls):
+    # x_t = A x_(t-1) + e has no intercept, so it is not translation-equivariant and is not
+    # centred internally: 1e7 + N(0, 1e-3) loses every digit of the innovations to
+    # cancellation, and the error says what to do
+    rng = np.random.default_rng(0)
+    X = 1e7 + 1e-3 * rng.standard_normal((200, 2))
+    est = getattr(bnpcore, cls)(obs="ar_gauss", n_components=2, max_laps=5, random_state=0)
+    kw = {"lengths": [200]} if cls == "HDPHMM" else {}
+    with pytest.raises(bnpcore.NumericalError, match=r"obs='ar_gauss'.*centred by the caller"):
+        _fit(est, X, **kw)
+    # the same series centred by the caller fits
+    assert np.isfinite(_fit(getattr(bnpcore, cls)(obs="ar_gauss", n_components=2, max_laps=5, random_state=0), X - X.mean(axis=0), **kw).elbo_)

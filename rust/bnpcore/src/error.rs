@@ -39,7 +39,9 @@ pub enum Error {
     /// A posterior scale matrix lost positive definiteness.
     #[error(
         "the {what} matrix of cluster {component} is not positive definite; \
-         increase `prior_covariance` / `prior_dof` or rescale the data"
+         increase `prior_covariance` / `prior_dof` or rescale the data (obs='ar_gauss': \
+         increase `prior_scale` / `prior_dof`; its model has no intercept, so a series far \
+         from 0 must be centred by the caller)"
     )]
     NotPositiveDefinite {
         /// cluster index
