@@ -65,16 +65,59 @@ def test_data_shift_rule():
     assert data_shift("mult", np.abs(Z) + 1e7) is None
 
 
+def _ar_series(n=1500, seed=0):
+    rng = np.random.default_rng(seed)
+    A = np.array([[0.9, 0.1], [-0.2, 0.5]])
+    x = np.zeros((n, 2))
+    for t in range(1, n):
+        x[t] = A @ x[t - 1] + rng.standard_normal(2)
+    return x
+
+
+def _ar_fit(cls, x, **kw):
+    if cls == "HDPHMM":
+        return _fit(bnpcore.HDPHMM(obs="ar_gauss", random_state=0, max_laps=8, **kw), x, lengths=[x.shape[0]])
+    return _fit(bnpcore.DPMixture(obs="ar_gauss", random_state=0, max_laps=8, **kw), bnpcore.obs.ar_rows(x)[0])
+
+
 @pytest.mark.parametrize("cls", ["DPMixture", "HDPHMM"])
-def test_auto_regressive_data_far_from_origin_get_a_clear_error(cls):
+def test_auto_regressive_fits_do_not_depend_on_the_data_scale(cls):
+    # the default prior scales with the data (B with the steps' covariance, V with the inputs'
+    # mean square), so a rescaled series gives the same coefficients and clustering, covariances
+    # scaled by s^2 and the ELBO shifted by the Jacobian; with V = I fixed, s = 0.01 gave half the
+    # coefficients and s = 1e10 a singular posterior
+    x = _ar_series()
+    ref = _ar_fit(cls, x, n_components=3)
+    n_steps = x.shape[0] - 1
+    for s in (1e-4, 1e-2, 1e3, 1e10):
+        m = _ar_fit(cls, s * x, n_components=3)
+        assert m.n_components_ == ref.n_components_
+        np.testing.assert_allclose(m.coef_, ref.coef_, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(m.covariances_ / s**2, ref.covariances_, rtol=1e-7)
+        np.testing.assert_allclose(m.elbo_ + n_steps * 2 * np.log(s), ref.elbo_, rtol=1e-9)
+    one = _ar_fit(cls, 1e-2 * x, n_components=1)
+    np.testing.assert_allclose(one.coef_[0], [[0.9, 0.1], [-0.2, 0.5]], atol=0.05)
+
+
+def test_auto_regressive_prior_scales_with_the_inputs():
+    Y = bnpcore.obs.ar_rows(_ar_series(200))[0]
+    prior = bnpcore.obs.default_prior("ar_gauss", Y)
+    np.testing.assert_allclose(prior["V"], np.mean(Y[:, 2:] ** 2) * np.eye(2))
+    scaled = bnpcore.obs.default_prior("ar_gauss", 1e-3 * Y)
+    for key, power in (("V", 2), ("B", 2), ("M", 0)):
+        np.testing.assert_allclose(scaled[key], 1e-3**power * prior[key], rtol=1e-12)
+
+
+@pytest.mark.parametrize("cls", ["DPMixture", "HDPHMM"])
+@pytest.mark.parametrize("kind", ["far", "constant"])
+def test_auto_regressive_series_without_resolvable_steps_are_refused(cls, kind):
     # x_t = A x_(t-1) + e has no intercept, so it is not translation-equivariant and is not
-    # centred internally: 1e7 + N(0, 1e-3) loses every digit of the innovations to
-    # cancellation, and the error says what to do
+    # centred internally: at 1e7 + N(0, 1e-3) the steps are below float64's resolution of the
+    # values (every digit of the innovations lost to cancellation), and a constant series has no
+    # steps at all; both get a DataError naming X instead of a failed fit
     rng = np.random.default_rng(0)
-    X = 1e7 + 1e-3 * rng.standard_normal((200, 2))
-    est = getattr(bnpcore, cls)(obs="ar_gauss", n_components=2, max_laps=5, random_state=0)
-    kw = {"lengths": [200]} if cls == "HDPHMM" else {}
-    with pytest.raises(bnpcore.NumericalError, match=r"obs='ar_gauss'.*centred by the caller"):
-        _fit(est, X, **kw)
-    # the same series centred by the caller fits
-    assert np.isfinite(_fit(getattr(bnpcore, cls)(obs="ar_gauss", n_components=2, max_laps=5, random_state=0), X - X.mean(axis=0), **kw).elbo_)
+    X = 1e7 + 1e-3 * rng.standard_normal((200, 2)) if kind == "far" else np.tile([3.0, -1.0], (200, 1))
+    with pytest.raises(bnpcore.DataError, match=r"`X`: the steps x_t - x_\(t-1\) of the series are below"):
+        _ar_fit(cls, X, n_components=2)
+    if kind == "far":  # the same series centred by the caller fits
+        assert np.isfinite(_ar_fit(cls, X - X.mean(axis=0), n_components=2).elbo_)

@@ -489,7 +489,10 @@ _DOC = r"""
         first-order auto-regressive Gaussian :math:`x_t\mid z_t=k\sim N(A_k x_{t-1},\Lambda_k^{-1})`
         with a Matrix-Normal-Wishart prior (Hughes thesis Eq. 6.3; Fox et al. 2014): each
         sequence's first step is conditioned on (its state is reported as that of the second),
-        and the fitted ``coef_`` (K, F, F) holds the posterior-mean :math:`A_k`.
+        and the fitted ``coef_`` (K, F, F) holds the posterior-mean :math:`A_k`. Its default
+        prior scales with the data (``bnpcore.obs.default_prior``), so rescaling a series
+        leaves the coefficients and states unchanged; the model has no intercept, so a series
+        far from 0 next to its steps must be centred by the caller.
     n_components : int, default=10
         Initial number of states K (the HDP-HMM keeps states with expected count ≥ 1).
     gamma : float, default=1.0
