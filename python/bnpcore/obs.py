@@ -155,8 +155,9 @@ def _ar_prior(Y, prior_scale=1.0, prior_dof=None) -> dict:
     F = d // 2
     nu = float(F + 2 if prior_dof is None else _real_above("prior_dof", prior_dof, F - 1.0, f"F - 1 = {F - 1}"))
     diff = Y[:, :F] - Y[:, F:]
-    cov = np.atleast_2d(np.cov(diff, rowvar=False)) if n > 1 else np.eye(F)
     v = float(np.einsum("ij,ij->", Y[:, F:], Y[:, F:])) / (max(n, 1) * F)
+    # one step has no covariance: the scale of the values stands in for it
+    cov = np.atleast_2d(np.cov(diff, rowvar=False)) if n > 1 else (v if v > 0 else 1.0) * np.eye(F)
     if n > 1 and np.trace(cov) <= AR_STEP_RESOLUTION * v * F:
         raise DataError(
             f"`X`: the steps x_t - x_(t-1) of the series are below the float64 resolution of its magnitude "

@@ -106,6 +106,10 @@ def test_auto_regressive_prior_scales_with_the_inputs():
     scaled = bnpcore.obs.default_prior("ar_gauss", 1e-3 * Y)
     for key, power in (("V", 2), ("B", 2), ("M", 0)):
         np.testing.assert_allclose(scaled[key], 1e-3**power * prior[key], rtol=1e-12)
+    # a single step has no step covariance: B follows the values' scale too
+    one, one_big = (bnpcore.obs.default_prior("ar_gauss", s * Y[5:6]) for s in (1.0, 1e150))
+    np.testing.assert_allclose(one_big["B"], 1e300 * one["B"], rtol=1e-12)
+    np.testing.assert_allclose(one_big["V"], 1e300 * one["V"], rtol=1e-12)
 
 
 @pytest.mark.parametrize("cls", ["DPMixture", "HDPHMM"])
