@@ -229,6 +229,16 @@ def _first_row(indptr: np.ndarray, pos: int) -> int:
     return int(np.searchsorted(indptr, pos, side="right") - 1)
 
 
+def is_sequence_list(X) -> bool:
+    """Whether ``X`` is a list (or tuple) of sequences, as the HMMs accept beside hmmlearn's
+    ``(X, lengths)``: its items are arrays (which must then be 2-D: a list of 1-D arrays is
+    refused rather than guessed at) or nested lists of rows. A list of rows — plain lists of
+    numbers — is an ordinary ``(n_samples, n_features)`` array-like instead."""
+    if not isinstance(X, (list, tuple)) or len(X) == 0:
+        return False
+    return hasattr(X[0], "shape") or np.ndim(X[0]) == 2
+
+
 def make_csr(data, indices, indptr, shape):
     """A ``scipy.sparse.csr_array`` over the given triplets with float64 data and int64 indices.
 

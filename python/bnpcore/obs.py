@@ -105,10 +105,10 @@ def ar_rows(X, lengths=None, n_features=None):
     lengths : ndarray of int64, shape (n_sequences,)
         Rows per sequence.
     """
-    from bnpcore._validation import check_array, check_lengths
+    from bnpcore._validation import check_array, check_lengths, is_sequence_list
     from bnpcore.exceptions import ShapeError
 
-    if isinstance(X, (list, tuple)):
+    if is_sequence_list(X):
         if lengths is not None:
             raise ParameterError("`lengths` must be None when `X` is a list of sequences (their lengths are their row counts)")
         seqs = [check_array(x, name=f"X[{i}]", n_features=n_features) for i, x in enumerate(X)]

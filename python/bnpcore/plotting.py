@@ -496,7 +496,9 @@ def plot_segmentation(model, X, lengths=None, n_show=4, max_steps=None, true_sta
     matplotlib.figure.Figure
     """
     plt = _pyplot()
-    if isinstance(X, (list, tuple)):
+    from bnpcore._validation import is_sequence_list
+
+    if is_sequence_list(X):
         lengths = [len(x) for x in X]
         X = np.concatenate([np.asarray(x, dtype=np.float64) for x in X])
     X = np.asarray(X, dtype=np.float64)

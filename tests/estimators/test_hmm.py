@@ -386,3 +386,26 @@ def test_pair_stat_merges_are_accepted_without_a_pass_and_raise_the_objective():
     for r in (r for r in recs if r["accepted"]):
         assert r["elbo_after"] > r["elbo_before"] and lap_elbo[r["lap"]] >= r["elbo_after"] - 1e-6 * abs(r["elbo_after"])
     assert np.all(np.diff(m.history_["elbo"][1:]) >= -1e-9 * np.abs(m.history_["elbo"][2:]))
+
+
+def test_a_nested_list_of_rows_is_an_array_like_not_a_list_of_sequences():
+    # hmmlearn's X is any (n_samples, n_features) array-like; a list of 2-D arrays (or of nested
+    # lists) is a list of sequences. The two used to be confused: any list was taken for
+    # sequences, so X.tolist() with lengths was refused
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(size=(60, 2)), rng.normal(size=(60, 2)) + 6]
+    lengths = [60, 60]
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    for obs in ("gauss", "ar_gauss"):
+        kw = dict(obs=obs, n_components=3, random_state=0, max_laps=5)
+        ref = bnpcore.HDPHMM(**kw).fit(X, lengths)
+        rows = bnpcore.HDPHMM(**kw).fit(X.tolist(), lengths)
+        seqs = bnpcore.HDPHMM(**kw).fit([X[:60].tolist(), X[60:].tolist()])
+        assert rows.elbo_ == ref.elbo_ == seqs.elbo_
+        np.testing.assert_array_equal(ref.predict(X.tolist(), lengths), ref.predict(X, lengths))
+        np.testing.assert_array_equal(ref.predict([X[:60], X[60:]]), ref.predict(X, lengths))
+    with pytest.raises(ParameterError, match="`lengths` must be None when `X` is a list of sequences"):
+        ref.predict([X[:60], X[60:]], lengths)
+    # a list of 1-D arrays is ambiguous (univariate sequences or rows?): refused, not guessed
+    with pytest.raises(ShapeError, match=r"`X\[0\]` must be 2-D"):
+        ref.predict(list(X))

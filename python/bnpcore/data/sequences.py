@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpcore._validation import check_array, check_lengths
+from bnpcore._validation import check_array, check_lengths, is_sequence_list
 from bnpcore.data._base import SeqBatch, balanced_bounds
 from bnpcore.data.sources import NpyFile, _check_lazy_2d
 from bnpcore.exceptions import ParameterError, ShapeError
@@ -69,11 +69,11 @@ class SequenceBatches:
     def __init__(self, X, lengths=None, n_batches: int = 1, *, n_features: int | None = None, name: str = "X"):
         self.name = name
         self.check_data = None
-        if isinstance(X, (list, tuple)):
+        if isinstance(X, (list, tuple)) and not X:
+            raise ShapeError(f"`{name}` is an empty list of sequences")
+        if is_sequence_list(X):
             if lengths is not None:
                 raise ParameterError("`lengths` must be None when `X` is a list of sequences (their lengths are their row counts)")
-            if not X:
-                raise ShapeError(f"`{name}` is an empty list of sequences")
             parts = []
             for s, seq in enumerate(X):
                 part = check_array(seq, name=f"{name}[{s}]", n_features=n_features)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from bnpcore import _core
-from bnpcore._validation import check_array, check_lengths, check_param
+from bnpcore._validation import check_array, check_lengths, check_param, is_sequence_list
 from bnpcore.data._base import SeqBatch
 from bnpcore.data.sequences import SequenceBatches
 from bnpcore.estimators._engine import VBEstimator
@@ -311,7 +311,7 @@ class _BaseHMM(VBEstimator):
         if self.obs == "ar_gauss":
             Y, lens = ar_rows(X, lengths, n_features=self.n_features_in_)
             return SequenceBatches(Y, lens, 1, n_features=2 * self.n_features_in_).get(0)
-        if isinstance(X, (list, tuple)):
+        if is_sequence_list(X):
             src = SequenceBatches(X, lengths, 1, n_features=self.n_features_in_)
         else:
             Xa = check_array(X, name="X", n_features=self.n_features_in_)
