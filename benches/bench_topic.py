@@ -6,7 +6,7 @@ Data: the toy bars (``bnpcore.datasets.make_bars``: 2,000 training documents, 20
 held-out documents, ``bnpcore.datasets.load_lee_corpus``).
 
 Evaluation (identical for every method): each held-out document's tokens are split by the
-seeded rule of ``HDPTopicModel.score`` (first half observed, second half held out); with each
+seeded rule of ``HDPTopicModel.score`` (a random half observed, the rest held out); with each
 method's topic-word probabilities and its document prior (HDP: α β plus the rest mass, LDA:
 its α vector), the dense document step of bnpcore on the observed half gives E[π_d], and the
 score is the mean log probability of the held-out tokens (nats per token, higher is better).
