@@ -14,12 +14,32 @@ from bnpcore.exceptions import ConvergenceWarning
 KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 
 
-def fit_quietly(est, X):
+def fit_quietly(est, X, **fit_kw):
     """Fit, tolerating only a ConvergenceWarning (every other warning stays an error, in
     particular the ELBODecreaseWarning that pyproject.toml turns into one)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return est.fit(X)
+        return est.fit(X, **fit_kw)
+
+
+def family_data(family):
+    """Small data of the topic (``"topic"``: bars) or HMM (``"hmm"``: sticky toy) family and the
+    fit's keyword arguments."""
+    import bnpcore
+
+    if family == "topic":
+        X, _ = bnpcore.datasets.make_bars(n_docs=120, n_tokens=60, random_state=3)
+        return X, {}
+    X, lengths = bnpcore.datasets.make_sticky_hmm(n_seqs=8, seq_len=200, random_state=0)[:2]
+    return X, {"lengths": lengths}
+
+
+def family_estimator(family, **kw):
+    """HDPTopicModel / HDPHMM from one topic or state, memoized over 3 batches, default moves."""
+    import bnpcore
+
+    cls = bnpcore.HDPTopicModel if family == "topic" else bnpcore.HDPHMM
+    return cls(n_components=1, n_batches=3, random_state=2, tol=0, **kw)
 
 
 def memo(**kw):

@@ -11,7 +11,7 @@ import zipfile
 import bnpcore
 import numpy as np
 import pytest
-from _helpers import fit_quietly
+from _helpers import family_data, family_estimator, fit_quietly
 from bnpcore import DPMixture, FiniteMixture
 from bnpcore.exceptions import ModelFileError
 from bnpcore.io import FORMAT_VERSION
@@ -359,3 +359,58 @@ def test_checksum_and_consistency_errors(tmp_path, saved):
         bnpcore.load(dst)
     with zipfile.ZipFile(saved) as z:
         assert "__meta__.npy" in z.namelist()
+
+
+_KILL_FAMILY_SCRIPT = textwrap.dedent(
+    """
+    import os, signal, sys, warnings
+    import bnpcore
+
+    family, ckpt, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    sys.path.insert(0, sys.argv[4])  # the tests folder: _helpers
+    if family == "topic":
+        from bnpcore.data.documents import DocumentBatches as Batches
+    else:
+        from bnpcore.data.sequences import SequenceBatches as Batches
+    calls = [0]
+    orig = Batches.get
+    def get(self, b):  # SIGKILL at the kill_at-th batch read (lap passes and move passes alike)
+        calls[0] += 1
+        if calls[0] == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return orig(self, b)
+    Batches.get = get
+    warnings.simplefilter("error")
+    warnings.simplefilter("ignore", bnpcore.exceptions.ConvergenceWarning)
+    from _helpers import family_data, family_estimator
+    X, kw = family_data(family)
+    family_estimator(family, max_laps=8, checkpoint_path=ckpt).fit(X, **kw)
+    """
+)
+
+
+@pytest.mark.parametrize("family,kill_at", [("topic", 40), ("topic", 48), ("hmm", 45), ("hmm", 77)])
+def test_sigkill_of_a_topic_or_hmm_fit_with_default_moves_resumes_to_the_same_model(tmp_path, family, kill_at):
+    # the families with their default moves (birth, merge, delete from one topic / state):
+    # killed in the middle of lap 5, 6 or 8 (counting the batch reads of the laps and of the
+    # moves' passes), when the moves carry failures that decide what is proposed next (three of
+    # the four cases fail if the checkpoint loses them), the last checkpoint resumed to 8 laps
+    # equals a run never interrupted — objective trace, moves and summaries
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = tmp_path / "run.py"
+    script.write_text(_KILL_FAMILY_SCRIPT)
+    ckpt = tmp_path / "ckpt.npz"
+    proc = subprocess.run([sys.executable, str(script), family, str(ckpt), str(kill_at), tests_dir], capture_output=True,
+                          timeout=300, check=False)
+    assert proc.returncode == -9, proc.stderr.decode()
+    resumed = bnpcore.load(ckpt)
+    done = resumed.state_.lap
+    assert done in (4, 5, 7)
+    assert any(resumed.state_.moves_state.get(k) for k in ("delete_failed", "birth_failed", "failed"))
+    X, kw = family_data(family)
+    resumed.set_params(warm_start=True, max_laps=8 - done, checkpoint_path=None)
+    fit_quietly(resumed, X, **kw)
+    reference = fit_quietly(family_estimator(family, max_laps=8), X, **kw)
+    assert any(r["accepted"] for r in reference.moves_log_)  # the moves did something
+    _same_state(resumed, reference)
+    np.testing.assert_array_equal(resumed.summaries_.S, reference.summaries_.S)
