@@ -693,3 +693,33 @@ def test_stochastic_default_batches_of_a_corpus_object():
         warnings.simplefilter("ignore", ConvergenceWarning)
         m = FiniteTopicModel(2, algorithm="stochastic", max_laps=1, random_state=0).fit(Corpus())
     assert len(m._make_source(Corpus())) == 6
+
+
+def test_topic_models_are_scikit_learn_transformers_with_feature_names(bars):
+    # scikit-learn's transformer convention: get_feature_names_out names transform's columns,
+    # and set_output(transform="pandas") returns them as a labelled DataFrame
+    pd = pytest.importorskip("pandas")
+    from sklearn.base import TransformerMixin
+
+    X, _ = bars
+    for cls in (HDPTopicModel, FiniteTopicModel):
+        m = _small(max_laps=2) if cls is HDPTopicModel else FiniteTopicModel(4, max_laps=2, random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            m.fit(X)
+        assert isinstance(m, TransformerMixin)
+        names = m.get_feature_names_out()
+        theta = m.transform(X)
+        prefix = cls.__name__.lower()
+        assert list(names) == [f"{prefix}{k}" for k in range(theta.shape[1])]
+        assert m.get_feature_names_out([f"w{i}" for i in range(X.shape[1])]).tolist() == list(names)
+        with pytest.raises(ShapeError, match="`input_features` has 3 names"):
+            m.get_feature_names_out(["a", "b", "c"])
+        m.set_output(transform="pandas")
+        df = m.transform(X)
+        assert isinstance(df, pd.DataFrame) and list(df.columns) == list(names)
+        np.testing.assert_array_equal(df.to_numpy(), theta)
+        m.set_output(transform="default")
+        assert isinstance(m.transform(X), np.ndarray)
+    with pytest.raises(bnpcore.NotFittedError):
+        HDPTopicModel().get_feature_names_out()

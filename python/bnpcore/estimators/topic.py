@@ -14,11 +14,12 @@ from bnpcore.algorithms.executor import shared_options
 from bnpcore.data.documents import DocumentBatches, DocumentStream, _is_iterator, bow_to_csr, document_source
 from bnpcore.estimators._engine import VBEstimator
 from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeMixin
-from bnpcore.exceptions import DataError, ParameterError
+from bnpcore.exceptions import DataError, ParameterError, ShapeError
 from bnpcore.io import register_model_type
 from bnpcore.moves.topic import TopicMoveConfig, TopicMoveManager
 from bnpcore.obs import ObsModel
 from bnpcore.topic import HDPTopicAlloc, LDAAlloc, TopicModel, TruncationFreeHDPAlloc, init_topic_stats
+from sklearn.base import TransformerMixin
 
 #: ``n_batches=None`` with a stochastic algorithm: minibatches per pass
 STOCHASTIC_BATCHES = 10
@@ -88,7 +89,7 @@ def _split_tokens(X, rng):
     return build(seen), build(counts - seen)
 
 
-class _BaseTopicModel(VBEstimator):
+class _BaseTopicModel(TransformerMixin, VBEstimator):
     """Topic models over bag-of-words documents on the generic engine; subclasses pick the
     allocation model."""
 
@@ -310,6 +311,29 @@ class _BaseTopicModel(VBEstimator):
         if self._is_one_shot(X):
             raise ParameterError("fit_transform needs a corpus that can be read twice; an iterator is read once")
         return self.fit(X, **fit_params).transform(X)
+
+    def get_feature_names_out(self, input_features=None):
+        """Names of the columns of :meth:`transform`, scikit-learn's convention for transformers
+        (and what ``set_output(transform="pandas")`` labels them with): the lower-cased class
+        name followed by the topic's position, ``hdptopicmodel0``, ``hdptopicmodel1``, ...
+
+        Parameters
+        ----------
+        input_features : array-like of str or None
+            The vocabulary's names; only its length is checked (it must be ``n_features_in_``).
+
+        Returns
+        -------
+        ndarray of str objects, shape (K,)
+        """
+        self._check_fitted()
+        if input_features is not None and len(input_features) != self.n_features_in_:
+            raise ShapeError(
+                f"`input_features` has {len(input_features)} names, but {type(self).__name__} was fitted on "
+                f"{self.n_features_in_} words"
+            )
+        prefix = type(self).__name__.lower()
+        return np.asarray([f"{prefix}{k}" for k in range(self.summaries_.K)], dtype=object)
 
     # ----------------------------------------------------------------- inference
     def _as_csr(self, X, name="X"):
