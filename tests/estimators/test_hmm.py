@@ -409,3 +409,30 @@ def test_a_nested_list_of_rows_is_an_array_like_not_a_list_of_sequences():
     # a list of 1-D arrays is ambiguous (univariate sequences or rows?): refused, not guessed
     with pytest.raises(ShapeError, match=r"`X\[0\]` must be 2-D"):
         ref.predict(list(X))
+
+
+def test_dataframe_columns_are_feature_names_as_in_scikit_learn():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(size=(60, 2)), rng.normal(size=(60, 2)) + 6]
+    df = pd.DataFrame(X, columns=["a", "b"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = HDPHMM(n_components=3, random_state=0, max_laps=5).fit(df, [60, 60])
+        ref = HDPHMM(n_components=3, random_state=0, max_laps=5).fit(X, [60, 60])
+        assert list(m.feature_names_in_) == ["a", "b"] and not hasattr(ref, "feature_names_in_")
+        assert m.elbo_ == ref.elbo_
+        np.testing.assert_array_equal(m.predict(df, [60, 60]), ref.predict(X, [60, 60]))
+        with pytest.raises(DataError, match="feature names should match"):
+            m.predict(df.rename(columns={"a": "c"}), [60, 60])
+        with pytest.warns(UserWarning, match="X does not have valid feature names"):
+            m.score(X, [60, 60])
+        with pytest.warns(UserWarning, match="X has feature names"):
+            ref.score(df, [60, 60])
+        p = HDPHMM(n_components=3, random_state=0)
+        p.partial_fit(df.iloc[:60])
+        assert list(p.feature_names_in_) == ["a", "b"]
+        with pytest.raises(DataError, match="feature names should match"):
+            p.partial_fit(df.iloc[60:].rename(columns={"b": "z"}))
+        m.set_params(warm_start=False).fit(X, [60, 60])  # refitted without names: none kept
+        assert not hasattr(m, "feature_names_in_")

@@ -13,9 +13,12 @@ scikit-learn's ``BayesianGaussianMixture`` to bnpcore's.
 from __future__ import annotations
 
 import re
+import warnings
 
+import numpy as np
 import sklearn
 from bnpcore._validation import DENSIFIED_SPARSE_OBS
+from bnpcore.exceptions import DataError
 from sklearn.base import BaseEstimator as _SklearnBaseEstimator
 from sklearn.base import DensityMixin
 
@@ -33,6 +36,17 @@ SKLEARN_VERSION = _version_tuple(sklearn.__version__)
 _NON_NEGATIVE_OBS = ("mult",)
 
 
+def _feature_names(X):
+    """The column names of a DataFrame-like ``X`` when they are all strings, else None."""
+    cols = getattr(X, "columns", None)
+    if cols is None or isinstance(X, np.ndarray):
+        return None
+    names = np.asarray(list(cols), dtype=object)
+    if names.size == 0 or not all(isinstance(c, str) for c in names):
+        return None
+    return names
+
+
 class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
     """Base class of the bnpcore estimators (scikit-learn estimator API).
 
@@ -45,6 +59,31 @@ class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
     input without missing values; scipy.sparse input for the count models (``obs="mult"``,
     ``"bern"``), non-negative input for ``obs="mult"``.
     """
+
+    def _set_feature_names(self, names) -> None:
+        if names is None:
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        else:
+            self.feature_names_in_ = names
+
+    def _check_feature_names(self, X) -> None:
+        """scikit-learn's rule: the column names of a DataFrame given to predict/score must be
+        those of the fit (ValueError); a warning when only one of the two had names."""
+        names = _feature_names(X)
+        fitted = getattr(self, "feature_names_in_", None)
+        if names is None and fitted is None:
+            return
+        cls = type(self).__name__
+        if fitted is None:
+            warnings.warn(f"X has feature names, but {cls} was fitted without feature names", UserWarning, stacklevel=4)
+        elif names is None:
+            warnings.warn(f"X does not have valid feature names, but {cls} was fitted with feature names", UserWarning, stacklevel=4)
+        elif len(names) != len(fitted) or np.any(names != fitted):
+            raise DataError(
+                "The feature names should match those that were passed during fit: "
+                f"fitted with {list(fitted)[:10]}, got {list(names)[:10]}"
+            )
 
     @classmethod
     def _param_names(cls) -> list:

@@ -7,6 +7,7 @@ from bnpcore import _core
 from bnpcore._validation import check_array, check_lengths, check_param, is_sequence_list
 from bnpcore.data._base import SeqBatch
 from bnpcore.data.sequences import SequenceBatches
+from bnpcore.estimators._base import _feature_names
 from bnpcore.estimators._engine import VBEstimator
 from bnpcore.exceptions import ParameterError
 from bnpcore.hmm import FiniteHMMAlloc, HDPHMMAlloc, HMMModel, init_hmm_stats
@@ -266,11 +267,14 @@ class _BaseHMM(VBEstimator):
         -------
         self
         """
+        names = _feature_names(X)
         self._fit_lengths = lengths
         try:
-            return super().fit(X)
+            super().fit(X)
         finally:
             self._fit_lengths = None
+        self._set_feature_names(names)
+        return self
 
     def partial_fit(self, X, lengths=None):
         r"""Add one batch of new sequences (streaming memoized update).
@@ -299,15 +303,22 @@ class _BaseHMM(VBEstimator):
         -------
         self
         """
+        first = not hasattr(self, "state_")
+        if not first:
+            self._check_feature_names(X)
         self._partial_lengths = lengths
         try:
-            return super().partial_fit(X)
+            super().partial_fit(X)
         finally:
             del self._partial_lengths
+        if first:
+            self._set_feature_names(_feature_names(X))
+        return self
 
     # ----------------------------------------------------------------- inference
     def _sequences(self, X, lengths) -> SeqBatch:
         self._check_fitted()
+        self._check_feature_names(X)
         if self.obs == "ar_gauss":
             Y, lens = ar_rows(X, lengths, n_features=self.n_features_in_)
             return SequenceBatches(Y, lens, 1, n_features=2 * self.n_features_in_).get(0)

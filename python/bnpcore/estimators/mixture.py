@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 from bnpcore._validation import check_array, check_param
 from bnpcore.alloc import DPAlloc, FiniteAlloc
 from bnpcore.data.documents import BagOfWordsBatches
 from bnpcore.data.sources import ArrayBatches, ListBatches, NpyFile, ReiterableBatches, _check_lazy_2d, is_batch_list, open_npy_rows
+from bnpcore.estimators._base import _feature_names
 from bnpcore.estimators._engine import VBEstimator, is_one_shot
 from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeMixin
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
@@ -28,17 +28,6 @@ def _dense_sample(X0):
         rows = max(min(X0.shape[0], 256), min(X0.shape[0], (1 << 22) // max(int(X0.shape[1]), 1)))
         return np.ascontiguousarray(X0[:rows].toarray(), dtype=np.float64)
     return X0
-
-
-def _feature_names(X):
-    """The column names of a DataFrame-like ``X`` when they are all strings, else None."""
-    cols = getattr(X, "columns", None)
-    if cols is None or isinstance(X, np.ndarray):
-        return None
-    names = np.asarray(list(cols), dtype=object)
-    if names.size == 0 or not all(isinstance(c, str) for c in names):
-        return None
-    return names
 
 
 class _BaseMixture(VBEstimator):
@@ -349,31 +338,6 @@ class _BaseMixture(VBEstimator):
         return self
 
     partial_fit.__doc__ = VBEstimator.partial_fit.__doc__
-
-    def _set_feature_names(self, names) -> None:
-        if names is None:
-            if hasattr(self, "feature_names_in_"):
-                del self.feature_names_in_
-        else:
-            self.feature_names_in_ = names
-
-    def _check_feature_names(self, X) -> None:
-        """scikit-learn's rule: the column names of a DataFrame given to predict/score must be
-        those of the fit (ValueError); a warning when only one of the two had names."""
-        names = _feature_names(X)
-        fitted = getattr(self, "feature_names_in_", None)
-        if names is None and fitted is None:
-            return
-        cls = type(self).__name__
-        if fitted is None:
-            warnings.warn(f"X has feature names, but {cls} was fitted without feature names", UserWarning, stacklevel=4)
-        elif names is None:
-            warnings.warn(f"X does not have valid feature names, but {cls} was fitted with feature names", UserWarning, stacklevel=4)
-        elif len(names) != len(fitted) or np.any(names != fitted):
-            raise DataError(
-                "The feature names should match those that were passed during fit: "
-                f"fitted with {list(fitted)[:10]}, got {list(names)[:10]}"
-            )
 
     # ----------------------------------------------------------------- inference
     def _check_X(self, X):
