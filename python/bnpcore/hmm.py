@@ -218,6 +218,11 @@ def init_hmm_stats(obs, batch: SeqBatch, n_components: int, rng, *, block_len: i
     those of the K windows, the transition counts are all ones (equal initial transitions)."""
     K = int(n_components)
     X, sr = batch.X, np.asarray(batch.seq_range, dtype=np.int64)
+    if X.shape[0] < K:
+        from bnpcore.exceptions import ParameterError
+
+        # as for the mixtures: more states than time steps cannot each hold one step
+        raise ParameterError(f"`n_components`={K} exceeds the number of time steps ({X.shape[0]})")
     D = sr.shape[0] - 1
     order = rng.permutation(D)
     rows, labels = [], []

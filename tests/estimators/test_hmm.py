@@ -436,3 +436,15 @@ def test_dataframe_columns_are_feature_names_as_in_scikit_learn():
             p.partial_fit(df.iloc[60:].rename(columns={"b": "z"}))
         m.set_params(warm_start=False).fit(X, [60, 60])  # refitted without names: none kept
         assert not hasattr(m, "feature_names_in_")
+
+
+@pytest.mark.parametrize("cls", [HDPHMM, FiniteHMM])
+def test_more_states_than_time_steps_is_refused_like_the_mixtures(cls):
+    # it used to "fit": 10 states sharing 5 steps, none with an expected count of 1, so the
+    # fitted model reported n_components_ == 0
+    X = np.random.default_rng(0).normal(size=(5, 2))
+    with pytest.raises(ParameterError, match=r"`n_components`=10 exceeds the number of time steps \(5\)"):
+        cls(n_components=10).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert cls(n_components=5, random_state=0).fit(X).n_components_ >= 1
