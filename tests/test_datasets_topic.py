@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 from bnpcore import ConvergenceWarning, HDPTopicModel
-from bnpcore.datasets import load_lee_corpus, load_reuters
+from bnpcore.datasets import load_lee_corpus, load_reuters, load_wiki_sample
 
 
 @pytest.mark.skipif(importlib.util.find_spec("lda") is None, reason="the lda package is not installed")
@@ -34,6 +34,20 @@ def test_lee_corpus_loads():
     assert X50.shape[0] == 50
 
 
+@pytest.mark.skipif(importlib.util.find_spec("gensim") is None, reason="gensim is not installed")
+def test_wiki_sample_loads_and_fits():
+    X, vocab = load_wiki_sample()
+    assert X.shape == (250, len(vocab)) and vocab == sorted(vocab)
+    assert X.sum(axis=0).min() >= 2 and np.all(X.data == np.floor(X.data))
+    assert "anarch" in vocab  # the file's stemmed tokens are kept as they are
+    X1, vocab1 = load_wiki_sample(min_count=1)
+    assert len(vocab1) > len(vocab) and X1.data.sum() > X.data.sum()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = HDPTopicModel(10, max_laps=2, random_state=0, moves=()).fit(X[:200])
+    assert np.isfinite(m.score(X[200:]))
+
+
 def test_missing_package_raises_import_error(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("lda", "gensim") else real(name, *a))
@@ -41,3 +55,5 @@ def test_missing_package_raises_import_error(monkeypatch):
         load_reuters()
     with pytest.raises(ImportError, match="pip install gensim"):
         load_lee_corpus()
+    with pytest.raises(ImportError, match="pip install gensim"):
+        load_wiki_sample()

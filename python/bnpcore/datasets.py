@@ -34,6 +34,7 @@ __all__ = [
     "load_lee_corpus",
     "load_mnist_subset",
     "load_reuters",
+    "load_wiki_sample",
     "make_1d_normal",
     "make_bars",
     "make_gaussian_mixture",
@@ -1010,14 +1011,50 @@ def load_lee_corpus(min_count=2, background=True):
         If gensim is not installed.
     """
     import re
-    from collections import Counter
-
-    from bnpcore._validation import check_counts_csr, make_csr
 
     name = "lee_background.cor" if background else "lee.cor"
     path = _package_file("gensim", "test", "test_data", name, what="load_lee_corpus")
     with open(path, encoding="utf-8", errors="replace") as f:
         docs = [[w for w in re.findall(r"[a-z]+", line.lower()) if len(w) >= 3 and w not in _STOP_WORDS] for line in f if line.strip()]
+    return _docs_to_counts(docs, min_count, "lee")
+
+
+def load_wiki_sample(min_count=2):
+    """gensim's sample of 250 English Wikipedia articles as bag-of-words counts (read from the
+    installed ``gensim`` package, ``test/test_data/head500.noblanks.cor``, without importing it).
+
+    The file is already tokenised, lower-cased and stemmed (``anarch``, ``philosophi``): one
+    article per line, tokens separated by spaces (98–6,610 per article, median 885). Tokens
+    occurring fewer than ``min_count`` times in the corpus are dropped; the vocabulary is sorted
+    alphabetically.
+
+    Parameters
+    ----------
+    min_count : int, default=2
+
+    Returns
+    -------
+    counts : scipy.sparse.csr_array of shape (250, n_vocab)
+    vocabulary : list of str
+
+    Raises
+    ------
+    ImportError
+        If gensim is not installed.
+    """
+    path = _package_file("gensim", "test", "test_data", "head500.noblanks.cor", what="load_wiki_sample")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        docs = [line.split() for line in f if line.strip()]
+    return _docs_to_counts(docs, min_count, "wiki")
+
+
+def _docs_to_counts(docs, min_count, name):
+    """Token lists to a canonical CSR count matrix over the words seen at least ``min_count``
+    times in all of ``docs`` (vocabulary sorted alphabetically) and that vocabulary."""
+    from collections import Counter
+
+    from bnpcore._validation import check_counts_csr, make_csr
+
     total = Counter(w for d in docs for w in d)
     vocabulary = sorted(w for w, c in total.items() if c >= min_count)
     index = {w: i for i, w in enumerate(vocabulary)}
@@ -1030,4 +1067,4 @@ def load_lee_corpus(min_count=2, background=True):
         lengths.append(len(keys))
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     X = make_csr(np.asarray(counts, dtype=np.float64), np.asarray(ids, dtype=np.int64), indptr, (len(docs), len(vocabulary)))
-    return check_counts_csr(X, name="lee"), vocabulary
+    return check_counts_csr(X, name=name), vocabulary
