@@ -173,3 +173,42 @@ def test_n_components_and_the_represented_clusters_agree(obs, kw):
     assert m.predict_proba(X).shape == (X.shape[0], K)
     assert set(np.unique(m.predict(X))) <= set(range(K))
     assert np.isclose(m.weights_.sum(), 1.0)
+
+
+@pytest.mark.parametrize("change", [dict(obs="diag_gauss"), dict(prior_scale=10.0), dict(prior_mean=np.zeros(2)), dict(prior_dof=9.0)])
+def test_changed_observation_arguments_are_refused_when_continuing(change, tmp_path):
+    # the fitted observation model (kind and prior) is part of the fit state: a warm start or
+    # a further partial_fit used to keep it silently while get_params reported the new value
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(size=(200, 2)), rng.normal(size=(200, 2)) + 6]
+    name = next(iter(change))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnpcore.ConvergenceWarning)
+        m = bnpcore.DPMixture(n_components=3, max_laps=3, random_state=0).fit(X)
+        m.save(tmp_path / "m.npz")
+        for est in (m, bnpcore.load(tmp_path / "m.npz")):
+            est.set_params(warm_start=True, **change)
+            with pytest.raises(bnpcore.ParameterError, match=f"`{name}` changed from"):
+                est.fit(X)
+        s = bnpcore.DPMixture(n_components=3, random_state=0)
+        s.partial_fit(X[:200])
+        s.set_params(**change)
+        with pytest.raises(bnpcore.ParameterError, match=f"`{name}` changed from"):
+            s.partial_fit(X[200:])
+        # what a warm start may change (here the laps) still runs
+        ok = bnpcore.DPMixture(n_components=3, max_laps=3, random_state=0).fit(X)
+        ok.set_params(warm_start=True, max_laps=2)
+        assert np.isfinite(ok.fit(X).elbo_)
+        # and warm_start=False refits with the new value
+        m.set_params(warm_start=False)
+        assert np.isfinite(m.fit(X).elbo_)
+
+
+def test_changed_prior_count_is_refused_when_a_topic_model_continues():
+    X, _ = bnpcore.datasets.make_bars(n_docs=60, n_tokens=60, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnpcore.ConvergenceWarning)
+        m = bnpcore.HDPTopicModel(n_components=3, max_laps=2, random_state=0).fit(X)
+    m.set_params(warm_start=True, prior_count=1.0)
+    with pytest.raises(bnpcore.ParameterError, match=r"`prior_count` changed from 0\.1 to 1\.0"):
+        m.fit(X)

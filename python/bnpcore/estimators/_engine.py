@@ -255,6 +255,35 @@ class VBEstimator(BaseEstimator):
     def _continuing(self) -> bool:
         return bool(self.warm_start) and hasattr(self, "state_")
 
+    def _obs_param_values(self) -> dict:
+        """The constructor arguments that build the observation model and its prior (``obs``
+        and ``prior_*``), as they are now."""
+        return {k: v for k, v in self.get_params(deep=False).items() if k == "obs" or k.startswith("prior_")}
+
+    def _check_obs_params_unchanged(self) -> None:
+        """A warm start or a further ``partial_fit`` continues the fitted observation model
+        (its prior is part of the fit state): refuse ``obs``/``prior_*`` arguments changed since
+        that model was built instead of silently keeping the old ones."""
+        old = getattr(self, "_obs_params_", None)
+        if old is None:
+            return
+        now = self._obs_param_values()
+        for k, before in old.items():
+            after = now.get(k)
+            if isinstance(before, np.ndarray) or isinstance(after, np.ndarray):
+                try:
+                    same = np.array_equal(np.asarray(before), np.asarray(after))
+                except (TypeError, ValueError):
+                    same = False
+            else:
+                same = before == after
+            if not same:
+                raise ParameterError(
+                    f"`{k}` changed from {before!r} to {after!r} since the fit that warm_start / partial_fit continues; "
+                    "the fitted observation model and its prior stay those of that fit, so set warm_start=False "
+                    "(or use a new estimator) to fit with the new value"
+                )
+
     def _seeds(self):
         """Child seeds (init, batch order, moves, batch assignment) of ``random_state``."""
         return check_random_state(self.random_state).spawn(4)
@@ -274,6 +303,7 @@ class VBEstimator(BaseEstimator):
         rng_init = np.random.default_rng(s_init)
         X0 = source.sample_for_init(self.init_subsample, rng_init)
         self.obs_model_ = self._make_obs(X0)
+        self._obs_params_ = self._obs_param_values()
         model = self._make_model(self.obs_model_)
         prep = getattr(model, "prepare", None)
         init_stats = self._init_stats(model, X0 if prep is None else prep(X0), rng_init)
@@ -300,6 +330,8 @@ class VBEstimator(BaseEstimator):
         self
         """
         self._validate_params()
+        if self._continuing():
+            self._check_obs_params_unchanged()
         if self._algorithm() == "truncation_free":
             return self._fit_truncation_free(X, eval_X)
         if self._continuing() and getattr(self.state_, "truncation_free", None):
@@ -460,6 +492,8 @@ class VBEstimator(BaseEstimator):
         self
         """
         self._validate_params()
+        if hasattr(self, "state_"):
+            self._check_obs_params_unchanged()
         if self._algorithm() == "truncation_free":
             return self._partial_fit_truncation_free(X)
         if self._algorithm() == "stochastic":

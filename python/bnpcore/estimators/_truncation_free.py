@@ -109,6 +109,7 @@ class TruncationFreeMixin:
         _s_init, s_order, s_moves, _s_batch = self._seeds()
         config = self._tf_config()
         self.obs_model_ = ObsModel("mult", {"lam": np.full(int(n_vocab), config.eta)})
+        self._obs_params_ = self._obs_param_values()
         st = FitState(
             stats=stats_from_state(TFState.empty(int(n_vocab)), config),
             memos=[],

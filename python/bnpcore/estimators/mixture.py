@@ -615,6 +615,9 @@ _DOC_PARAMS = r"""
         Show a progress bar with the ELBO and the number of clusters.
     warm_start : bool, default=False
         Continue from the fitted state (summaries, random streams, history) on the next ``fit``.
+        The observation model and its prior are part of that state: changing ``obs`` or a
+        ``prior_*`` argument before continuing is a ``ParameterError`` (so is a ``partial_fit``
+        after such a change).
     callback : callable(model, info) or None
         Called after every lap with a dict ``info`` (lap, elbo, n_components, accepted_moves).
         Returning ``True`` stops the fit cleanly after that lap (like Keras and LightGBM

@@ -536,7 +536,8 @@ _DOC_COMMON = """
         Threads of the Rust kernels; results do not depend on it.
     verbose : bool, default=False
     warm_start : bool, default=False
-        Continue from the fitted state on the next ``fit``.
+        Continue from the fitted state on the next ``fit`` (``prior_count`` must be unchanged:
+        the fitted prior is part of that state).
     callback : callable(model, info) or None
         Called after every lap; returning ``True`` stops the fit.
     checkpoint_path : str or None

@@ -332,6 +332,7 @@ def _build(cls, meta: dict, arrays: dict):
     for k in o["prior_arrays"]:
         prior[k] = np.array(arrays[f"obs/prior/{k}"])
     est.obs_model_ = ObsModel(o["kind"], prior, shift=np.array(arrays["obs/shift"]) if o.get("shift") else None)
+    est._obs_params_ = est._obs_param_values()  # the file's arguments are those of its fit
     s = meta["state"]
     history = {}
     for k in s["history_keys"]:
