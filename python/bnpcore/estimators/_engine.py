@@ -50,7 +50,7 @@ from bnpcore.algorithms._base import FitState, is_remote
 from bnpcore.algorithms.loop import ALGORITHMS, FitConfig, lap_top_l, run_laps, warn_not_converged
 from bnpcore.algorithms.memoized import stream_batch
 from bnpcore.algorithms.stochastic import StochasticConfig
-from bnpcore.estimators._base import BaseEstimator
+from bnpcore.estimators._base import BaseEstimator, _feature_names
 from bnpcore.exceptions import NotFittedError, ParameterError, ShapeError
 from bnpcore.model import Model
 from bnpcore.moves.manager import MOVE_KINDS, MoveConfig, MoveManager
@@ -101,6 +101,10 @@ def is_one_shot(X) -> bool:
 
 class VBEstimator(BaseEstimator):
     """Base class of the variational estimators; knows no model family (module docstring)."""
+
+    #: whether ``fit`` / ``partial_fit`` record a DataFrame's string column names as
+    #: ``feature_names_in_`` (the families whose inference checks them: mixtures, HMMs)
+    _records_feature_names = False
 
     # ------------------------------------------------------------- family hooks
     def _make_alloc(self):  # pragma: no cover - abstract
@@ -329,18 +333,23 @@ class VBEstimator(BaseEstimator):
         -------
         self
         """
+        names = _feature_names(X)
         self._validate_params()
         if self._continuing():
             self._check_obs_params_unchanged()
         if self._algorithm() == "truncation_free":
-            return self._fit_truncation_free(X, eval_X)
-        if self._continuing() and getattr(self.state_, "truncation_free", None):
-            raise ParameterError(f"warm_start cannot continue a truncation-free fit with algorithm={self.algorithm!r}")
-        self._eval_X = eval_X
-        try:
-            return self._fit_dispatch(X)
-        finally:
-            self._eval_X = None
+            self._fit_truncation_free(X, eval_X)
+        else:
+            if self._continuing() and getattr(self.state_, "truncation_free", None):
+                raise ParameterError(f"warm_start cannot continue a truncation-free fit with algorithm={self.algorithm!r}")
+            self._eval_X = eval_X
+            try:
+                self._fit_dispatch(X)
+            finally:
+                self._eval_X = None
+        if self._records_feature_names:
+            self._set_feature_names(names)
+        return self
 
     def _fit_dispatch(self, X):
         if self._is_one_shot(X):
@@ -491,11 +500,22 @@ class VBEstimator(BaseEstimator):
         -------
         self
         """
+        first = not hasattr(self, "state_")
+        if self._records_feature_names and not first:
+            self._check_feature_names(X)
+        self._partial_fit(X)
+        if self._records_feature_names and first:
+            self._set_feature_names(_feature_names(X))
+        return self
+
+    def _partial_fit(self, X) -> None:
+        """:meth:`partial_fit` without the feature names."""
         self._validate_params()
         if hasattr(self, "state_"):
             self._check_obs_params_unchanged()
         if self._algorithm() == "truncation_free":
-            return self._partial_fit_truncation_free(X)
+            self._partial_fit_truncation_free(X)
+            return
         if self._algorithm() == "stochastic":
             raise ParameterError("partial_fit is the streaming memoized update; use algorithm='memoized' or 'full'")
         if hasattr(self, "state_") and getattr(self.state_, "truncation_free", None):
@@ -515,7 +535,6 @@ class VBEstimator(BaseEstimator):
         finally:
             if bar is not None:
                 bar.close()
-        return self
 
     def _fit_stream(self, batches):
         """One streaming lap over a one-shot iterable of batches (see :meth:`fit`)."""

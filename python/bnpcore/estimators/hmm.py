@@ -7,7 +7,6 @@ from bnpcore import _core
 from bnpcore._validation import check_array, check_lengths, check_param, is_sequence_list
 from bnpcore.data._base import SeqBatch
 from bnpcore.data.sequences import SequenceBatches
-from bnpcore.estimators._base import _feature_names
 from bnpcore.estimators._engine import VBEstimator
 from bnpcore.exceptions import ParameterError
 from bnpcore.hmm import FiniteHMMAlloc, HDPHMMAlloc, HMMModel, init_hmm_stats
@@ -28,6 +27,8 @@ class _Sequences(SequenceBatches):
 
 class _BaseHMM(VBEstimator):
     """HMMs over sequences given as hmmlearn's ``(X, lengths)`` or a list of 2-D arrays."""
+
+    _records_feature_names = True
 
     _alloc_class = HDPHMMAlloc
 
@@ -267,14 +268,11 @@ class _BaseHMM(VBEstimator):
         -------
         self
         """
-        names = _feature_names(X)
         self._fit_lengths = lengths
         try:
-            super().fit(X)
+            return super().fit(X)
         finally:
             self._fit_lengths = None
-        self._set_feature_names(names)
-        return self
 
     def partial_fit(self, X, lengths=None):
         r"""Add one batch of new sequences (streaming memoized update).
@@ -303,17 +301,11 @@ class _BaseHMM(VBEstimator):
         -------
         self
         """
-        first = not hasattr(self, "state_")
-        if not first:
-            self._check_feature_names(X)
         self._partial_lengths = lengths
         try:
-            super().partial_fit(X)
+            return super().partial_fit(X)
         finally:
             del self._partial_lengths
-        if first:
-            self._set_feature_names(_feature_names(X))
-        return self
 
     # ----------------------------------------------------------------- inference
     def _sequences(self, X, lengths) -> SeqBatch:

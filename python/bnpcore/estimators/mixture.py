@@ -9,7 +9,6 @@ from bnpcore._validation import check_array, check_param
 from bnpcore.alloc import DPAlloc, FiniteAlloc
 from bnpcore.data.documents import BagOfWordsBatches
 from bnpcore.data.sources import ArrayBatches, ListBatches, NpyFile, ReiterableBatches, _check_lazy_2d, is_batch_list, open_npy_rows
-from bnpcore.estimators._base import _feature_names
 from bnpcore.estimators._engine import VBEstimator, is_one_shot
 from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeMixin
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
@@ -34,6 +33,8 @@ class _BaseMixture(VBEstimator):
     """Mixtures of i.i.d. rows: the observation model, row data sources, k-means++
     initialisation and row-level inference on top of the generic engine; subclasses pick the
     allocation model (:meth:`_make_alloc`)."""
+
+    _records_feature_names = True
 
     def __init__(
         self,
@@ -323,21 +324,7 @@ class _BaseMixture(VBEstimator):
         -------
         self
         """
-        names = _feature_names(X)
-        super().fit(X, y, eval_X=eval_X)
-        self._set_feature_names(names)
-        return self
-
-    def partial_fit(self, X, y=None):
-        first = not hasattr(self, "state_")
-        if not first:
-            self._check_feature_names(X)
-        super().partial_fit(X, y)
-        if first:
-            self._set_feature_names(_feature_names(X))
-        return self
-
-    partial_fit.__doc__ = VBEstimator.partial_fit.__doc__
+        return super().fit(X, y, eval_X=eval_X)
 
     # ----------------------------------------------------------------- inference
     def _check_X(self, X):
