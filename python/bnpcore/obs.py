@@ -156,8 +156,9 @@ def _ar_prior(Y, prior_scale=1.0, prior_dof=None) -> dict:
     nu = float(F + 2 if prior_dof is None else _real_above("prior_dof", prior_dof, F - 1.0, f"F - 1 = {F - 1}"))
     diff = Y[:, :F] - Y[:, F:]
     v = float(np.einsum("ij,ij->", Y[:, F:], Y[:, F:])) / (max(n, 1) * F)
+    scale = v if v > 0 else 1.0  # inputs all zero: unit scale
     # one step has no covariance: the scale of the values stands in for it
-    cov = np.atleast_2d(np.cov(diff, rowvar=False)) if n > 1 else (v if v > 0 else 1.0) * np.eye(F)
+    cov = np.atleast_2d(np.cov(diff, rowvar=False)) if n > 1 else scale * np.eye(F)
     if n > 1 and np.trace(cov) <= AR_STEP_RESOLUTION * v * F:
         raise DataError(
             f"`X`: the steps x_t - x_(t-1) of the series are below the float64 resolution of its magnitude "
@@ -165,8 +166,7 @@ def _ar_prior(Y, prior_scale=1.0, prior_dof=None) -> dict:
             "to regress, and obs='ar_gauss' (no intercept) cannot be centred internally; subtract the series mean first"
         )
     cov = 0.5 * (cov + cov.T) + _floor(np.trace(cov), F) * np.eye(F)
-    v = v if v > 0 else 1.0
-    return {"nu": nu, "B": (nu - F - 1.0) * float(prior_scale) * cov, "M": np.zeros((F, F)), "V": v * np.eye(F)}
+    return {"nu": nu, "B": (nu - F - 1.0) * float(prior_scale) * cov, "M": np.zeros((F, F)), "V": scale * np.eye(F)}
 
 
 def default_prior(
