@@ -14,10 +14,10 @@ score is the mean log probability of the held-out tokens (nats per token, higher
 
 Methods (peers are skipped when not installed): bnpcore ``HDPTopicModel`` (every default:
 memoized, birth/merge/delete, growing from one topic, converged or 100 laps; ``--n-batches``
-overrides the batches) and ``FiniteTopicModel`` (K = true number, 20 on Lee or 50 on Wikipedia; defaults otherwise),
-scikit-learn ``LatentDirichletAllocation`` (batch, same K, ``--laps`` iterations), gensim
-``LdaModel`` (``--laps`` passes) and ``HdpModel``, tomotopy ``HDPModel`` and ``LDAModel``
-(10 × ``--laps`` iterations).
+overrides the batches) and ``FiniteTopicModel`` (K = the true number on the bars, 20 on Lee,
+50 on Wikipedia; defaults otherwise), scikit-learn ``LatentDirichletAllocation`` (batch, same
+K, ``--laps`` iterations), gensim ``LdaModel`` (``--laps`` passes) and ``HdpModel``, tomotopy
+``HDPModel`` and ``LDAModel`` (10 × ``--laps`` iterations).
 
 ``--seeds N`` fits every method (bnpcore and the peers) with seeds 0 … N−1 and prints the mean,
 median and range of each method's held-out score: on a 50-document held-out set one seed per
