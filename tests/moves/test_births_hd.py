@@ -205,3 +205,44 @@ def test_every_target_collects_from_every_batch_and_small_clusters_are_found(mon
     assert any(len([u for (lap, u) in seen if lap == la]) >= 2 for la in {la for la, _ in seen})
     assert m.n_components_ == 10
     assert adjusted_rand_score(y, m.predict(X)) >= 0.99
+
+
+def test_subsample_cap_follows_the_average_cluster_mass(monkeypatch):
+    """A birth target's subsample holds at most ``birth_subsample_sizes`` average cluster masses
+    (a fresh fit costs its rows, a lap's local step rows × K), between ``max(1000, 4 g J)`` and
+    ``birth_max_subsample``; and the reservoirs of a fit are created with that cap."""
+    from bnpcore.moves.birth import subsample_cap
+    from bnpcore.moves.manager import MoveManager
+    from bnpcore.stats import SuffStats
+
+    X = np.random.default_rng(0).standard_normal((50, 2))
+    opts = dict(MoveManager.DEFAULT_OPTIONS)
+
+    def G(sizes):
+        n = np.asarray(sizes, dtype=float)
+        return SuffStats(n, np.zeros((n.size, 1)), np.zeros(n.size), 0.0, np.arange(n.size))
+
+    one = _model("gauss", X)  # one-atom seeds: low = 1000
+    assert subsample_cap(one, G([100_000.0]), opts) == 10_000
+    assert subsample_cap(one, G([20_000.0] * 5), opts) == 10_000
+    assert subsample_cap(one, G([1_000.0] * 100 + [0.0] * 50), opts) == 2_000  # empty clusters do not count
+    assert subsample_cap(one, G([100.0] * 1000), opts) == 1_000
+    assert subsample_cap(one, G([1_000.0] * 100), {**opts, "birth_subsample_sizes": None}) == 10_000
+    assert subsample_cap(one, G([1_000.0] * 100), {**opts, "birth_subsample_sizes": 3.5}) == 3_500
+    wide = _model("gauss", np.random.default_rng(1).standard_normal((300, 128)))  # seeds of 2D = 256 rows, J = 3
+    assert subsample_cap(wide, G([100.0] * 1000), opts) == 4 * 256 * 3
+
+    caps = []
+    orig = Reservoir.__init__
+
+    def spy(self, cap, n_features):
+        caps.append(cap)
+        orig(self, cap, n_features)
+
+    monkeypatch.setattr(Reservoir, "__init__", spy)
+    Xg, _ = __import__("bnpcore").datasets.make_gaussian_mixture(6_000, 2, 12, random_state=1)
+    m = fit_quietly(DPMixture(n_components=12, algorithm="memoized", n_batches=3, max_laps=6, random_state=0), Xg)
+    # 6,000 rows in 12 clusters or fewer: after the first lap (whose G holds only the batches
+    # visited so far: the fixed cap) every cap is between 1,000 and 2 × 6,000 / 2
+    assert caps[0] == 10_000 and any(c < 10_000 for c in caps)
+    assert all(c == 10_000 or 1_000 <= c <= 6_000 for c in caps) and m.n_components_ >= 2

@@ -8,8 +8,9 @@ it explains. Pipeline (one proposal active, one in preparation):
   :math:`\frac1{N_k}\sum_n\hat r_{nk}\mathbb E_q\log F(x_n\mid\phi_k)`, computed from summaries)
   among clusters with at least ``birth_min_size`` atoms that have not failed at their current
   size. While the batches are visited, the rows with :math:`\hat r_{nt}>0.1` are
-  reservoir-sampled (seeded from the fit's move stream, at most ``birth_max_subsample`` rows)
-  together with :math:`\hat r_{nt}`, for every target at every batch visit (the local step
+  reservoir-sampled (seeded from the fit's move stream, at most :func:`subsample_cap` rows:
+  ``birth_max_subsample``, or two average cluster masses when that is less, but enough rows for
+  the fresh clusters' seeds) together with :math:`\hat r_{nt}`, for every target at every batch visit (the local step
   returns all the targets' responsibility columns). Before, successive visits collected for the
   targets in turn, so each saw about a third of its rows: on 15,000 × 64 rows with
   well-separated means, a cluster holding 2,477 + 128 rows of two true clusters had 37 of the
@@ -76,7 +77,7 @@ from bnpcore import _core
 from bnpcore.moves._base import BatchRequest, LapContext, Move, accepts, sum_parts
 from bnpcore.stats import SuffStats
 
-__all__ = ["BirthMove", "Reservoir", "b_scores", "fit_fresh_clusters", "seed_rows"]
+__all__ = ["BirthMove", "Reservoir", "b_scores", "fit_fresh_clusters", "seed_rows", "subsample_cap"]
 
 
 class _DenseRows:
@@ -158,6 +159,25 @@ def seed_rows(model, option) -> int:
     if model.obs.kind in ("gauss", "zero_mean_gauss") and d >= 16:
         return 2 * d
     return 1
+
+
+def subsample_cap(model, G: SuffStats, options) -> int:
+    r"""Rows of a birth target's subsample: ``birth_max_subsample`` at most, and at most
+    ``birth_subsample_sizes`` average cluster masses :math:`\sum_kN_k/K` (clusters with mass),
+    but never fewer than :math:`\max(1000,\;4\,g\,J)` with :math:`g` the rows of each seed
+    (:func:`seed_rows`) and :math:`J` the fresh clusters (``birth_n_seeds``).
+
+    A fresh fit costs about its rows × :math:`J` × its iterations, while a lap's local step costs
+    rows × K: with a fixed cap the fits' share of a lap grew with K."""
+    cap = int(options["birth_max_subsample"])
+    per = options.get("birth_subsample_sizes")
+    N = np.asarray(G.N, dtype=np.float64)
+    k = int(np.sum(N > 0))
+    if per is None or k < 1:
+        return cap
+    j = max(int(options["birth_n_fresh"]), int(options["birth_n_seeds"]))
+    low = max(1000, 4 * seed_rows(model, options["birth_seed_rows"]) * j)
+    return int(min(cap, max(low, np.ceil(float(per) * float(N.sum()) / k))))
 
 
 def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kmeans_iters=10, seed_rows=1, n_threads=None):
@@ -396,7 +416,9 @@ class BirthMove(Move):
                 continue
             res = self.reservoirs.get(uid)
             if res is None:
-                cap = int(self.manager.options["birth_max_subsample"])
+                opts = self.manager.options
+                # (in a first lap G holds the visited batches only: no average cluster mass yet)
+                cap = subsample_cap(ctx.model, ctx.G, opts) if ctx.exact else int(opts["birth_max_subsample"])
                 if hasattr(X, "nnz"):  # sparse rows are kept dense in the reservoir: bound its memory (128 MB)
                     cap = max(64, min(cap, (1 << 24) // max(int(X.shape[1]), 1)))
                 res = self.reservoirs[uid] = Reservoir(cap, X.shape[1])

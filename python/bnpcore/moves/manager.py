@@ -82,6 +82,7 @@ class MoveManager:
         "birth_min_size": 10.0,
         "birth_collect_threshold": 0.1,
         "birth_max_subsample": 10_000,
+        "birth_subsample_sizes": 2.0,
         "birth_create_iters": 10,
         "birth_scale_weights": True,
         "birth_refine_iters": 20,
