@@ -112,6 +112,73 @@ def test_delete_proposal_equals_explicit(kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("separated", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_carried_delete_proposal_equals_explicit(kind, separated, weighted):
+    """A delete with ``anchor``/``carry`` re-spreads only the rows holding target mass (above
+    PROPOSAL_MIN_MASS; below it the target's mass joins the first absorbing cluster), every other
+    row keeping its responsibilities: the returned summaries are those of the whole absorbing
+    columns of that explicit r' (the reference), its rows sum to 1, and ΔL from summaries equals
+    ΔL from r'. With separated clusters most rows hold no or negligible target mass."""
+    rng = np.random.default_rng(21)
+    if separated:
+        n, d = 900, (3 if kind in ("mult", "bern") else 5)  # five columns
+        z = rng.integers(0, 5, n)
+        X = np.ascontiguousarray(_data(kind, rng, n=n, d=d) * 0.2 + 6.0 * np.eye(5)[z])
+        if kind == "mult":
+            X = np.round(np.abs(X))
+        if kind == "bern":
+            X = (X > 1.0).astype(float)
+        obs = ObsModel.from_data(kind, X)
+        model = Model(DPAlloc(GAMMA), obs)
+        N0, S0 = obs.core.summarize(X, np.eye(5)[z] * 0.96 + 0.01)
+        glob = SuffStats(N0, S0, np.zeros(5), 0.0, np.arange(5))
+    else:
+        X, obs, model, glob = _setup(kind, 7)
+    w = rng.uniform(0.5, 2.0, X.shape[0]) if weighted else None
+    kw = {} if w is None else {"weights": w}
+    t, A = 1, [0, 3, 4]
+    fN, fS = glob.N[A] * 1.3, glob.S[A] * 1.3
+    felp = model.alloc.e_log_pi(glob.drop([t]).N)[[0, 2, 3]]
+    prop = {"src": [t] + A, "fresh_N": fN, "fresh_S": fS, "fresh_e_log_pi": felp, "anchor": [t], "carry": A}
+    out = model.local_step(X, glob, proposals=[prop], return_resp=True, **kw)
+    R = out["resp"]
+    Np, Sp, Hp = out["proposals"][0]
+    W = ref.obs.e_log_lik(kind, obs.prior, fN, fS, X) + felp
+    Rn = R.copy()
+    Rn[:, A] = ref.local.restricted_resp(R, [t] + A, W, carry=([t], A))
+    Rn[:, t] = 0.0
+    kept = R[:, t] <= ref.local.PROPOSAL_MIN_MASS
+    if separated and kind not in ("mult", "bern"):  # both kinds of rows, most rows kept (count data overlap more)
+        assert 0.5 < kept.mean() < 1.0
+    assert np.array_equal(Rn[kept & (R[:, t] == 0)][:, A], R[kept & (R[:, t] == 0)][:, A])
+    assert np.allclose(Rn.sum(axis=1), 1.0)
+    ww = np.ones(X.shape[0]) if w is None else w
+    rN, rS = ref.obs.summarize(kind, X, Rn[:, A] * ww[:, None])
+    rH = -np.sum(ww[:, None] * np.where(Rn[:, A] > 0, Rn[:, A] * np.log(np.where(Rn[:, A] > 0, Rn[:, A], 1.0)), 0.0), axis=0)
+    assert close(Np, rN, 1e-9) and close(Sp, rS, 1e-9) and close(Hp, rH, 1e-9)
+    if w is None:
+        assert close(Hp, ref.local.entropy(Rn[:, A]), 1e-9)
+        cur = model.stats_from_output(out, glob.uids)
+        cand = cur.copy()
+        cand.N[A], cand.S[A], cand.H[A] = Np, Sp, Hp
+        cand = cand.drop([t])
+        gain = _ref_elbo(kind, obs, X, np.delete(Rn, t, axis=1)) - _ref_elbo(kind, obs, X, R)
+        assert close(model.elbo(cand) - model.elbo(cur), gain, rtol=1e-7)
+
+
+def test_carried_proposal_arguments_are_checked():
+    X, _obs, model, glob = _setup("gauss", 0)
+    fN, fS = glob.N[[0, 2]], glob.S[[0, 2]]
+    base = {"src": [1, 0, 2], "fresh_N": fN, "fresh_S": fS, "fresh_e_log_pi": np.zeros(2)}
+    for bad in ({"anchor": [1], "carry": [0]}, {"anchor": [1], "carry": [0, 3]}, {"anchor": [0], "carry": [0, 2]}, {"anchor": [], "carry": [0, 2]}):
+        with pytest.raises(ValueError, match="anchor"):
+            model.local_step(X, glob, proposals=[{**base, **bad}])
+    with pytest.raises(KeyError, match="together"):
+        model.local_step(X, glob, proposals=[{**base, "anchor": [1]}])
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_birth_proposal_equals_explicit(kind):
     """P30: fresh-cluster summaries of the birth's restricted step equal those of the explicit
     r' (target mass times a softmax over the fresh clusters); ΔL agrees."""

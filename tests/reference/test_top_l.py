@@ -232,6 +232,39 @@ def test_sparse_restricted_steps_match_reference(case, L, n_fresh):
         assert abs(gN.sum() - R[:, tgt].sum()) <= 1e-9 * max(1.0, R[:, tgt].sum())
 
 
+@SETTINGS
+@given(CASES, st.integers(1, 5), st.booleans())
+def test_sparse_carried_delete_matches_reference(case, L, fresh):
+    """A delete with ``anchor``/``carry`` on L-sparse rows: only the rows holding the target are
+    re-spread (slot budgets as without carry), the others keep their responsibilities on the
+    absorbing set; the summaries are those of the whole absorbing columns (reference)."""
+    kind, n, d, K, seed = case
+    if K < 2:
+        return
+    X, prior, obs, N, S, elp = problem(kind, n, d, K, seed)
+    rng = np.random.default_rng(seed + 3)
+    tgt = int(rng.integers(K))
+    others = [k for k in range(K) if k != tgt]
+    A = sorted(rng.choice(others, size=int(rng.integers(1, len(others) + 1)), replace=False).tolist())
+    W = weights_matrix(kind, prior, X, N, S, elp)
+    if fresh:
+        fN, fS = N[A] * 1.2 + 0.5, S[A] * 1.2
+        f_elp = np.log(np.full(len(A), 1.0 / len(A)))
+        prop = {"src": [tgt] + A, "fresh_N": fN, "fresh_S": fS, "fresh_e_log_pi": f_elp}
+        Wd, dest_cols = ref.e_log_lik(kind, prior, fN, fS, X) + f_elp[None, :], None
+    else:
+        prop = {"src": [tgt] + A, "dest_cols": A}
+        Wd, dest_cols = W[:, A], A
+    prop.update(anchor=[tgt], carry=A)
+    out = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L, proposals=[prop])
+    R = densify(out, K)
+    rN, rS, rH = top_l_proposal_summaries(kind, X, R, Wd, [tgt] + A, L, dest_cols=dest_cols, carry=([tgt], A))
+    gN, gS, gH = out["proposals"][0]
+    assert close(gN, rN, 1e-9) and close(gS, rS, 1e-9) and close(gH, rH, 1e-9)
+    # the absorbing set ends with its own mass and the target's
+    assert abs(gN.sum() - R[:, [tgt] + A].sum()) <= 1e-9 * max(1.0, R.sum())
+
+
 @settings(max_examples=5, deadline=None)
 @given(st.sampled_from(KINDS), st.integers(0, 2**31 - 1), st.integers(1, 4))
 def test_sparse_step_is_bit_identical_for_any_thread_count(kind, seed, L):

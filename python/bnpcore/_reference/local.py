@@ -80,11 +80,26 @@ def pair_entropy(R, pairs):
 PROPOSAL_MIN_MASS = 1e-10
 
 
-def restricted_resp(R, src_cols, dest_W, min_mass=PROPOSAL_MIN_MASS):
+def _carried(R, R_new, carry, min_mass):
+    """Rows a proposal with ``carry = (anchor, cols)`` leaves alone: without anchor mass they
+    keep r'_nj = r_{n,cols[j]}; with anchor mass 0 < m_n <= min_mass (``None``: never) they keep
+    it too, destination 0 taking m_n. Returns R_new with those rows set."""
+    anchor, cols = carry
+    m = R[:, list(anchor)].sum(axis=1)
+    low = m <= (0.0 if min_mass is None else min_mass)
+    R_new = R_new.copy()
+    R_new[low] = R[np.ix_(low, list(cols))]
+    R_new[low, 0] += m[low]
+    return R_new
+
+
+def restricted_resp(R, src_cols, dest_W, min_mass=PROPOSAL_MIN_MASS, carry=None):
     """Destination columns r' of a dense restricted step (birth/delete proposals).
 
     a_n = sum_{k in src_cols} r_nk (mass to be redistributed);
     r'_nj = a_n softmax_j(dest_W_n)_j if a_n > min_mass, else r'_n0 = a_n and r'_nj = 0 (j > 0).
+    With ``carry = (anchor, cols)`` (src = anchor ∪ cols; a delete) only rows with anchor mass
+    m_n > min_mass are re-spread; the others keep r_{n,cols[j]}, destination 0 taking m_n.
 
     Returns
     -------
@@ -100,10 +115,11 @@ def restricted_resp(R, src_cols, dest_W, min_mass=PROPOSAL_MIN_MASS):
     low = a <= min_mass
     P[low] = 0.0
     P[low, 0] = 1.0
-    return a[:, None] * P
+    out = a[:, None] * P
+    return out if carry is None else _carried(R, out, carry, min_mass)
 
 
-def proposal_summaries(kind, X, R, src_cols, dest_W, min_mass=PROPOSAL_MIN_MASS):
+def proposal_summaries(kind, X, R, src_cols, dest_W, min_mass=PROPOSAL_MIN_MASS, carry=None):
     """Summaries of the restricted responsibilities used by birth/delete proposals:
     r' = :func:`restricted_resp`; returns N'_j = sum_n r'_nj, S'_j = sum_n r'_nj s(x_n),
     H'_j = -sum_n r'_nj ln r'_nj.
@@ -114,7 +130,7 @@ def proposal_summaries(kind, X, R, src_cols, dest_W, min_mass=PROPOSAL_MIN_MASS)
     S : ndarray of shape (n_dest, stat_dim)
     H : ndarray of shape (n_dest,)
     """
-    R_new = restricted_resp(R, src_cols, dest_W, min_mass)
+    R_new = restricted_resp(R, src_cols, dest_W, min_mass, carry=carry)
     N, S = summarize(kind, X, R_new)
     return N, S, entropy(R_new)
 
@@ -156,7 +172,7 @@ def top_l_local_step(kind, prior, alloc, gamma, N_post, S_post, X, top_l):
     return top_l_resp(W, top_l)
 
 
-def top_l_proposal_summaries(kind, X, R, W_dest, src_cols, top_l, dest_cols=None):
+def top_l_proposal_summaries(kind, X, R, W_dest, src_cols, top_l, dest_cols=None, carry=None):
     """Restricted-step summaries with L-sparse rows and slot budgets (Hughes thesis §4.2–4.3 with L-sparse rows).
 
     For each row n with mass a_n = sum_{k in src_cols} r_nk > 0: the destinations already
@@ -165,7 +181,9 @@ def top_l_proposal_summaries(kind, X, R, W_dest, src_cols, top_l, dest_cols=None
     position); p_n = softmax of W_dest over that support; r'_nj = a_n p_nj. Rows without source
     mass get r' = 0. The budget applies for every top_l (also top_l >= K, where the rows themselves
     are dense): an accepted proposal must stay in the family "at most top_l entries per row" that
-    later local steps optimise over. Returns N', S', H' of r' (as :func:`proposal_summaries`).
+    later local steps optimise over. With ``carry = (anchor, cols)`` (a delete) only rows holding
+    some anchor mass are re-spread; the others keep r'_nj = r_{n,cols[j]}. Returns N', S', H' of
+    r' (as :func:`proposal_summaries`).
     """
     R = np.atleast_2d(np.asarray(R, dtype=float))
     W_dest = np.atleast_2d(np.asarray(W_dest, dtype=float))
@@ -185,5 +203,7 @@ def top_l_proposal_summaries(kind, X, R, W_dest, src_cols, top_l, dest_cols=None
         rest = sorted(rest, key=lambda j: (-W_dest[i, j], j))[: n_src + top_l - nnz]
         sel = np.sort(np.asarray(present + rest, dtype=int))
         R_new[i, sel] = a * _softmax_rows(W_dest[i, sel][None, :])[0]
+    if carry is not None:
+        R_new = _carried(R, R_new, carry, None)
     N, S = summarize(kind, X, R_new)
     return N, S, entropy(R_new)

@@ -112,6 +112,7 @@ class MoveManager:
         "delete_min_sample": 500,
         "delete_screen_loss": 1.0,
         "delete_refine_iters": 5,
+        "delete_carry_ratio": 0.05,
     }
 
     def __init__(self, config: MoveConfig):

@@ -1,7 +1,7 @@
 //! Bindings of `bnpcore::local`: the fused local step of a mixture (responsibilities, summaries
 //! and everything the moves need from them).
 
-use bnpcore::local::{BatchRows, CsrIndices, CsrRows, Dest, LocalOptions, Prepared, Proposal};
+use bnpcore::local::{BatchRows, Carry, CsrIndices, CsrRows, Dest, LocalOptions, Prepared, Proposal};
 use bnpcore::obs::Obs;
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::{PyKeyError, PyTypeError};
@@ -62,7 +62,13 @@ fn extract_proposals(obs: &Obs, py: Python<'_>, props: Option<&Bound<'_, PyList>
             let table = run(py, None, || obs.e_log_lik_table(fn_, fs))?;
             Dest::Fresh { table, e_log_pi: fe.as_array().to_owned() }
         };
-        out.push(Proposal { src, dest });
+        // a delete: only the rows of `anchor` are re-spread, destination j continuing carry[j]
+        let carry = match (d.get_item("anchor")?, d.get_item("carry")?) {
+            (None, None) => None,
+            (Some(a), Some(c)) => Some(Carry { anchor: a.extract()?, cols: c.extract()? }),
+            _ => return Err(PyKeyError::new_err("a proposal's `anchor` and `carry` go together")),
+        };
+        out.push(Proposal { src, dest, carry });
     }
     Ok(out)
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use bnpcore::alloc::Alloc;
-use bnpcore::local::{CsrIndices, CsrRows, Dest, LocalOptions, LocalOutput, Proposal};
+use bnpcore::local::{Carry, CsrIndices, CsrRows, Dest, LocalOptions, LocalOutput, Proposal};
 use bnpcore::obs::Obs;
 use common::{data, model, resp, Rng};
 use ndarray::{Array1, Array2, ArrayView1};
@@ -38,8 +38,9 @@ fn options<'a>(
         weights,
         merge_pairs: vec![(0, k - 1), (1, 2)],
         proposals: vec![
-            Proposal { src: vec![0], dest: Dest::Columns(vec![1, 2, 3, 4, 5, k - 1]) }, // > 4 destinations: the GEMM path
-            Proposal { src: vec![1, 2], dest: Dest::Fresh { table, e_log_pi: Array1::from(vec![-0.3, -1.2, -2.0]) } },
+            Proposal { src: vec![0], dest: Dest::Columns(vec![1, 2, 3, 4, 5, k - 1]), carry: None }, // > 4 destinations: the GEMM path
+            Proposal { src: vec![1, 2], dest: Dest::Fresh { table, e_log_pi: Array1::from(vec![-0.3, -1.2, -2.0]) }, carry: None },
+            Proposal { src: vec![3, 1, 2], dest: Dest::Columns(vec![1, 2]), carry: Some(Carry { anchor: vec![3], cols: vec![1, 2] }) },
         ],
         collect_cols: vec![1, 0],
         cooccur_col: Some(0),

@@ -5,7 +5,7 @@
 mod common;
 
 use bnpcore::alloc::Alloc;
-use bnpcore::local::{Dest, LocalOptions, LocalOutput, Proposal};
+use bnpcore::local::{Carry, Dest, LocalOptions, LocalOutput, Proposal};
 use bnpcore::obs::Obs;
 use bnpcore::Error;
 use common::{data, model, resp, Rng, KINDS};
@@ -23,8 +23,10 @@ fn options<'a>(obs: &Obs, x: &Array2<f64>, k: usize, weights: Option<ArrayView1<
         weights,
         merge_pairs: vec![(0, k - 1), (1, 2)],
         proposals: vec![
-            Proposal { src: vec![0], dest: Dest::Columns(vec![1, k - 1]) },
-            Proposal { src: vec![1, 2], dest: Dest::Fresh { table, e_log_pi: Array1::from(vec![-0.3, -1.2]) } },
+            Proposal { src: vec![0], dest: Dest::Columns(vec![1, k - 1]), carry: None },
+            Proposal { src: vec![1, 2], dest: Dest::Fresh { table, e_log_pi: Array1::from(vec![-0.3, -1.2]) }, carry: None },
+            // a delete re-spreading only its target's rows
+            Proposal { src: vec![2, 0, 1], dest: Dest::Columns(vec![0, 1]), carry: Some(Carry { anchor: vec![2], cols: vec![0, 1] }) },
         ],
         collect_cols: vec![1, 0],
         cooccur_col: Some(0),
@@ -243,12 +245,12 @@ fn bad_options_are_errors_not_panics() {
     expect(run(LocalOptions { collect_cols: vec![0, 3], ..Default::default() }), param, "collect_cols");
     expect(run(LocalOptions { cooccur_col: Some(9), ..Default::default() }), param, "cooccur_col");
     expect(
-        run(LocalOptions { proposals: vec![Proposal { src: vec![], dest: Dest::Columns(vec![0]) }], ..Default::default() }),
+        run(LocalOptions { proposals: vec![Proposal { src: vec![], dest: Dest::Columns(vec![0]), carry: None }], ..Default::default() }),
         param,
         "proposals",
     );
     expect(
-        run(LocalOptions { proposals: vec![Proposal { src: vec![0], dest: Dest::Columns(vec![3]) }], ..Default::default() }),
+        run(LocalOptions { proposals: vec![Proposal { src: vec![0], dest: Dest::Columns(vec![3]), carry: None }], ..Default::default() }),
         param,
         "proposals",
     );

@@ -124,7 +124,7 @@ mod tests {
         let opts = LocalOptions {
             weights: Some(w.view()),
             merge_pairs: vec![(0, 2)],
-            proposals: vec![Proposal { src: vec![1], dest: crate::local::Dest::Columns(vec![0, 2]) }],
+            proposals: vec![Proposal { src: vec![1], dest: crate::local::Dest::Columns(vec![0, 2]), carry: None }],
             collect_cols: vec![1, 0],
             return_resp: true,
             ..Default::default()

@@ -84,6 +84,24 @@ pub struct Proposal {
     pub src: Vec<usize>,
     /// destination clusters
     pub dest: Dest,
+    /// restrict the step to the rows holding mass on some anchor columns (a delete: only the
+    /// target's rows change); `None` re-spreads every row with source mass
+    pub carry: Option<Carry>,
+}
+
+/// Rows a proposal changes when its destinations continue existing columns (a delete's
+/// absorbing set). `src` must be `anchor ∪ cols` (disjoint), destination `j` continuing column
+/// `cols[j]`. Rows without anchor mass keep their responsibilities (`r'_nj = r_{n,cols[j]}`);
+/// dense rows with anchor mass `0 < m_n ≤` [`PROPOSAL_MIN_MASS`] add it to destination 0; the
+/// other rows are re-spread as without `carry`. The summaries returned are still those of the
+/// whole destination columns: the step's own summaries of `cols` plus the changes of the rows
+/// it re-spreads, so the cost follows the anchor's rows instead of the rows of `src`.
+#[derive(Debug, Clone)]
+pub struct Carry {
+    /// columns whose rows are re-spread (a delete's target)
+    pub anchor: Vec<usize>,
+    /// column continued by each destination
+    pub cols: Vec<usize>,
 }
 
 /// Summaries of one proposal's destination columns.
@@ -456,6 +474,23 @@ fn validate(k: usize, n_rows: usize, e_log_pi: ArrayView1<f64>, opts: &LocalOpti
                 }
             }
         }
+        if let Some(c) = &p.carry {
+            let n_dest = match &p.dest {
+                Dest::Columns(cols) => cols.len(),
+                Dest::Fresh { table, .. } => table.n_clusters(),
+            };
+            let mut src = p.src.clone();
+            src.sort_unstable();
+            let mut both: Vec<usize> = c.anchor.iter().chain(&c.cols).copied().collect();
+            both.sort_unstable();
+            let distinct = both.windows(2).all(|w| w[0] != w[1]);
+            if c.anchor.is_empty() || c.cols.len() != n_dest || !distinct || both != src {
+                return Err(Error::param(
+                    "proposals",
+                    format!("proposal {i}: `anchor` and `carry` must be disjoint, make up `src`, and `carry` must name one column per destination"),
+                ));
+            }
+        }
     }
     let named = opts.collect_cols.iter().map(|&c| ("collect_cols", c)).chain(opts.cooccur_col.map(|c| ("cooccur_col", c)));
     for (name, c) in named {
@@ -784,9 +819,25 @@ pub fn local_step_rows<M: ObsModel>(
         }
     }
     let untranspose = |a: Array2<f64>| if acc_t { a.t().as_standard_layout().into_owned() } else { a };
-    let s_total = model.acc_finish(total.n.view(), untranspose(total.acc));
-    let proposals =
-        total.props.into_iter().map(|p| ProposalStats { s: model.acc_finish(p.n.view(), untranspose(p.acc)), n: p.n, h: p.h }).collect();
+    let acc_total = untranspose(total.acc);
+    let proposals = total
+        .props
+        .into_iter()
+        .zip(&opts.proposals)
+        .map(|(mut p, prop)| {
+            // carried rows: the step's own summaries of the continued columns, plus the changes
+            let mut acc = untranspose(p.acc);
+            if let Some(c) = &prop.carry {
+                for (j, &col) in c.cols.iter().enumerate() {
+                    p.n[j] += total.n[col];
+                    p.h[j] += total.h[col];
+                    acc.row_mut(j).zip_mut_with(&acc_total.row(col), |a, &b| *a += b);
+                }
+            }
+            ProposalStats { s: model.acc_finish(p.n.view(), acc), n: p.n, h: p.h }
+        })
+        .collect();
+    let s_total = model.acc_finish(total.n.view(), acc_total);
     Ok(LocalOutput {
         n: total.n,
         s: s_total,

@@ -11,7 +11,7 @@ use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut2, Axis};
 use super::csr::Feats;
 
 use super::top_l::{select_top_among, NONE};
-use super::{ent_term, log_resp, softmax_row, Dest, LocalOptions, Partial, PropPartial, Proposal, Tile};
+use super::{ent_term, log_resp, softmax_row, Carry, Dest, LocalOptions, Partial, PropPartial, Proposal, Tile};
 use crate::obs::LogLikTable;
 
 /// Rows whose source mass `a_n` of a dense restricted step is at most this value give all of it
@@ -86,6 +86,9 @@ pub(super) fn dense_proposal(
 ) {
     let j = st.n.len();
     let Tile { rows, wt, .. } = *tile;
+    if let Some(c) = &p.carry {
+        return dense_proposal_carried(p, c, fresh, tile, w, resp, ps, st);
+    }
     if j > ROWWISE_MAX_DEST {
         // the GEMMs run over every row of the tile: worth it only when many rows carry source mass
         let active = (0..rows).filter(|&n| p.src.iter().map(|&c| resp[[n, c]]).sum::<f64>() > PROPOSAL_MIN_MASS).count();
@@ -139,6 +142,78 @@ pub(super) fn dense_proposal(
             phi.axpy_rows_into(&mut st.acc, jj, list);
         }
     }
+}
+
+/// [`dense_proposal`] of a proposal with [`Carry`]: only the rows with anchor mass, and the
+/// changes `r'_nj − r_{n,cols[j]}` of their responsibilities (the whole columns are completed
+/// from the step's own summaries after the reduction).
+#[allow(clippy::too_many_arguments)]
+fn dense_proposal_carried(
+    p: &Proposal,
+    c: &Carry,
+    fresh: Option<&FreshRows>,
+    tile: &Tile,
+    w: &ArrayView2<f64>,
+    resp: &ArrayViewMut2<f64>,
+    ps: &mut PropScratch,
+    st: &mut PropPartial,
+) {
+    let j = st.n.len();
+    let Tile { rows, wt, tphi, phi, .. } = *tile;
+    ps.lists.resize_with(j, Vec::new);
+    ps.lists.iter_mut().for_each(Vec::clear);
+    ps.dw.resize(j, 0.0);
+    ps.r.resize(j, 0.0);
+    for n in 0..rows {
+        let m: f64 = c.anchor.iter().map(|&k| resp[[n, k]]).sum();
+        if m.is_nan() || m <= 0.0 {
+            continue;
+        }
+        let wn = wt(n);
+        if m <= PROPOSAL_MIN_MASS {
+            // the anchor's negligible mass joins destination 0; nothing else moves
+            let old = resp[[n, c.cols[0]]];
+            st.n[0] += wn * m;
+            st.h[0] += wn * (ent_plain(old + m) - ent_plain(old));
+            ps.lists[0].push((n as u32, wn * m));
+            continue;
+        }
+        let an: f64 = p.src.iter().map(|&k| resp[[n, k]]).sum();
+        match (&p.dest, fresh) {
+            (Dest::Fresh { .. }, Some(fr)) => {
+                for jj in 0..j {
+                    ps.dw[jj] = fr.weight(&tphi, n, jj);
+                }
+            }
+            (Dest::Columns(cols), _) => {
+                for (jj, &col) in cols.iter().enumerate() {
+                    ps.dw[jj] = w[[n, col]];
+                }
+            }
+            (Dest::Fresh { .. }, None) => unreachable!("fresh rows prepared for every fresh proposal"),
+        }
+        spread_mass(an, wn, &ps.dw, &mut ps.r, &mut st.h);
+        for jj in 0..j {
+            let old = resp[[n, c.cols[jj]]];
+            st.h[jj] -= wn * ent_plain(old);
+            let d = ps.r[jj] - old;
+            if d != 0.0 {
+                st.n[jj] += d * wn;
+                ps.lists[jj].push((n as u32, d * wn));
+            }
+        }
+    }
+    for (jj, list) in ps.lists.iter().enumerate() {
+        if !list.is_empty() {
+            phi.axpy_rows_into(&mut st.acc, jj, list);
+        }
+    }
+}
+
+/// `−r ln r` (0 for `r ≤ 0`).
+#[inline]
+fn ent_plain(r: f64) -> f64 {
+    ent_term(r, if r > 0.0 { r.ln() } else { 0.0 })
 }
 
 /// One row of a restricted step: `out_j = a_n softmax_j(dw_j)` (`a_n > 0`) and, with row weight
@@ -268,6 +343,13 @@ pub(super) fn budget_proposals_row(
         if !(an > 0.0) {
             continue;
         }
+        if let Some(c) = &p.carry {
+            // only the anchor's rows change (the whole columns are completed after the reduction)
+            let ma: f64 = c.anchor.iter().filter_map(|&k| slot(k)).map(|s_| gv[s_]).sum();
+            if !(ma > 0.0) {
+                continue;
+            }
+        }
         // destination log weights of this row (fresh clusters evaluated here, only for the
         // rows whose support holds the source: a tile-wide GEMM would evaluate every row)
         b.dwr.clear();
@@ -310,6 +392,19 @@ pub(super) fn budget_proposals_row(
             let coef = wn * r;
             if coef != 0.0 {
                 phi.axpy_rows_into(&mut st.acc, jj, &[(n as u32, coef)]);
+            }
+        }
+        if let Some(c) = &p.carry {
+            // minus the row's own responsibilities on the continued columns
+            for (jj, &col) in c.cols.iter().enumerate() {
+                if let Some(s_) = slot(col) {
+                    let old = gv[s_];
+                    st.h[jj] -= wn * ent_plain(old);
+                    st.n[jj] -= wn * old;
+                    if wn * old != 0.0 {
+                        phi.axpy_rows_into(&mut st.acc, jj, &[(n as u32, -(wn * old))]);
+                    }
+                }
             }
         }
     }
