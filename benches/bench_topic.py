@@ -19,6 +19,11 @@ overrides the batches) and ``FiniteTopicModel`` (K = the true number on the bars
 K, ``--laps`` iterations), gensim ``LdaModel`` (``--laps`` passes) and ``HdpModel``, tomotopy
 ``HDPModel`` and ``LDAModel`` (10 × ``--laps`` iterations).
 
+``--trace`` scores bnpcore's HDP on the held-out documents after every lap (callback; the
+scoring time is not counted) and prints, for every peer, when the HDP first reaches the peer's
+final score and how that time compares with the peer's fitting time (time to equal quality, beside
+the time to a converged fit).
+
 ``--seeds N`` fits every method (bnpcore and the peers) with seeds 0 … N−1 and prints the mean,
 median and range of each method's held-out score: on a 50-document held-out set one seed per
 method does not rank methods whose scores differ by a few hundredths. ``--splits S`` scores
@@ -32,6 +37,7 @@ Usage::
     python benches/bench_topic.py --docs 1000 --corpus bars
     python benches/bench_topic.py --corpus lee --seeds 12 --splits 10
     python benches/bench_topic.py --corpus wiki --splits 5
+    python benches/bench_topic.py --corpus bars --trace
 """
 
 from __future__ import annotations
@@ -72,7 +78,7 @@ def _bow(X):
             for d in range(X.shape[0])]
 
 
-def run_methods(X, Xt, k_lda, laps, n_batches=None, seed=0, splits=1):
+def run_methods(X, Xt, k_lda, laps, n_batches=None, seed=0, splits=1, trace_laps=False):
     import bnpcore
 
     rows = []
@@ -87,14 +93,30 @@ def run_methods(X, Xt, k_lda, laps, n_batches=None, seed=0, splits=1):
             rows[-1]["heldout_per_split"] = scores
         print(json.dumps(rows[-1]), flush=True)
 
+    def hdp_prior(m):
+        beta, beta_rem = m._make_model(m.obs_model_).alloc.beta(m.summaries_)
+        return m.alpha * beta, m.alpha * beta_rem
+
+    trace, paused = [], [0.0]
+
+    def on_lap(m, info):
+        # the held-out score after every lap; its own time is not counted in the fit's
+        t0 = time.perf_counter()
+        prior, rem = hdp_prior(m)
+        score = float(np.mean([heldout_score(m.topics_, prior, rem, Xt, seed=s) for s in range(splits)]))
+        trace.append({"lap": int(info["lap"]), "seconds": round(t0 - t - paused[0], 3), "heldout_per_token": score,
+                      "n_topics": int(info["n_components"])})
+        paused[0] += time.perf_counter() - t0
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        t = time.perf_counter()
         batches = {} if n_batches is None else {"n_batches": n_batches}  # None: the estimators' default
-        m = bnpcore.HDPTopicModel(random_state=seed, **batches).fit(X)
-        sec = time.perf_counter() - t
-        beta, beta_rem = m._make_model(m.obs_model_).alloc.beta(m.summaries_)
-        record("bnpcore HDPTopicModel", sec, m.topics_, m.alpha * beta, m.alpha * beta_rem, m.n_components_)
+        t = time.perf_counter()
+        m = bnpcore.HDPTopicModel(random_state=seed, callback=on_lap if trace_laps else None, **batches).fit(X)
+        sec = time.perf_counter() - t - paused[0]
+        record("bnpcore HDPTopicModel", sec, m.topics_, *hdp_prior(m), m.n_components_)
+        if trace_laps:
+            rows[-1]["trace"] = trace
         t = time.perf_counter()
         f = bnpcore.FiniteTopicModel(k_lda, random_state=seed, **batches).fit(X)
         record("bnpcore FiniteTopicModel", time.perf_counter() - t, f.topics_, np.full(k_lda, f.alpha / k_lda), None, k_lda)
@@ -151,6 +173,24 @@ def run_methods(X, Xt, k_lda, laps, n_batches=None, seed=0, splits=1):
     return rows
 
 
+def time_to_reach(rows) -> None:
+    """For every peer: the first lap at which bnpcore's HDP (same seed) scores at least as well on
+    held-out documents, its time so far, and the ratio to the peer's fitting time."""
+    for r in rows:
+        if r["method"] == "bnpcore HDPTopicModel" and "trace" in r:
+            tr, seed = r["trace"], r["seed"]
+            for peer in rows:
+                if peer["seed"] != seed or peer["method"].startswith("bnpcore"):
+                    continue
+                hit = next((x for x in tr if x["heldout_per_token"] >= peer["heldout_per_token"]), None)
+                if hit is None:
+                    print(f"seed {seed}: bnpcore HDP never reaches {peer['method']} ({peer['heldout_per_token']:.4f})")
+                else:
+                    print(f"seed {seed}: bnpcore HDP reaches {peer['method']}'s {peer['heldout_per_token']:.4f} at lap {hit['lap']} "
+                          f"({hit['seconds']:.2f} s, {hit['n_topics']} topics, {hit['heldout_per_token']:.4f}) against "
+                          f"{peer['seconds']:.2f} s: {peer['seconds'] / max(hit['seconds'], 1e-9):.1f}x", flush=True)
+
+
 def summarise(rows) -> None:
     """Per method over the seeds: mean, median and range of the held-out score, mean seconds."""
     print(f"{'method':36s} {'seeds':>5s} {'mean':>9s} {'median':>9s} {'min':>9s} {'max':>9s} {'s (mean)':>9s}")
@@ -172,15 +212,19 @@ def main() -> None:
                     help="fit every method (peers included) with seeds 0 .. SEEDS-1 and summarise the held-out scores per method")
     ap.add_argument("--splits", type=int, default=1,
                     help="score every fitted model on the document-completion splits of seeds 0 .. SPLITS-1 and report the mean")
+    ap.add_argument("--trace", action="store_true",
+                    help="score bnpcore's HDP after every lap (not counted in its time) and report when it reaches each peer's score")
     args = ap.parse_args()
     out = {}
 
     def runs(X, Xt, k):
         rows = []
         for seed in range(args.seeds):
-            rows += run_methods(X, Xt, k, args.laps, args.n_batches, seed, args.splits)
+            rows += run_methods(X, Xt, k, args.laps, args.n_batches, seed, args.splits, trace_laps=args.trace)
         if args.seeds > 1:
             summarise(rows)
+        if args.trace:
+            time_to_reach(rows)
         return rows
 
     if args.corpus in ("bars", "all"):
