@@ -82,6 +82,8 @@ def fit_fresh_clusters(
     kmeans_iters: int,
     *,
     seed_rows: int = 1,
+    abandon_loss: Optional[float] = None,
+    abandon_after: int = 0,
     n_threads: Optional[int] = None,
 ) -> Optional[tuple[F64, F64, float]]: ...
 def digamma(x: F64) -> F64: ...

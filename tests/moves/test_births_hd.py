@@ -110,6 +110,52 @@ def test_grown_seed_fit_matches_oracle(kind, n, d, g, n_seeds, seed):
     assert abs(got[2] - want[2]) <= 1e-7 * size
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(["gauss", "zero_mean_gauss", "diag_gauss", "bern"]),
+    st.integers(8, 300),  # rows
+    st.integers(1, 5),  # d
+    st.floats(0.05, 2.0),  # abandon_loss (away from 0: a gain of exactly 0 would be a round-off tie)
+    st.integers(0, 4),  # abandon_after
+    st.integers(0, 2**31 - 1),
+)
+def test_abandoned_fit_matches_oracle_and_otherwise_changes_nothing(kind, n, d, loss, after, seed):
+    """``abandon_loss``: after ``abandon_after`` VB iterations one more step (and each pairwise
+    merge of its clusters) is scored; a fit that far below one cluster stops with that gain, any
+    other fit is bit for bit the fit without the rule (and a huge loss never abandons). Kernel
+    against the numpy oracle."""
+    rng = np.random.default_rng(seed % 10_000)
+    X = rng.standard_normal((n, d)) * np.where(rng.random(n) < 0.5, 1.0, 3.0)[:, None] + (rng.random(n) < 0.3)[:, None] * 2.0
+    if kind == "bern":
+        X = (X > 0.5).astype(float)
+    w = rng.uniform(0.0, 2.0, n)
+    model = _model(kind, X)
+    kw = {"n_seeds": 3, "iters": 8, "kmeans_iters": 4}
+
+    def fit(**extra):
+        return fit_fresh_clusters(model, X, w, 2, np.random.default_rng(seed), **kw, **extra)
+
+    plain = fit()
+    never = fit(abandon_loss=1e300, abandon_after=after)
+    got = fit(abandon_loss=loss, abandon_after=after)
+    want = ref_fit(kind, model.obs.prior, "dp", 1.0, X, w, 2, np.random.default_rng(seed), **kw, abandon_loss=loss, abandon_after=after)
+    for a, b in ((never, plain),):
+        assert (a[0] is None) == (b[0] is None)
+        if a[0] is not None:
+            assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) and a[2] == b[2]
+    if got[0] is not None and plain[0] is not None and np.array_equal(got[0], plain[0]) and got[2] == plain[2]:
+        pass  # not abandoned
+    else:
+        assert got[2] < -loss * w.sum() or got[0] is None
+    if want[0] is None:
+        assert got[0] is None
+        return
+    assert got[0] is not None and got[0].shape == want[0].shape
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-8, atol=1e-8 * np.abs(want[1]).max())
+    assert abs(got[2] - want[2]) <= 1e-7 * max(1.0, float(w.sum()), abs(want[2]))
+
+
 # ------------------------------------------------------------------------------ scheduling
 @pytest.mark.parametrize("case", ["screen", "no screen", "one fit per lap", "hopeless"])
 def test_rejected_birth_is_retried_with_other_seeds_and_the_fit_keeps_going(monkeypatch, case):

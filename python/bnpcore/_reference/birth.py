@@ -120,7 +120,8 @@ def grown_seeds(kind, prior, X, idx, g):
     return summarize(kind, X, R)
 
 
-def fit_fresh_clusters(kind, prior, alloc, gamma, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kmeans_iters=10, seed_rows=1):
+def fit_fresh_clusters(kind, prior, alloc, gamma, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kmeans_iters=10, seed_rows=1,
+                       abandon_loss=None, abandon_after=0):
     r"""Fit fresh clusters to a weighted subsample: the reference algorithm.
 
     ``n_seeds`` (default ``n_fresh``) k-means++ seeds (:func:`kmeanspp`, uniforms
@@ -131,7 +132,10 @@ def fit_fresh_clusters(kind, prior, alloc, gamma, X, w, n_fresh, rng, *, n_seeds
     mixture on ``X`` with row weights ``w``, dropping clusters with mass below one atom, then
     greedy merges of fresh pairs while the weighted ELBO rises (or while more than ``n_fresh``
     clusters remain, never below two). The weighted-subsample ELBO is :func:`elbo` of the
-    summaries with sum_n h(x_n) left out (it is the same for every candidate).
+    summaries with sum_n h(x_n) left out (it is the same for every candidate). With
+    ``abandon_loss`` the fit stops after ``abandon_after`` VB iterations when one more soft step,
+    and every pairwise merge of its clusters, gains less than ``-abandon_loss * sum(w)`` over one
+    cluster, and returns that step's clusters with the best of these gains.
 
     Parameters
     ----------
@@ -170,7 +174,7 @@ def fit_fresh_clusters(kind, prior, alloc, gamma, X, w, n_fresh, rng, *, n_seeds
     def sub_elbo(N, S, H):
         return elbo(kind, prior, alloc, gamma, N, S, H, 0.0)
 
-    def run_vb(N, S, n_iter):
+    def run_vb(N, S, n_iter, settled=None):
         for _ in range(n_iter):
             if N.shape[0] < 2:  # nothing to split any more: the fit returns None
                 break
@@ -178,6 +182,8 @@ def fit_fresh_clusters(kind, prior, alloc, gamma, X, w, n_fresh, rng, *, n_seeds
             done = N_new.shape[0] == N.shape[0] and np.max(np.abs(N_new - N)) < 1e-3 * max(1.0, float(N.sum())) * 1e-2
             N, S = N_new, S_new
             if N.shape[0] < 2 or done:
+                if settled is not None:
+                    settled.append(True)
                 break
         return N, S
 
@@ -193,7 +199,35 @@ def fit_fresh_clusters(kind, prior, alloc, gamma, X, w, n_fresh, rng, *, n_seeds
         N, S = N_new, S_new
         if same or N.shape[0] < 2:
             break
-    N, S = run_vb(N, S, int(iters))
+    if N.shape[0] < 2:
+        return None, None, -np.inf
+    N1, S1 = summarize(kind, X, w[:, None])
+    one = sub_elbo(N1, S1, np.zeros(1))
+    left = int(iters)
+    if abandon_loss is not None:
+        # after the first VB iterations, one more soft step: a fit this far below one cluster stops
+        first = min(int(abandon_after), int(iters))
+        settled = []
+        N, S = run_vb(N, S, first, settled)
+        left = 0 if settled else int(iters) - first
+        if N.shape[0] < 2:
+            return None, None, -np.inf
+        J = N.shape[0]
+        pairs = [(a, b) for a in range(J) for b in range(a + 1, J)] if J >= 3 else []  # never below two clusters
+        Ns, Ss, Hs, pair_H = _weighted_step(kind, prior, alloc, gamma, X, w, N, S, pairs)
+        best = sub_elbo(Ns, Ss, Hs)
+        for i, (a, b) in enumerate(pairs):  # and every pairwise merge of its clusters
+            keep = np.arange(J) != b
+            Nm, Sm, Hm = Ns.copy(), Ss.copy(), Hs.copy()
+            Nm[a] += Nm[b]
+            Sm[a] += Sm[b]
+            Hm[a] = pair_H[i]
+            best = max(best, sub_elbo(Nm[keep], Sm[keep], Hm[keep]))
+        interim = best - one
+        if interim < -float(abandon_loss) * float(np.sum(w)):
+            Nt, St = _tidy(Ns, Ss)
+            return (None, None, -np.inf) if Nt.shape[0] < 2 else (Nt, St, interim)
+    N, S = run_vb(N, S, left)
     # greedy merges among the fresh clusters, judged by the weighted subsample ELBO
     while N.shape[0] >= 3:
         J = N.shape[0]
@@ -221,6 +255,4 @@ def fit_fresh_clusters(kind, prior, alloc, gamma, X, w, n_fresh, rng, *, n_seeds
     if N.shape[0] < 2:
         return None, None, -np.inf
     fit = sub_elbo(*_weighted_step(kind, prior, alloc, gamma, X, w, N, S)[:3])
-    N1, S1 = summarize(kind, X, w[:, None])
-    one = sub_elbo(N1, S1, np.zeros(1))
     return N, S, fit - one

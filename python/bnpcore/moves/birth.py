@@ -38,6 +38,20 @@ it explains. Pipeline (one proposal active, one in preparation):
   on the 25-cluster benchmark and the toy patches (10 seeds) no birth rejected after its first
   lap was accepted after its second, and a second lap doubles the cost of every failing birth.
 
+**Abandoned fits.** After ``birth_abandon_after`` (2) VB iterations the fit scores one more step,
+and every pairwise merge of its clusters down to two; when the best of these is more than
+``birth_abandon_loss`` (0.5) nats per unit of target weight below one cluster, the fit stops
+there with that gain: it is not proposed and, having lost more than ``birth_retry_loss``, not
+retried at the target's current size. Why: at large K most fits are of broad targets that lose
+1–10 nats per row, and they cost a full fit each (on 100,000 image patches at K ≈ 90,
+``top_l=4``: 2.6 fits per lap, 0.09 s, a quarter of a lap). Replaying the 154 fits of five
+benchmarks (patches from K = 200, the 25-cluster data, the toy patches, both ``--quick`` sets of
+``bench_births_hd.py``), every fit that ended with a positive gain scored at least −0.04 nats
+per row at that point (a 12× margin), and 35 of the 110 failing fits were cut (14 of 19 on the
+patches: their fits' time 0.64 → 0.24 s); the merges matter: without them, two 64-D fits
+that ended at +4.1 and +1.4 nats per row scored −0.5 and −7.3 after the k-means iterations
+(a small third cluster whose covariance the merge removes).
+
 **Screen and retries.** A fit whose weighted-subsample gain over one cluster is not above
 ``birth_min_gain`` (0) is not proposed: no lap is spent on it and it counts as a failure. (On
 the 25-cluster benchmark every accepted birth had a subsample gain of at least 2,600 nats and
@@ -180,7 +194,8 @@ def subsample_cap(model, G: SuffStats, options) -> int:
     return int(min(cap, max(low, np.ceil(float(per) * float(N.sum()) / k))))
 
 
-def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kmeans_iters=10, seed_rows=1, n_threads=None):
+def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kmeans_iters=10, seed_rows=1, abandon_loss=None,
+                       abandon_after=2, n_threads=None):
     r"""Fit fresh clusters to a weighted subsample (Hughes thesis §4.2), in one Rust call.
 
     With :math:`J=\min(\max(n_{fresh}, n_{seeds}), \lfloor m/2\rfloor)` (nothing is fitted if
@@ -197,6 +212,11 @@ def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kme
        those with :math:`N_k<1` dropped; stops when the counts repeat;
     3. up to ``iters`` VB iterations of the mixture (the model's allocation) on ``X`` with row
        weights ``w``, until :math:`\max_k|\Delta N_k|<10^{-5}\max(1,\sum_k N_k)`;
+    (with ``abandon_loss``: after ``abandon_after`` of these iterations, one more soft step; if
+    its gain over one cluster, and that of every pairwise merge of its clusters, is below
+    :math:`-\text{abandon\_loss}\sum_nw_n` the fit stops there and returns that step's clusters
+    with the best of these gains)
+
     4. greedy merges of fresh pairs, judged by the weighted subsample ELBO
        :math:`\sum_k[c(\bar\lambda)-c(\bar\lambda\oplus(N_k,S_k))]+\sum_kH_k+\mathcal L_{alloc}(N)`,
        while a merge raises it or more than ``n_fresh`` clusters remain (never below two), each
@@ -226,7 +246,8 @@ def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kme
     uniforms = rng.random(J) if J >= 2 else np.empty(0)
     out = _core.fit_fresh_clusters(
         model.obs.core, X, w, model.alloc.core, uniforms,
-        int(n_fresh), n_seeds, int(iters), int(kmeans_iters), seed_rows=int(seed_rows), n_threads=n_threads,
+        int(n_fresh), n_seeds, int(iters), int(kmeans_iters), seed_rows=int(seed_rows),
+        abandon_loss=None if abandon_loss is None else float(abandon_loss), abandon_after=int(abandon_after), n_threads=n_threads,
     )
     if out is None:
         return None, None, -np.inf
@@ -360,6 +381,7 @@ class BirthMove(Move):
             ctx.model, np.ascontiguousarray(res.X), np.ascontiguousarray(w), int(opts["birth_n_fresh"]),
             ctx.state.rng_moves, n_seeds=n_seeds, iters=int(opts["birth_refine_iters"]), kmeans_iters=int(opts["birth_create_iters"]),
             n_threads=ctx.n_threads, seed_rows=seed_rows(ctx.model, opts["birth_seed_rows"]),
+            abandon_loss=opts["birth_abandon_loss"], abandon_after=int(opts["birth_abandon_after"]),
         )
         if N is None or not gain > float(opts["birth_min_gain"]):
             return None, None, gain

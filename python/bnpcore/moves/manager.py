@@ -86,6 +86,8 @@ class MoveManager:
         "birth_create_iters": 10,
         "birth_scale_weights": True,
         "birth_refine_iters": 20,
+        "birth_abandon_loss": 0.5,
+        "birth_abandon_after": 2,
         "birth_retry_change": 0.1,
         "birth_min_gain": 0.0,
         "birth_fits_per_lap": 2,

@@ -13,7 +13,7 @@ use crate::parallel::run;
 /// and greedy merges on the weighted subsample `(x, w)` (see `bnpcore::fresh`). Returns `None`
 /// or `(N, S, gain)`.
 #[pyfunction]
-#[pyo3(signature = (obs, x, w, alloc, uniforms, n_fresh, n_seeds, iters, kmeans_iters, *, seed_rows = 1, n_threads = None))]
+#[pyo3(signature = (obs, x, w, alloc, uniforms, n_fresh, n_seeds, iters, kmeans_iters, *, seed_rows = 1, abandon_loss = None, abandon_after = 0, n_threads = None))]
 pub(crate) fn fit_fresh_clusters<'py>(
     py: Python<'py>,
     obs: &PyObs,
@@ -26,6 +26,8 @@ pub(crate) fn fit_fresh_clusters<'py>(
     iters: i64,
     kmeans_iters: i64,
     seed_rows: i64,
+    abandon_loss: Option<f64>,
+    abandon_after: i64,
     n_threads: Option<usize>,
 ) -> PyResult<Option<(Bound<'py, PyAny>, Bound<'py, PyAny>, f64)>> {
     let count =
@@ -36,7 +38,14 @@ pub(crate) fn fit_fresh_clusters<'py>(
         iters: count("iters", iters)?,
         kmeans_iters: count("kmeans_iters", kmeans_iters)?,
         seed_rows: count("seed_rows", seed_rows)?,
+        abandon_loss,
+        abandon_after: count("abandon_after", abandon_after)?,
     };
+    if let Some(v) = abandon_loss {
+        if !(v >= 0.0) {
+            return Err(to_py(py, bnpcore::Error::param("abandon_loss", format!("must be >= 0 (nats per unit of weight), got {v}"))));
+        }
+    }
     let (x, w, u) = (x.as_array(), w.as_array(), uniforms.as_array());
     let out = run(py, n_threads, || obs.inner.fit_fresh_clusters(x, w, &alloc.inner, u, &opts))?;
     Ok(out.map(|f| (f.n.into_pyarray(py).into_any(), f.s.into_pyarray(py).into_any(), f.gain)))

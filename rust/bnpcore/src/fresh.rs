@@ -50,7 +50,7 @@ use crate::parallel::tree_reduce;
 use crate::with_obs;
 
 /// Settings of [`fit_fresh_clusters`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FreshOptions {
     /// number of fresh clusters the greedy merges may stop at (`≥ 2`)
     pub n_fresh: usize,
@@ -64,6 +64,13 @@ pub struct FreshOptions {
     /// `min(g, ⌊m/J⌋)` nearest rows under the model's divergence, so that a full covariance
     /// starts from an estimate instead of the prior)
     pub seed_rows: usize,
+    /// stop after `abandon_after` VB iterations when one more step from their clusters, or any
+    /// pairwise merge of its clusters, gains less than `−abandon_loss · Σ w` over one cluster
+    /// (the fit is then returned with that step's clusters and the best of these gains);
+    /// `None` always runs every VB iteration and the merges
+    pub abandon_loss: Option<f64>,
+    /// VB iterations before the `abandon_loss` check (at most `iters`)
+    pub abandon_after: usize,
 }
 
 impl FreshOptions {
@@ -695,7 +702,14 @@ impl<M: ObsModel> Fitter<'_, M> {
     }
 
     /// Up to `n_iter` VB iterations (tidying after each) until the counts settle.
-    fn run_vb(&self, mut n: Array1<f64>, mut s: Array2<f64>, n_iter: usize) -> Result<(Array1<f64>, Array2<f64>)> {
+    fn run_vb(&self, n: Array1<f64>, s: Array2<f64>, n_iter: usize) -> Result<(Array1<f64>, Array2<f64>)> {
+        let (n, s, _) = self.run_vb_until(n, s, n_iter)?;
+        Ok((n, s))
+    }
+
+    /// [`Self::run_vb`], also telling whether it stopped before `n_iter` iterations (counts
+    /// settled, or fewer than two clusters): more iterations would then do nothing.
+    fn run_vb_until(&self, mut n: Array1<f64>, mut s: Array2<f64>, n_iter: usize) -> Result<(Array1<f64>, Array2<f64>, bool)> {
         for _ in 0..n_iter {
             let out = self.step(&n, &s, &[], false)?;
             let (n_new, s_new) = tidy(&out.n, &out.s);
@@ -706,10 +720,10 @@ impl<M: ObsModel> Fitter<'_, M> {
             n = n_new;
             s = s_new;
             if n.len() < 2 || done {
-                break;
+                return Ok((n, s, true));
             }
         }
-        Ok((n, s))
+        Ok((n, s, false))
     }
 
     fn run(&self, mut n: Array1<f64>, mut s: Array2<f64>, opts: &FreshOptions) -> Result<Option<FreshFit>> {
@@ -729,7 +743,36 @@ impl<M: ObsModel> Fitter<'_, M> {
         if n.len() < 2 {
             return Ok(None);
         }
-        (n, s) = self.run_vb(n, s, opts.iters)?;
+        let one = self.one_cluster_elbo()?;
+        let mut left = opts.iters;
+        if let Some(loss) = opts.abandon_loss {
+            // a fit this far below one cluster after its first VB iterations is not pursued
+            let first = opts.abandon_after.min(opts.iters);
+            let settled;
+            (n, s, settled) = self.run_vb_until(n, s, first)?;
+            left = if settled { 0 } else { opts.iters - first };
+            if n.len() < 2 {
+                return Ok(None);
+            }
+            // one more step, and the best of its clusters and of every pairwise merge of them
+            // (the merges that follow may turn a fit with a hopeless small cluster around)
+            // (merges down to two clusters: the fit never ends with fewer)
+            let j = n.len();
+            let pairs: Vec<(usize, usize)> =
+                if j >= 3 { (0..j).flat_map(|a| (a + 1..j).map(move |b| (a, b))).collect() } else { Vec::new() };
+            let next = self.step(&n, &s, &pairs, false)?;
+            let mut best = self.elbo(&next.n, &next.s, &next.h)?;
+            for (i, &(a, b)) in pairs.iter().enumerate() {
+                let (nm, sm, hm) = merged(&next.n, &next.s, &next.h, a, b, next.pair_h[i]);
+                best = best.max(self.elbo(&nm, &sm, &hm)?);
+            }
+            let interim = best - one;
+            if interim < -loss * self.w.sum() {
+                let (nt, st) = tidy(&next.n, &next.s);
+                return Ok(if nt.len() < 2 { None } else { Some(FreshFit { n: nt, s: st, gain: interim }) });
+            }
+        }
+        (n, s) = self.run_vb(n, s, left)?;
         // greedy merges among the fresh clusters, judged by the weighted subsample ELBO, while
         // they help or while there are more than n_fresh clusters (never below two)
         while n.len() >= 3 {
@@ -761,12 +804,15 @@ impl<M: ObsModel> Fitter<'_, M> {
         }
         let last = self.step(&n, &s, &[], false)?;
         let fit = self.elbo(&last.n, &last.s, &last.h)?;
-        // one cluster holding all the weight
+        Ok(Some(FreshFit { n, s, gain: fit - one }))
+    }
+
+    /// Weighted subsample ELBO of one cluster holding all the weight.
+    fn one_cluster_elbo(&self) -> Result<f64> {
         let acc1 = self.weighted_feature_sum().insert_axis(Axis(0));
         let n1 = Array1::from_elem(1, self.w.sum());
         let s1 = self.model.acc_finish(n1.view(), acc1);
-        let one = self.elbo(&n1, &s1, &Array1::zeros(1))?;
-        Ok(Some(FreshFit { n, s, gain: fit - one }))
+        self.elbo(&n1, &s1, &Array1::zeros(1))
     }
 }
 

@@ -10,7 +10,8 @@ use bnpcore::Error;
 use common::{data, model, Rng, KINDS};
 use ndarray::{Array1, Array2};
 
-const OPTS: FreshOptions = FreshOptions { n_fresh: 3, n_seeds: 5, iters: 20, kmeans_iters: 10, seed_rows: 1 };
+const OPTS: FreshOptions =
+    FreshOptions { n_fresh: 3, n_seeds: 5, iters: 20, kmeans_iters: 10, seed_rows: 1, abandon_loss: None, abandon_after: 0 };
 
 fn setup(kind: &str, n: usize, seed: u64) -> (Obs, Array2<f64>, Array1<f64>, Array1<f64>) {
     let mut rng = Rng::new(seed);
@@ -32,9 +33,11 @@ fn bit_identical_for_one_two_and_three_threads() {
         [1, 2, 3].iter().map(|&t| rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap()).collect();
     for (i, kind) in KINDS.iter().enumerate() {
         let (obs, x, w, u) = setup(kind, 2000, 40 + i as u64);
-        for alloc in [Alloc::Dp { gamma: 1.0 }, Alloc::Finite { gamma: 3.0 }] {
+        // (and with every fit stopped early: a threshold no gain reaches)
+        let stop = FreshOptions { abandon_loss: Some(-1e300), abandon_after: 2, ..OPTS };
+        for (alloc, opts) in [(Alloc::Dp { gamma: 1.0 }, OPTS), (Alloc::Finite { gamma: 3.0 }, OPTS), (Alloc::Dp { gamma: 1.0 }, stop)] {
             let runs: Vec<Option<FreshFit>> =
-                pools.iter().map(|p| p.install(|| obs.fit_fresh_clusters(x.view(), w.view(), &alloc, u.view(), &OPTS)).unwrap()).collect();
+                pools.iter().map(|p| p.install(|| obs.fit_fresh_clusters(x.view(), w.view(), &alloc, u.view(), &opts)).unwrap()).collect();
             assert!(runs[0].is_some(), "{kind}: three separated groups should give a fit");
             assert_eq!(bits(&runs[0]), bits(&runs[1]), "{kind} {alloc:?}");
             assert_eq!(bits(&runs[0]), bits(&runs[2]), "{kind} {alloc:?}");
