@@ -60,6 +60,7 @@ def local_step(
     proposals: Optional[list[dict[str, Any]]] = None,
     collect_cols: Optional[Sequence[int]] = None,
     cooccur_col: Optional[int] = None,
+    cooccur_pairs: bool = False,
     return_resp: bool = False,
     top_l: Optional[int] = None,
     n_threads: Optional[int] = None,

@@ -72,6 +72,23 @@ def test_merge_from_summaries_equals_explicit_merge(kind, seed):
         assert d_data[a, b] + d_alloc[a, b] >= explicit - L - 1e-8 * abs(L)
 
 
+def test_candidate_pairs_restricted_to_allowed_pairs():
+    """``allowed`` (the pairs L-sparse rows held together): only those pairs are scored and
+    returned; all pairs allowed is the unrestricted choice."""
+    X, _, model, glob = _setup("gauss", 4, K=7)
+    cur = model.stats_from_output(model.local_step(X, glob), glob.uids)
+    full = candidate_pairs(model, cur, max_pairs=21)
+    assert candidate_pairs(model, cur, max_pairs=21, allowed=np.ones((7, 7), dtype=bool)) == full
+    assert full, "some positive m-scores"
+    allowed = np.zeros((7, 7), dtype=bool)
+    a, b = full[-1]
+    allowed[b, a] = True  # one direction is enough
+    allowed[0, 6] = allowed[6, 0] = True
+    got = candidate_pairs(model, cur, max_pairs=21, allowed=allowed)
+    assert (a, b) in got and set(got) <= {(a, b), (0, 6)}
+    assert candidate_pairs(model, cur, max_pairs=21, allowed=np.zeros((7, 7), dtype=bool)) == []
+
+
 def test_candidate_pairs_positive_sorted_and_excluding():
     X, _, model, glob = _setup("gauss", 3, K=6)
     out = model.local_step(X, glob)

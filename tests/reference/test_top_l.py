@@ -265,13 +265,35 @@ def test_sparse_carried_delete_matches_reference(case, L, fresh):
     assert abs(gN.sum() - R[:, [tgt] + A].sum()) <= 1e-9 * max(1.0, R.sum())
 
 
+@SETTINGS
+@given(CASES, st.integers(1, 5))
+def test_cooccurring_pairs_are_those_of_the_sparse_rows(case, L):
+    """``cooccur_pairs``: the pairs (a < b) that some row holds together among its selected
+    clusters, sorted, without duplicates; dense rows (top_l None or >= K) return none."""
+    kind, n, d, K, seed = case
+    X, _prior, obs, N, S, elp = problem(kind, n, d, K, seed)
+    out = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, return_resp=True, top_l=L, cooccur_pairs=True)
+    if L >= K:
+        assert "co_pairs" not in out
+        return
+    idx = np.asarray(out["resp_idx"], dtype=np.int64)
+    want = set()
+    for row in idx:
+        sel = sorted(int(i) for i in row if i != 2**32 - 1)
+        want.update((a, b) for i, a in enumerate(sel) for b in sel[i + 1:])
+    got = np.asarray(out["co_pairs"]).reshape(-1, 2)
+    assert got.dtype == np.int64
+    assert [tuple(p) for p in got.tolist()] == sorted(want)
+    assert "co_pairs" not in _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=L)
+
+
 @settings(max_examples=5, deadline=None)
 @given(st.sampled_from(KINDS), st.integers(0, 2**31 - 1), st.integers(1, 4))
 def test_sparse_step_is_bit_identical_for_any_thread_count(kind, seed, L):
     X, _prior, obs, N, S, elp = problem(kind, 3000, 3, 7, seed)
-    a = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=L, merge_pairs=[(0, 1)], n_threads=1)
-    b = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=L, merge_pairs=[(0, 1)], n_threads=2)
-    for key in ("N", "S", "H", "pair_H"):
+    a = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=L, merge_pairs=[(0, 1)], cooccur_pairs=True, n_threads=1)
+    b = _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=L, merge_pairs=[(0, 1)], cooccur_pairs=True, n_threads=2)
+    for key in ("N", "S", "H", "pair_H") + (("co_pairs",) if L < 7 else ()):
         assert np.array_equal(a[key], b[key]), key
     assert a["lse_sum"] == b["lse_sum"]
 

@@ -62,6 +62,8 @@ class BatchRequest:
     proposals: list = field(default_factory=list)
     collect_cols: list = field(default_factory=list)
     cooccur_col: int | None = None
+    #: the pairs of clusters some L-sparse row holds together (``co_pairs``)
+    cooccur_pairs: bool = False
 
 
 @dataclass

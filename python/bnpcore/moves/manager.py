@@ -190,6 +190,7 @@ class MoveManager:
             self._visit_glob = state.stats  # SuffStats are replaced, never mutated, by the engine
         pairs, props = [], []
         collect = cooccur = None
+        co_pairs = False
         routes = []
         visit = self._planned
         self._planned += 1
@@ -206,6 +207,7 @@ class MoveManager:
                 collect, own_col = [int(c) for c in req.collect_cols], True
             if req.cooccur_col is not None and cooccur is None:
                 cooccur, own_co = int(req.cooccur_col), True
+            co_pairs = co_pairs or req.cooccur_pairs
             routes.append((m, p0, len(pairs), q0, len(props), own_col, own_co))
         self._routes[b] = (visit, routes)
         opts = {}
@@ -217,6 +219,8 @@ class MoveManager:
             opts["collect_cols"] = collect
         if cooccur is not None:
             opts["cooccur_col"] = cooccur
+        if co_pairs:
+            opts["cooccur_pairs"] = True
         return opts
 
     def after_batch(self, model, state, b, out, X=None) -> None:
@@ -233,6 +237,7 @@ class MoveManager:
                 "proposals": list(out.get("proposals", []))[q0:q1],
                 "cols": out.get("cols") if own_col else None,
                 "cooccur": out.get("cooccur") if own_co else None,
+                "co_pairs": out.get("co_pairs"),
             }
             m.after_batch(ctx, b, visit, res)
         self._batch_X = None

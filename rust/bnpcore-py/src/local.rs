@@ -76,7 +76,8 @@ fn extract_proposals(obs: &Obs, py: Python<'_>, props: Option<&Bound<'_, PyList>
 /// Fused local step + summaries of one batch, with the log weights `E[ln π]` computed from
 /// `alloc` and the counts `n_post`. Returns a dict with `N`, `S`, `H`, `h_sum`,
 /// `lse_sum`, `pair_H`, `proposals` (list of (N, S, H)), and optionally `resp`, `cols` (the
-/// responsibility columns `collect_cols`, N × m), `cooccur`.
+/// responsibility columns `collect_cols`, N × m), `cooccur`, `co_pairs` (with `cooccur_pairs`
+/// and L-sparse rows: int64 P × 2, the pairs a < b some row holds together, sorted).
 /// With `top_l` (L-sparse responsibilities) and `return_resp`, `resp_idx` (uint32, N × min(L, K),
 /// padded with 2**32-1) and `resp_val` (float64, same shape) replace `resp`; `n_candidates` (int)
 /// is present when the L-sparse candidates came from the single-precision GEMM (zero-mean
@@ -89,7 +90,7 @@ fn extract_proposals(obs: &Obs, py: Python<'_>, props: Option<&Bound<'_, PyList>
 /// bit for bit).
 #[pyfunction]
 #[pyo3(signature = (obs, alloc, x, n_post, s_post, *, weights = None, merge_pairs = None, proposals = None,
-                    collect_cols = None, cooccur_col = None, return_resp = false, top_l = None,
+                    collect_cols = None, cooccur_col = None, cooccur_pairs = false, return_resp = false, top_l = None,
                     n_threads = None, prepared = None))]
 pub(crate) fn local_step<'py>(
     py: Python<'py>,
@@ -103,6 +104,7 @@ pub(crate) fn local_step<'py>(
     proposals: Option<Bound<'py, PyList>>,
     collect_cols: Option<Vec<usize>>,
     cooccur_col: Option<usize>,
+    cooccur_pairs: bool,
     return_resp: bool,
     top_l: Option<usize>,
     n_threads: Option<usize>,
@@ -124,6 +126,7 @@ pub(crate) fn local_step<'py>(
         proposals: props,
         collect_cols: collect_cols.unwrap_or_default(),
         cooccur_col,
+        cooccur_pairs,
         return_resp,
         top_l,
     };
@@ -167,6 +170,11 @@ pub(crate) fn local_step<'py>(
     }
     if let Some(c) = moves.cooccur {
         d.set_item("cooccur", c.into_pyarray(py))?;
+    }
+    if let Some(pairs) = moves.co_pairs {
+        let flat: Vec<i64> = pairs.iter().flat_map(|&(a, b)| [i64::from(a), i64::from(b)]).collect();
+        let arr = ndarray::Array2::from_shape_vec((pairs.len(), 2), flat).expect("pairs × 2");
+        d.set_item("co_pairs", arr.into_pyarray(py))?;
     }
     if let Some(c) = out.n_candidates {
         d.set_item("n_candidates", c)?;

@@ -44,6 +44,7 @@ fn options<'a>(
         ],
         collect_cols: vec![1, 0],
         cooccur_col: Some(0),
+        cooccur_pairs: true,
         return_resp: true,
         top_l,
     }

@@ -30,6 +30,7 @@ fn options<'a>(obs: &Obs, x: &Array2<f64>, k: usize, weights: Option<ArrayView1<
         ],
         collect_cols: vec![1, 0],
         cooccur_col: Some(0),
+        cooccur_pairs: true,
         return_resp: true,
         top_l: None,
     }

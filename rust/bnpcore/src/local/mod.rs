@@ -63,6 +63,20 @@ use proposal::{FreshRows, PropScratch};
 pub(crate) use sparse::select_top_l_of_candidates;
 use top_l::NONE;
 
+/// The pairs `(a, b)`, `a < b`, whose bit `a·K + b` is set, in increasing order.
+fn pairs_of_bits(bits: &[u64], k: usize) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    for (wi, &word) in bits.iter().enumerate() {
+        let mut w = word;
+        while w != 0 {
+            let bit = wi * 64 + w.trailing_zeros() as usize;
+            out.push(((bit / k) as u32, (bit % k) as u32));
+            w &= w - 1;
+        }
+    }
+    out
+}
+
 /// Destination clusters of a restricted-step proposal.
 #[derive(Debug, Clone)]
 pub enum Dest {
@@ -128,6 +142,9 @@ pub struct LocalOptions<'a> {
     pub collect_cols: Vec<usize>,
     /// return `Σ_n r_nc r_nk` for this `c`
     pub cooccur_col: Option<usize>,
+    /// with L-sparse rows (`top_l < K`): return the pairs of clusters held together by some
+    /// row (merge candidates follow the sparsity); ignored for dense rows, where every pair is
+    pub cooccur_pairs: bool,
     /// return the responsibilities (dense `N × K`, or with `top_l` the `N × L` index and value
     /// arrays)
     pub return_resp: bool,
@@ -147,6 +164,9 @@ pub struct MoveOutputs {
     pub cols: Option<Array2<f64>>,
     /// co-occurrence vector `Σ_n r_nc r_nk` of [`LocalOptions::cooccur_col`] if requested
     pub cooccur: Option<Array1<f64>>,
+    /// with [`LocalOptions::cooccur_pairs`] and L-sparse rows: the pairs `(a, b)`, `a < b`, held
+    /// together by at least one row, in increasing order
+    pub co_pairs: Option<Vec<(u32, u32)>>,
 }
 
 /// Everything a local step returns.
@@ -191,12 +211,14 @@ struct Partial {
     pair_h: Vec<f64>,
     props: Vec<PropPartial>,
     cooccur: Option<Array1<f64>>,
+    /// bit `a·K + b` set when some row holds clusters `a < b` together
+    co_bits: Option<Vec<u64>>,
 }
 
 impl Partial {
     /// `acc_t`: the accumulators are stored transposed (`F × K`, `F × J`), the layout of the
     /// CSR path (see [`csr::Feats`]).
-    fn zeros(k: usize, f: usize, n_pairs: usize, prop_lens: &[usize], cooccur: bool, acc_t: bool) -> Partial {
+    fn zeros(k: usize, f: usize, n_pairs: usize, prop_lens: &[usize], cooccur: bool, co_bits: bool, acc_t: bool) -> Partial {
         let shape = |r: usize| if acc_t { (f, r) } else { (r, f) };
         Partial {
             n: Array1::zeros(k),
@@ -209,6 +231,7 @@ impl Partial {
                 .map(|&j| PropPartial { n: Array1::zeros(j), acc: Array2::zeros(shape(j)), h: Array1::zeros(j) })
                 .collect(),
             cooccur: if cooccur { Some(Array1::zeros(k)) } else { None },
+            co_bits: if co_bits { Some(vec![0u64; (k * k).div_ceil(64)]) } else { None },
         }
     }
 
@@ -227,6 +250,9 @@ impl Partial {
         }
         if let (Some(a), Some(b)) = (self.cooccur.as_mut(), o.cooccur) {
             *a += &b;
+        }
+        if let (Some(a), Some(b)) = (self.co_bits.as_mut(), o.co_bits) {
+            a.iter_mut().zip(b).for_each(|(x, y)| *x |= y);
         }
         self
     }
@@ -654,6 +680,7 @@ pub fn local_step_rows<M: ObsModel>(
         }
     }
     let sparse_l = opts.top_l.filter(|&l| l < k);
+    let co_bits = opts.cooccur_pairs && sparse_l.is_some();
     // Gaussian L-sparse summaries: gather each cluster's rows of the leaf and use one GEMM
     let defer_vech = sparse_l.is_some() && matches!(sfeat, crate::obs::FeatureMap::Vech { .. });
     let prop_lens: Vec<usize> = opts
@@ -721,7 +748,7 @@ pub fn local_step_rows<M: ObsModel>(
     // rows per tile: the features of a tile (table and, if different, summary features) in cache
     let tile_step = tile_rows(feat.dim(n_cols) + if same_feat { 0 } else { f_dim });
     let leaf = |a: usize, b: usize| -> Partial {
-        let mut part = Partial::zeros(k, f_dim, opts.merge_pairs.len(), &prop_lens, opts.cooccur_col.is_some(), acc_t);
+        let mut part = Partial::zeros(k, f_dim, opts.merge_pairs.len(), &prop_lens, opts.cooccur_col.is_some(), co_bits, acc_t);
         let tile = tile_step.min(b - a);
         let mut sc = Scratch {
             phi: Vec::new(),
@@ -806,7 +833,7 @@ pub fn local_step_rows<M: ObsModel>(
     };
     let leaf_n = leaf_rows(n_rows);
     let total = tree_reduce(n_rows, leaf_n, &leaf, &|p: Partial, q: Partial| p.add(q))
-        .unwrap_or_else(|| Partial::zeros(k, f_dim, opts.merge_pairs.len(), &prop_lens, opts.cooccur_col.is_some(), acc_t));
+        .unwrap_or_else(|| Partial::zeros(k, f_dim, opts.merge_pairs.len(), &prop_lens, opts.cooccur_col.is_some(), co_bits, acc_t));
     // dense path with top_l >= K: report the dense rows in the sparse layout
     if let (Some(l), Some(iv)) = (out_l, idx_out.as_mut()) {
         if sparse_l.is_none() {
@@ -847,7 +874,13 @@ pub fn local_step_rows<M: ObsModel>(
             BatchRows::Csr(_) => 0.0, // h(x) = 0 for the models that take sparse rows
         },
         lse_sum: total.lse,
-        moves: MoveOutputs { pair_h: Array1::from(total.pair_h), proposals, cols: col_out, cooccur: total.cooccur },
+        moves: MoveOutputs {
+            pair_h: Array1::from(total.pair_h),
+            proposals,
+            cols: col_out,
+            cooccur: total.cooccur,
+            co_pairs: total.co_bits.map(|bits| pairs_of_bits(&bits, k)),
+        },
         resp: resp_out,
         resp_idx: idx_out,
         resp_val: val_out,

@@ -110,6 +110,15 @@ pub(super) fn sparse_tile(ctx: &LocalContext, tile: &Tile, l: usize, sc: &mut Sc
             };
             part.pair_h[mi] += wn * term;
         }
+        if let Some(bits) = part.co_bits.as_mut() {
+            for s_ in 0..m {
+                for t_ in s_ + 1..m {
+                    let (a, b) = (sc.sel[s_] as usize, sc.sel[t_] as usize);
+                    let bit = a.min(b) * k + a.max(b);
+                    bits[bit / 64] |= 1u64 << (bit % 64);
+                }
+            }
+        }
         if let (Some(c), Some(co)) = (opts.cooccur_col, part.cooccur.as_mut()) {
             if let Some(sc_) = slot(c, &sc.slot_of) {
                 let f = wn * sc.gv[sc_];
