@@ -448,30 +448,29 @@ class BirthMove(Move):
 
     # ----------------------------------------------------------------------- evaluation
     def evaluate(self, ctx: LapContext, elbo: float):
-        accepted = 0
         mgr, model = self.manager, ctx.model
         B = ctx.n_batches
+        # accepted births are chained on G for the decisions (each candidate: the exact summaries
+        # of the model with the births accepted so far) and applied to the memos once at the end
+        G = ctx.G
+        done: list = []  # (target uid, per-batch parts, new uids), in order
         for p in self.active:
             p.attempts += 1
-            if len(p.parts) != B or not ctx.alive([p.target]):  # pragma: no cover - defensive
+            alive = {int(u) for u in G.uids}
+            if len(p.parts) != B or p.target not in alive:  # pragma: no cover - defensive
                 continue
             parts = [p.parts[b] for b in range(B)]
             N, S, H = sum_parts(parts)
-            pos = int(ctx.pos([p.target])[0])
+            pos = int(G.positions([p.target])[0])
             J = N.shape[0]
-            cand = ctx.G.append(N, S, H, -1 - np.arange(J), drop=[pos])
+            cand = G.append(N, S, H, -1 - np.arange(J), drop=[pos])
             after = model.elbo(cand)
             if accepts(elbo, after, mgr.accept_rtol):
                 new_uids = ctx.state.new_uids(J)
-
-                def transform(s, part, pos=pos, new_uids=new_uids):
-                    return s.append(part[0], part[1], part[2], new_uids, drop=[pos])
-
-                sd = S.shape[1]
-                new = mgr.apply(ctx, transform, parts, frozen_part=lambda s, J=J, sd=sd: (np.zeros(J), np.zeros((J, sd)), np.zeros(J)))
-                mgr.log(ctx, "birth", [p.target], elbo, new, True, new_uids=[int(u) for u in new_uids], attempts=p.attempts)
-                elbo = new
-                accepted += 1
+                G = G.append(N, S, H, new_uids, drop=[pos])
+                mgr.log(ctx, "birth", [p.target], elbo, after, True, new_uids=[int(u) for u in new_uids], attempts=p.attempts)
+                elbo = after
+                done.append((p.target, parts, new_uids))
                 self.failures.pop(p.target, None)
                 continue
             p.laps_left -= 1
@@ -483,9 +482,20 @@ class BirthMove(Move):
                 self.pending.append(p)
                 continue
             mgr.log(ctx, "birth", [p.target], elbo, after, False, attempts=p.attempts)
-            self._fail(p.target, ctx.G.N[pos])
+            self._fail(p.target, G.N[pos])
         self.active = []
-        return accepted, elbo
+        if done:
+
+            def append_all(s, parts):
+                for (target, _, new_uids), part in zip(done, parts):
+                    s = s.append(part[0], part[1], part[2], new_uids, drop=[int(s.positions([target])[0])])
+                return s
+
+            def frozen_parts(s):  # a frozen memo holds no mass of the fresh clusters
+                return [(np.zeros(len(u)), np.zeros((len(u), s.S.shape[1])), np.zeros(len(u))) for _, _, u in done]
+
+            elbo = mgr.apply(ctx, append_all, [[parts[b] for _, parts, _ in done] for b in range(B)], frozen_part=frozen_parts)
+        return len(done), elbo
 
 
 BirthMove.state_classes = {"Reservoir": Reservoir, "_Proposal": _Proposal}

@@ -255,25 +255,31 @@ class MergeMove(Move):
         for b in range(1, B):
             totals = totals + self.pair_H[b]
         model, mgr = ctx.model, self.manager
+        # the lap's accepted merges are chained on G itself for the decisions (each candidate is
+        # the exact summaries of the model with the merges accepted so far) and applied to the
+        # batch memos once at the end: G is then their tree sum again, as after every lap
+        work = {"G": ctx.G}
 
         def candidate(m):
+            G = work["G"]
             ua, ub = self.pairs[m]
-            pa, pb = sorted(int(p) for p in ctx.pos([ua, ub]))
-            return ctx.G.merge(pa, pb, float(totals[m]))
+            pa, pb = sorted(int(p) for p in G.positions([ua, ub]))
+            return G.merge(pa, pb, float(totals[m]))
 
         def all_gains(elbo, used=frozenset()):
             """ELBO change of each candidate not touching ``used`` with the current summaries
             (−inf for the others): from the merge scores (one log-normaliser per pair, Δdata +
             Δalloc + merged − separate entropies) when the model has them, else one whole ELBO
             per candidate."""
+            G = work["G"]
             live = [m for m, pr in enumerate(self.pairs) if not (set(pr) & used)]
             out = np.full(len(self.pairs), -np.inf)
             if not live:
                 return out
             try:
-                pos = np.array([sorted(int(p) for p in ctx.pos(list(self.pairs[m]))) for m in live], dtype=np.intp)
-                dd, da = merge_scores(model, ctx.G, pairs=(pos[:, 0], pos[:, 1]))
-                H = np.asarray(ctx.G.H, dtype=np.float64)
+                pos = np.array([sorted(int(p) for p in G.positions(list(self.pairs[m]))) for m in live], dtype=np.intp)
+                dd, da = merge_scores(model, G, pairs=(pos[:, 0], pos[:, 1]))
+                H = np.asarray(G.H, dtype=np.float64)
                 i, j = pos[:, 0], pos[:, 1]
                 out[live] = dd[i, j] + da[i, j] + totals[live] - H[i] - H[j]
             except (AttributeError, NotImplementedError):  # a family without merge scores
@@ -286,7 +292,7 @@ class MergeMove(Move):
         order = np.lexsort((np.arange(len(self.pairs)), -gains))
         slack = 1e-6 + 10.0 * mgr.accept_rtol * abs(elbo)
         used: set = set()
-        accepted = 0
+        done: list = []  # accepted: (uid_a, uid_b, candidate index), in order
         for m in order:
             ua, ub = self.pairs[m]
             if ua in used or ub in used:
@@ -294,24 +300,39 @@ class MergeMove(Move):
             if gains[m] < -slack:
                 # clearly negative (the gain is exact up to round-off): rejected without a
                 # whole-ELBO evaluation
-                after = elbo + float(gains[m])
+                cand, after = None, elbo + float(gains[m])
             else:
-                after = model.elbo(candidate(m))
+                cand = candidate(m)
+                after = model.elbo(cand)
             if accepts(elbo, after, mgr.accept_rtol) and gains[m] >= -slack:
-                pa, pb = sorted(int(p) for p in ctx.pos([ua, ub]))
-                new = mgr.apply(
-                    ctx, lambda s, h, pa=pa, pb=pb: s.merge(pa, pb, float(h)), [self.pair_H[b][m] for b in range(B)],
-                    frozen_part=lambda s, pa=pa, pb=pb: float(s.H[pa] + s.H[pb]),
-                )
-                mgr.log(ctx, "merge", [ua, ub], elbo, new, True)
-                elbo = new
+                mgr.log(ctx, "merge", [ua, ub], elbo, after, True)
+                work["G"], elbo = cand, after
                 used.update((ua, ub))
-                accepted += 1
+                done.append((ua, ub, int(m)))
                 # the allocation term of the other pairs changed (cluster order, sizes)
                 gains = all_gains(elbo, frozenset(used))
             else:
                 mgr.log(ctx, "merge", [ua, ub], elbo, after, False)
-                pa, pb = sorted(int(p) for p in ctx.pos([ua, ub]))
-                self.failures[(ua, ub)] = (float(ctx.G.N[pa]), float(ctx.G.N[pb]), mgr.structure_version)
+                G = work["G"]
+                pa, pb = sorted(int(p) for p in G.positions([ua, ub]))
+                self.failures[(ua, ub)] = (float(G.N[pa]), float(G.N[pb]), mgr.structure_version)
+        if done:
+
+            def merge_all(s, hs):
+                for (ua, ub, _), h in zip(done, hs):
+                    pa, pb = sorted(int(p) for p in s.positions([ua, ub]))
+                    s = s.merge(pa, pb, float(h))
+                return s
+
+            def frozen_hs(s):  # a frozen memo holds no mass of these clusters: each merged H is the sum of the two
+                out = []
+                for ua, ub, _ in done:
+                    pa, pb = sorted(int(p) for p in s.positions([ua, ub]))
+                    out.append(float(s.H[pa] + s.H[pb]))
+                    s = s.merge(pa, pb, out[-1])
+                return out
+
+            elbo = mgr.apply(ctx, merge_all, [[self.pair_H[b][m] for _, _, m in done] for b in range(B)], frozen_part=frozen_hs)
+        accepted = len(done)
         self.pairs, self.pair_H = [], {}
         return accepted, elbo
