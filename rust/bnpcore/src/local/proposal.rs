@@ -42,6 +42,43 @@ const ROWWISE_MAX_DEST: usize = 4;
 /// path then costs less than GEMMs over every row of the tile.
 const GEMM_MIN_ACTIVE_DIV: usize = 4;
 
+impl PropScratch {
+    /// Empty row lists and weight buffers for `j` destinations.
+    fn reset(&mut self, j: usize) {
+        self.lists.resize_with(j, Vec::new);
+        self.lists.iter_mut().for_each(Vec::clear);
+        self.dw.resize(j, 0.0);
+        self.r.resize(j, 0.0);
+    }
+
+    /// `S'_j += Σ coefficient · φ(row)` over each destination's row list.
+    fn flush(&self, phi: &Feats, st: &mut PropPartial) {
+        for (jj, list) in self.lists.iter().enumerate() {
+            if !list.is_empty() {
+                phi.axpy_rows_into(&mut st.acc, jj, list);
+            }
+        }
+    }
+}
+
+/// Log weights of a proposal's destinations for row `n` of the tile, into `dw`.
+#[inline]
+fn dest_weights(p: &Proposal, fresh: Option<&FreshRows>, tphi: &Feats, w: &ArrayView2<f64>, n: usize, dw: &mut [f64]) {
+    match (&p.dest, fresh) {
+        (Dest::Fresh { .. }, Some(fr)) => {
+            for (jj, d) in dw.iter_mut().enumerate() {
+                *d = fr.weight(tphi, n, jj);
+            }
+        }
+        (Dest::Columns(cols), _) => {
+            for (d, &col) in dw.iter_mut().zip(cols) {
+                *d = w[[n, col]];
+            }
+        }
+        (Dest::Fresh { .. }, None) => unreachable!("fresh rows prepared for every fresh proposal"),
+    }
+}
+
 /// A fresh-cluster table transposed for row-by-row evaluation: `wt` is `J × F`.
 pub(super) struct FreshRows {
     wt: Array2<f64>,
@@ -97,10 +134,7 @@ pub(super) fn dense_proposal(
         }
     }
     let (tphi, phi) = (&tile.tphi, &tile.phi);
-    ps.lists.resize_with(j, Vec::new);
-    ps.lists.iter_mut().for_each(Vec::clear);
-    ps.dw.resize(j, 0.0);
-    ps.r.resize(j, 0.0);
+    ps.reset(j);
     for n in 0..rows {
         let an: f64 = p.src.iter().map(|&c| resp[[n, c]]).sum();
         if an.is_nan() || an <= 0.0 {
@@ -113,21 +147,7 @@ pub(super) fn dense_proposal(
             ps.lists[0].push((n as u32, an * wn));
             continue;
         }
-        match (&p.dest, fresh) {
-            (Dest::Fresh { .. }, Some(fr)) => {
-                for jj in 0..j {
-                    ps.dw[jj] = fr.weight(tphi, n, jj);
-                }
-            }
-            (Dest::Columns(cols), _) => {
-                for (jj, &c) in cols.iter().enumerate() {
-                    ps.dw[jj] = w[[n, c]];
-                }
-            }
-            (Dest::Fresh { .. }, None) => {
-                unreachable!("fresh rows prepared for every fresh proposal")
-            }
-        }
+        dest_weights(p, fresh, tphi, w, n, &mut ps.dw);
         spread_mass(an, wn, &ps.dw, &mut ps.r, &mut st.h);
         for jj in 0..j {
             let r = ps.r[jj];
@@ -137,11 +157,7 @@ pub(super) fn dense_proposal(
             }
         }
     }
-    for (jj, list) in ps.lists.iter().enumerate() {
-        if !list.is_empty() {
-            phi.axpy_rows_into(&mut st.acc, jj, list);
-        }
-    }
+    ps.flush(phi, st);
 }
 
 /// [`dense_proposal`] of a proposal with [`Carry`]: only the rows with anchor mass, and the
@@ -160,10 +176,7 @@ fn dense_proposal_carried(
 ) {
     let j = st.n.len();
     let Tile { rows, wt, tphi, phi, .. } = *tile;
-    ps.lists.resize_with(j, Vec::new);
-    ps.lists.iter_mut().for_each(Vec::clear);
-    ps.dw.resize(j, 0.0);
-    ps.r.resize(j, 0.0);
+    ps.reset(j);
     for n in 0..rows {
         let m: f64 = c.anchor.iter().map(|&k| resp[[n, k]]).sum();
         if m.is_nan() || m <= 0.0 {
@@ -179,19 +192,7 @@ fn dense_proposal_carried(
             continue;
         }
         let an: f64 = p.src.iter().map(|&k| resp[[n, k]]).sum();
-        match (&p.dest, fresh) {
-            (Dest::Fresh { .. }, Some(fr)) => {
-                for jj in 0..j {
-                    ps.dw[jj] = fr.weight(&tphi, n, jj);
-                }
-            }
-            (Dest::Columns(cols), _) => {
-                for (jj, &col) in cols.iter().enumerate() {
-                    ps.dw[jj] = w[[n, col]];
-                }
-            }
-            (Dest::Fresh { .. }, None) => unreachable!("fresh rows prepared for every fresh proposal"),
-        }
+        dest_weights(p, fresh, &tphi, w, n, &mut ps.dw);
         spread_mass(an, wn, &ps.dw, &mut ps.r, &mut st.h);
         for jj in 0..j {
             let old = resp[[n, c.cols[jj]]];
@@ -203,11 +204,7 @@ fn dense_proposal_carried(
             }
         }
     }
-    for (jj, list) in ps.lists.iter().enumerate() {
-        if !list.is_empty() {
-            phi.axpy_rows_into(&mut st.acc, jj, list);
-        }
-    }
+    ps.flush(&phi, st);
 }
 
 /// `−r ln r` (0 for `r ≤ 0`).
