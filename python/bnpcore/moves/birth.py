@@ -10,12 +10,12 @@ it explains. Pipeline (one proposal active, one in preparation):
   size. While the batches are visited, the rows with :math:`\hat r_{nt}>0.1` are
   reservoir-sampled (seeded from the fit's move stream, at most :func:`subsample_cap` rows:
   ``birth_max_subsample``, or two average cluster masses when that is less, but enough rows for
-  the fresh clusters' seeds) together with :math:`\hat r_{nt}`, for every target at every batch visit (the local step
-  returns all the targets' responsibility columns). Before, successive visits collected for the
-  targets in turn, so each saw about a third of its rows: on 15,000 × 64 rows with
-  well-separated means, a cluster holding 2,477 + 128 rows of two true clusters had 37 of the
-  128 in its subsample — too few for a 64-D covariance — and every birth split the big one
-  instead; with all its rows the fit separates them.
+  the fresh clusters' seeds) together with :math:`\hat r_{nt}`, for every target at every batch
+  visit (the local step returns all the targets' responsibility columns). Before, successive
+  visits collected for the targets in turn, so each saw about a third of its rows: on
+  15,000 × 64 rows with well-separated means, a cluster holding 2,477 + 128 rows of two true
+  clusters had 37 of the 128 in its subsample — too few for a 64-D covariance — and every
+  birth split the big one instead; with all its rows the fit separates them.
 * **start of lap ℓ+1 — creation.** Bregman k-means++ picks :math:`J'` seeds on the subsample
   :math:`x'` — for the full-covariance Gaussians in 16 or more dimensions each seed is grown to
   its :math:`2D` nearest rows under the same divergence (``birth_seed_rows``, :func:`seed_rows`),
@@ -179,7 +179,8 @@ def subsample_cap(model, G: SuffStats, options) -> int:
     r"""Rows of a birth target's subsample: ``birth_max_subsample`` at most, and at most
     ``birth_subsample_sizes`` average cluster masses :math:`\sum_kN_k/K` (clusters with mass),
     but never fewer than :math:`\max(1000,\;4\,g\,J)` with :math:`g` the rows of each seed
-    (:func:`seed_rows`) and :math:`J` the fresh clusters (``birth_n_seeds``).
+    (:func:`seed_rows`) and :math:`J` the initial fresh clusters (the larger of ``birth_n_fresh``
+    and ``birth_n_seeds``).
 
     A fresh fit costs about its rows × :math:`J` × its iterations, while a lap's local step costs
     rows × K: with a fixed cap the fits' share of a lap grew with K."""

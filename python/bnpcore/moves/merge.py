@@ -116,10 +116,10 @@ def candidate_pairs(model, G, *, exclude=(), max_pairs: int = 25, max_K: int = 3
 
     With more than ``max_K`` clusters only the ``max_K`` largest are paired. ``allowed`` (a
     K × K boolean matrix, either triangle, or None) restricts the scored pairs (the pairs some
-    L-sparse row held together). When the eligible (and allowed) pairs are more than ``max_scored_pairs``, only
-    neighbour pairs (:func:`neighbour_pairs`, ``n_neighbours`` per cluster) among them are
-    scored, so the cost of the m-scores (one log-normaliser per scored pair) grows linearly in
-    K. ``skip(i, j)`` may veto pairs (e.g. recent failures)."""
+    L-sparse row held together). When the eligible (and allowed) pairs are more than
+    ``max_scored_pairs``, only neighbour pairs (:func:`neighbour_pairs`, ``n_neighbours`` per
+    cluster) among them are scored, so the cost of the m-scores (one log-normaliser per scored
+    pair) grows linearly in K. ``skip(i, j)`` may veto pairs (e.g. recent failures)."""
     K = G.K
     if K < 2 or max_pairs < 1:
         return []
