@@ -101,6 +101,22 @@ def test_dask_equals_local_with_births_collected_on_workers(client):
     _same_fit(local, remote)
 
 
+def test_dask_equals_local_with_sparse_rows_and_default_moves(client):
+    """L-sparse rows with the default moves on the workers: the co-occurring pairs that choose
+    the merge candidates and the deletes that re-spread only their target's rows come back from
+    the workers' local steps, and the whole trajectory is the local fit's."""
+    from bnpcore.moves._base import decode_state
+
+    X = seeded_data("gauss", n=1500, d=2, k=5, seed=11)
+    kw = dict(n_components=14, algorithm="memoized", n_batches=3, top_l=2, dense_laps=0, max_laps=6, tol=0, random_state=2)
+    local = _fit(DPMixture(**kw), X)
+    remote = _fit(DPMixture(backend="dask", client=client, **kw), X)
+    assert any(r["kind"] == "merge" and r["accepted"] for r in local.moves_log_)
+    assert len(decode_state(local.moves_manager_.get_state()["moves"]["merge"]["co"])["pairs"]) > 0
+    _same_fit(local, remote)
+    assert remote.moves_log_ == local.moves_log_
+
+
 def test_dask_stochastic_and_finite(client):
     X = seeded_data("diag_gauss", n=600, seed=2)
     for est in (
