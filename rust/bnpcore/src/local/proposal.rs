@@ -11,7 +11,7 @@ use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut2, Axis};
 use super::csr::Feats;
 
 use super::top_l::{select_top_among, NONE};
-use super::{ent_term, log_resp, softmax_row, Carry, Dest, LocalOptions, Partial, PropPartial, Proposal, Tile};
+use super::{ent_term, log_resp, softmax_row, Dest, LocalOptions, Partial, PropPartial, Proposal, Tile};
 use crate::obs::LogLikTable;
 
 /// Rows whose source mass `a_n` of a dense restricted step is at most this value give all of it
@@ -112,6 +112,11 @@ impl FreshRows {
 /// `r'_n0 = a_n` otherwise; accumulates `N'`, `S'`, `H'` of the destination columns. The few
 /// destination columns are evaluated and accumulated row by row (dot products and `axpy`s on
 /// the rows of `φ`): skinny GEMMs would spend more on packing than on arithmetic.
+///
+/// With [`super::Carry`] only the rows with anchor mass `m_n > 0` are visited, and what is accumulated
+/// are the changes `r'_nj − r_{n,cols[j]}` of their responsibilities (the whole columns are
+/// completed from the step's own summaries after the reduction); a row with
+/// `m_n ≤` [`PROPOSAL_MIN_MASS`] gives its anchor mass to destination 0.
 pub(super) fn dense_proposal(
     p: &Proposal,
     fresh: Option<&FreshRows>,
@@ -123,10 +128,8 @@ pub(super) fn dense_proposal(
 ) {
     let j = st.n.len();
     let Tile { rows, wt, .. } = *tile;
-    if let Some(c) = &p.carry {
-        return dense_proposal_carried(p, c, fresh, tile, w, resp, ps, st);
-    }
-    if j > ROWWISE_MAX_DEST {
+    let carry = p.carry.as_ref();
+    if j > ROWWISE_MAX_DEST && carry.is_none() {
         // the GEMMs run over every row of the tile: worth it only when many rows carry source mass
         let active = (0..rows).filter(|&n| p.src.iter().map(|&c| resp[[n, c]]).sum::<f64>() > PROPOSAL_MIN_MASS).count();
         if active * GEMM_MIN_ACTIVE_DIV >= rows {
@@ -134,77 +137,40 @@ pub(super) fn dense_proposal(
         }
     }
     let (tphi, phi) = (&tile.tphi, &tile.phi);
+    // what row n already gives destination jj: its own column's responsibility when carried
+    let own = |n: usize, jj: usize| carry.map_or(0.0, |c| resp[[n, c.cols[jj]]]);
+    let mass = |n: usize, cols: &[usize]| -> f64 { cols.iter().map(|&c| resp[[n, c]]).sum() };
     ps.reset(j);
     for n in 0..rows {
-        let an: f64 = p.src.iter().map(|&c| resp[[n, c]]).sum();
-        if an.is_nan() || an <= 0.0 {
-            continue;
-        }
-        let wn = wt(n);
-        if an <= PROPOSAL_MIN_MASS {
-            st.n[0] += an * wn;
-            st.h[0] += wn * ent_term(an, an.ln());
-            ps.lists[0].push((n as u32, an * wn));
-            continue;
-        }
-        dest_weights(p, fresh, tphi, w, n, &mut ps.dw);
-        spread_mass(an, wn, &ps.dw, &mut ps.r, &mut st.h);
-        for jj in 0..j {
-            let r = ps.r[jj];
-            if r > 0.0 {
-                st.n[jj] += r * wn;
-                ps.lists[jj].push((n as u32, r * wn));
-            }
-        }
-    }
-    ps.flush(phi, st);
-}
-
-/// [`dense_proposal`] of a proposal with [`Carry`]: only the rows with anchor mass, and the
-/// changes `r'_nj − r_{n,cols[j]}` of their responsibilities (the whole columns are completed
-/// from the step's own summaries after the reduction).
-#[allow(clippy::too_many_arguments)]
-fn dense_proposal_carried(
-    p: &Proposal,
-    c: &Carry,
-    fresh: Option<&FreshRows>,
-    tile: &Tile,
-    w: &ArrayView2<f64>,
-    resp: &ArrayViewMut2<f64>,
-    ps: &mut PropScratch,
-    st: &mut PropPartial,
-) {
-    let j = st.n.len();
-    let Tile { rows, wt, tphi, phi, .. } = *tile;
-    ps.reset(j);
-    for n in 0..rows {
-        let m: f64 = c.anchor.iter().map(|&k| resp[[n, k]]).sum();
+        // the mass that decides whether the row is re-spread: the source's, or the anchor's
+        let m = mass(n, carry.map_or(&p.src, |c| &c.anchor));
         if m.is_nan() || m <= 0.0 {
             continue;
         }
         let wn = wt(n);
         if m <= PROPOSAL_MIN_MASS {
-            // the anchor's negligible mass joins destination 0; nothing else moves
-            let old = resp[[n, c.cols[0]]];
+            let old = own(n, 0);
             st.n[0] += wn * m;
             st.h[0] += wn * (ent_plain(old + m) - ent_plain(old));
             ps.lists[0].push((n as u32, wn * m));
             continue;
         }
-        let an: f64 = p.src.iter().map(|&k| resp[[n, k]]).sum();
-        dest_weights(p, fresh, &tphi, w, n, &mut ps.dw);
+        let an = if carry.is_some() { mass(n, &p.src) } else { m };
+        dest_weights(p, fresh, tphi, w, n, &mut ps.dw);
         spread_mass(an, wn, &ps.dw, &mut ps.r, &mut st.h);
         for jj in 0..j {
-            let old = resp[[n, c.cols[jj]]];
-            st.h[jj] -= wn * ent_plain(old);
+            let old = own(n, jj);
+            if carry.is_some() {
+                st.h[jj] -= wn * ent_plain(old);
+            }
             let d = ps.r[jj] - old;
-            if d != 0.0 {
+            if if carry.is_some() { d != 0.0 } else { d > 0.0 } {
                 st.n[jj] += d * wn;
                 ps.lists[jj].push((n as u32, d * wn));
             }
         }
     }
-    ps.flush(&phi, st);
+    ps.flush(phi, st);
 }
 
 /// `−r ln r` (0 for `r ≤ 0`).
