@@ -158,6 +158,12 @@ def candidate_pairs(model, G, *, exclude=(), max_pairs: int = 25, max_K: int = 3
     return out
 
 
+def _pair_positions(stats, ua, ub):
+    """Positions ``(i, j)``, ``i < j``, of clusters ``ua`` and ``ub`` (uids) in ``stats``."""
+    i, j = sorted(int(p) for p in stats.positions([ua, ub]))
+    return i, j
+
+
 class MergeMove(Move):
     """Merge move: candidate pairs by m-score at the start of a lap, pair entropies from every
     batch visit, exact greedy evaluation of disjoint pairs at the end of the lap.
@@ -258,12 +264,11 @@ class MergeMove(Move):
         # the lap's accepted merges are chained on G itself for the decisions (each candidate is
         # the exact summaries of the model with the merges accepted so far) and applied to the
         # batch memos once at the end: G is then their tree sum again, as after every lap
-        work = {"G": ctx.G}
+        G = ctx.G
 
         def candidate(m):
-            G = work["G"]
             ua, ub = self.pairs[m]
-            pa, pb = sorted(int(p) for p in G.positions([ua, ub]))
+            pa, pb = _pair_positions(G, ua, ub)
             return G.merge(pa, pb, float(totals[m]))
 
         def all_gains(elbo, used=frozenset()):
@@ -271,13 +276,12 @@ class MergeMove(Move):
             (−inf for the others): from the merge scores (one log-normaliser per pair, Δdata +
             Δalloc + merged − separate entropies) when the model has them, else one whole ELBO
             per candidate."""
-            G = work["G"]
             live = [m for m, pr in enumerate(self.pairs) if not (set(pr) & used)]
             out = np.full(len(self.pairs), -np.inf)
             if not live:
                 return out
             try:
-                pos = np.array([sorted(int(p) for p in G.positions(list(self.pairs[m]))) for m in live], dtype=np.intp)
+                pos = np.array([_pair_positions(G, *self.pairs[m]) for m in live], dtype=np.intp)
                 dd, da = merge_scores(model, G, pairs=(pos[:, 0], pos[:, 1]))
                 H = np.asarray(G.H, dtype=np.float64)
                 i, j = pos[:, 0], pos[:, 1]
@@ -306,28 +310,27 @@ class MergeMove(Move):
                 after = model.elbo(cand)
             if accepts(elbo, after, mgr.accept_rtol) and gains[m] >= -slack:
                 mgr.log(ctx, "merge", [ua, ub], elbo, after, True)
-                work["G"], elbo = cand, after
+                G, elbo = cand, after
                 used.update((ua, ub))
                 done.append((ua, ub, int(m)))
                 # the allocation term of the other pairs changed (cluster order, sizes)
                 gains = all_gains(elbo, frozenset(used))
             else:
                 mgr.log(ctx, "merge", [ua, ub], elbo, after, False)
-                G = work["G"]
-                pa, pb = sorted(int(p) for p in G.positions([ua, ub]))
+                pa, pb = _pair_positions(G, ua, ub)
                 self.failures[(ua, ub)] = (float(G.N[pa]), float(G.N[pb]), mgr.structure_version)
         if done:
 
             def merge_all(s, hs):
                 for (ua, ub, _), h in zip(done, hs):
-                    pa, pb = sorted(int(p) for p in s.positions([ua, ub]))
+                    pa, pb = _pair_positions(s, ua, ub)
                     s = s.merge(pa, pb, float(h))
                 return s
 
             def frozen_hs(s):  # a frozen memo holds no mass of these clusters: each merged H is the sum of the two
                 out = []
                 for ua, ub, _ in done:
-                    pa, pb = sorted(int(p) for p in s.positions([ua, ub]))
+                    pa, pb = _pair_positions(s, ua, ub)
                     out.append(float(s.H[pa] + s.H[pb]))
                     s = s.merge(pa, pb, out[-1])
                 return out
