@@ -174,6 +174,21 @@ def fit_fresh_clusters(kind, prior, alloc, gamma, X, w, n_fresh, rng, *, n_seeds
     def sub_elbo(N, S, H):
         return elbo(kind, prior, alloc, gamma, N, S, H, 0.0)
 
+    def all_pairs(J):
+        return [(a, b) for a in range(J) for b in range(a + 1, J)]
+
+    def merged_elbos(N, S, H, pair_H, pairs):
+        """sub_elbo with each pair (a, b) merged into a (its entropy: the pair's)."""
+        out = []
+        for i, (a, b) in enumerate(pairs):
+            keep = np.arange(N.shape[0]) != b
+            Nm, Sm, Hm = N.copy(), S.copy(), H.copy()
+            Nm[a] += Nm[b]
+            Sm[a] += Sm[b]
+            Hm[a] = pair_H[i]
+            out.append(sub_elbo(Nm[keep], Sm[keep], Hm[keep]))
+        return out
+
     def run_vb(N, S, n_iter, settled=None):
         for _ in range(n_iter):
             if N.shape[0] < 2:  # nothing to split any more: the fit returns None
@@ -212,18 +227,10 @@ def fit_fresh_clusters(kind, prior, alloc, gamma, X, w, n_fresh, rng, *, n_seeds
         left = 0 if settled else int(iters) - first
         if N.shape[0] < 2:
             return None, None, -np.inf
-        J = N.shape[0]
-        pairs = [(a, b) for a in range(J) for b in range(a + 1, J)] if J >= 3 else []  # never below two clusters
+        pairs = all_pairs(N.shape[0]) if N.shape[0] >= 3 else []  # never below two clusters
         Ns, Ss, Hs, pair_H = _weighted_step(kind, prior, alloc, gamma, X, w, N, S, pairs)
-        best = sub_elbo(Ns, Ss, Hs)
-        for i, (a, b) in enumerate(pairs):  # and every pairwise merge of its clusters
-            keep = np.arange(J) != b
-            Nm, Sm, Hm = Ns.copy(), Ss.copy(), Hs.copy()
-            Nm[a] += Nm[b]
-            Sm[a] += Sm[b]
-            Hm[a] = pair_H[i]
-            best = max(best, sub_elbo(Nm[keep], Sm[keep], Hm[keep]))
-        interim = best - one
+        # and every pairwise merge of its clusters
+        interim = max([sub_elbo(Ns, Ss, Hs), *merged_elbos(Ns, Ss, Hs, pair_H, pairs)]) - one
         if interim < -float(abandon_loss) * float(np.sum(w)):
             Nt, St = _tidy(Ns, Ss)
             return (None, None, -np.inf) if Nt.shape[0] < 2 else (Nt, St, interim)
@@ -231,17 +238,10 @@ def fit_fresh_clusters(kind, prior, alloc, gamma, X, w, n_fresh, rng, *, n_seeds
     # greedy merges among the fresh clusters, judged by the weighted subsample ELBO
     while N.shape[0] >= 3:
         J = N.shape[0]
-        pairs = [(a, b) for a in range(J) for b in range(a + 1, J)]
+        pairs = all_pairs(J)
         N1, S1, H1, pair_H = _weighted_step(kind, prior, alloc, gamma, X, w, N, S, pairs)
         L0 = sub_elbo(N1, S1, H1)
-        gains = []
-        for i, (a, b) in enumerate(pairs):
-            keep = np.arange(J) != b
-            Nm, Sm, Hm = N1.copy(), S1.copy(), H1.copy()
-            Nm[a] += Nm[b]
-            Sm[a] += Sm[b]
-            Hm[a] = pair_H[i]
-            gains.append(sub_elbo(Nm[keep], Sm[keep], Hm[keep]) - L0)
+        gains = [e - L0 for e in merged_elbos(N1, S1, H1, pair_H, pairs)]
         best = int(np.argmax(gains))
         if not gains[best] > 0 and n_fresh >= J:
             N, S = _tidy(N1, S1)

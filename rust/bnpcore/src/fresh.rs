@@ -266,6 +266,11 @@ fn tidy(n: &Array1<f64>, s: &Array2<f64>) -> (Array1<f64>, Array2<f64>) {
 }
 
 /// Summaries with column `b` merged into column `a` (entropy `h_ab`) and column `b` removed.
+/// Every pair `(a, b)`, `a < b`, of `j` clusters, in order.
+fn all_pairs(j: usize) -> Vec<(usize, usize)> {
+    (0..j).flat_map(|a| (a + 1..j).map(move |b| (a, b))).collect()
+}
+
 fn merged(n: &Array1<f64>, s: &Array2<f64>, h: &Array1<f64>, a: usize, b: usize, h_ab: f64) -> (Array1<f64>, Array2<f64>, Array1<f64>) {
     let keep: Vec<usize> = (0..n.len()).filter(|&i| i != b).collect();
     let (mut n2, mut s2, mut h2) = (n.clone(), s.clone(), h.clone());
@@ -757,15 +762,9 @@ impl<M: ObsModel> Fitter<'_, M> {
             // one more step, and the best of its clusters and of every pairwise merge of them
             // (the merges that follow may turn a fit with a hopeless small cluster around)
             // (merges down to two clusters: the fit never ends with fewer)
-            let j = n.len();
-            let pairs: Vec<(usize, usize)> =
-                if j >= 3 { (0..j).flat_map(|a| (a + 1..j).map(move |b| (a, b))).collect() } else { Vec::new() };
+            let pairs = if n.len() >= 3 { all_pairs(n.len()) } else { Vec::new() };
             let next = self.step(&n, &s, &pairs, false)?;
-            let mut best = self.elbo(&next.n, &next.s, &next.h)?;
-            for (i, &(a, b)) in pairs.iter().enumerate() {
-                let (nm, sm, hm) = merged(&next.n, &next.s, &next.h, a, b, next.pair_h[i]);
-                best = best.max(self.elbo(&nm, &sm, &hm)?);
-            }
+            let best = self.merged_elbos(&next, &pairs)?.into_iter().fold(self.elbo(&next.n, &next.s, &next.h)?, f64::max);
             let interim = best - one;
             if interim < -loss * self.w.sum() {
                 let (nt, st) = tidy(&next.n, &next.s);
@@ -777,14 +776,13 @@ impl<M: ObsModel> Fitter<'_, M> {
         // they help or while there are more than n_fresh clusters (never below two)
         while n.len() >= 3 {
             let j = n.len();
-            let pairs: Vec<(usize, usize)> = (0..j).flat_map(|a| (a + 1..j).map(move |b| (a, b))).collect();
+            let pairs = all_pairs(j);
             let out = self.step(&n, &s, &pairs, false)?;
             let l0 = self.elbo(&out.n, &out.s, &out.h)?;
             let mut best = 0;
             let mut best_gain = f64::NEG_INFINITY;
-            for (i, &(a, b)) in pairs.iter().enumerate() {
-                let (nm, sm, hm) = merged(&out.n, &out.s, &out.h, a, b, out.pair_h[i]);
-                let gain = self.elbo(&nm, &sm, &hm)? - l0;
+            for (i, e) in self.merged_elbos(&out, &pairs)?.into_iter().enumerate() {
+                let gain = e - l0;
                 if i == 0 || gain > best_gain {
                     best = i;
                     best_gain = gain;
@@ -805,6 +803,19 @@ impl<M: ObsModel> Fitter<'_, M> {
         let last = self.step(&n, &s, &[], false)?;
         let fit = self.elbo(&last.n, &last.s, &last.h)?;
         Ok(Some(FreshFit { n, s, gain: fit - one }))
+    }
+
+    /// Weighted subsample ELBO of the step's clusters with each pair `pairs[i]` merged (the
+    /// step's pair entropies give the merged entropy).
+    fn merged_elbos(&self, out: &Step, pairs: &[(usize, usize)]) -> Result<Vec<f64>> {
+        pairs
+            .iter()
+            .enumerate()
+            .map(|(i, &(a, b))| {
+                let (nm, sm, hm) = merged(&out.n, &out.s, &out.h, a, b, out.pair_h[i]);
+                self.elbo(&nm, &sm, &hm)
+            })
+            .collect()
     }
 
     /// Weighted subsample ELBO of one cluster holding all the weight.
