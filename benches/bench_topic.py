@@ -83,10 +83,13 @@ def run_methods(X, Xt, k_lda, laps, n_batches=None, seed=0, splits=1, trace_laps
 
     rows = []
 
+    def split_scores(phi, prior, prior_rem):
+        return [heldout_score(phi, prior, prior_rem, Xt, seed=s) for s in range(splits)]
+
     def record(name, seconds, phi, prior, prior_rem, k):
         phi = np.asarray(phi, dtype=np.float64)
         phi = phi / phi.sum(axis=1, keepdims=True)
-        scores = [heldout_score(phi, prior, prior_rem, Xt, seed=s) for s in range(splits)]
+        scores = split_scores(phi, prior, prior_rem)
         rows.append({"method": name, "seed": seed, "seconds": round(seconds, 3), "n_topics": int(k),
                      "heldout_per_token": float(np.mean(scores))})
         if splits > 1:
@@ -103,7 +106,7 @@ def run_methods(X, Xt, k_lda, laps, n_batches=None, seed=0, splits=1, trace_laps
         # the held-out score after every lap; its own time is not counted in the fit's
         t0 = time.perf_counter()
         prior, rem = hdp_prior(m)
-        score = float(np.mean([heldout_score(m.topics_, prior, rem, Xt, seed=s) for s in range(splits)]))
+        score = float(np.mean(split_scores(m.topics_, prior, rem)))
         trace.append({"lap": int(info["lap"]), "seconds": round(t0 - t - paused[0], 3), "heldout_per_token": score,
                       "n_topics": int(info["n_components"])})
         paused[0] += time.perf_counter() - t0

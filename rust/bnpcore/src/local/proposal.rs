@@ -113,9 +113,9 @@ impl FreshRows {
 /// destination columns are evaluated and accumulated row by row (dot products and `axpy`s on
 /// the rows of `φ`): skinny GEMMs would spend more on packing than on arithmetic.
 ///
-/// With [`super::Carry`] only the rows with anchor mass `m_n > 0` are visited, and what is accumulated
-/// are the changes `r'_nj − r_{n,cols[j]}` of their responsibilities (the whole columns are
-/// completed from the step's own summaries after the reduction); a row with
+/// With [`super::Carry`] only the rows with anchor mass `m_n > 0` are visited, and what is
+/// accumulated are the changes `r'_nj − r_{n,cols[j]}` of their responsibilities (the whole
+/// columns are completed from the step's own summaries after the reduction); a row with
 /// `m_n ≤` [`PROPOSAL_MIN_MASS`] gives its anchor mass to destination 0.
 pub(super) fn dense_proposal(
     p: &Proposal,
