@@ -472,6 +472,10 @@ impl Obs {
         if let Some(&bad) = a.iter().chain(b).find(|&&p| p >= k) {
             return Err(Error::param("pairs", format!("position {bad} out of range for {k} clusters")));
         }
+        if let Obs::Mult(m) = self {
+            let c0 = m.c_prior();
+            return Ok(Array1::from_iter(m.c_post_pairs(s, a, b).into_iter().map(|c| c0 - c)));
+        }
         let dim = s.ncols().max(1);
         let chunk = ((1usize << 20) / dim).max(1);
         let mut out = Vec::with_capacity(a.len());
