@@ -316,7 +316,7 @@ class TopicModel:
         scoring). Other options go to :func:`bnpcore._core.doc_topic_step`."""
         K = glob.K
         if table is None:
-            table = _core.topic_word_table(self.lam(glob), n_threads=n_threads)
+            table = _core.topic_word_table(self.lam(glob), prior=self.prior_lam, n_threads=n_threads)
         a, a_rem = self.alloc.doc_prior(glob)
         opts = dict(self.doc_options)
         opts.update(options)
@@ -329,7 +329,7 @@ class TopicModel:
         r"""The options of :meth:`local_step` that depend on the globals only (the topic table
         :math:`\exp\mathbb E[\ln\phi]`), for several batches stepped against the same globals
         (:func:`bnpcore.algorithms.executor.shared_options`)."""
-        return {"table": _core.topic_word_table(self.lam(glob), n_threads=n_threads)}
+        return {"table": _core.topic_word_table(self.lam(glob), prior=self.prior_lam, n_threads=n_threads)}
 
     @staticmethod
     def stats_from_output(out: dict, uids) -> SuffStats:

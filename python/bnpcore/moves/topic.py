@@ -507,7 +507,7 @@ class TopicMoveManager:
         a = np.full(J, 1.0 / J)
         S = np.asarray(sums, dtype=np.float64)
         for _ in range(int(self.options["birth_refine_iters"])):
-            table = _core.topic_word_table(np.ascontiguousarray(prior[None, :] + S), n_threads=self.n_threads)
+            table = _core.topic_word_table(np.ascontiguousarray(prior[None, :] + S), prior=np.ascontiguousarray(prior, dtype=np.float64), n_threads=self.n_threads)
             out = _core.doc_topic_step(H.indptr, H.indices, H.data, table, a, max_iter=20, restarts=False, n_threads=self.n_threads)
             S = np.asarray(out["S"])
         return S[S.sum(axis=1) > 0]

@@ -112,12 +112,20 @@ fn doc_topic_step<'py>(
     output_dict(py, out)
 }
 
-/// `exp(E[ln φ_kv])` as a V × K table from Dirichlet parameters `lam` (K × V).
+/// `exp(E[ln φ_kv])` as a V × K table from Dirichlet parameters `lam` (K × V); with `prior`
+/// (V, the prior pseudo-counts of which `lam` is the posterior) entries next to their prior
+/// take a first-order digamma expansion (same values to round-off, faster).
 #[pyfunction]
-#[pyo3(signature = (lam, *, n_threads = None))]
-fn topic_word_table<'py>(py: Python<'py>, lam: PyReadonlyArray2<'py, f64>, n_threads: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+#[pyo3(signature = (lam, *, prior = None, n_threads = None))]
+fn topic_word_table<'py>(
+    py: Python<'py>,
+    lam: PyReadonlyArray2<'py, f64>,
+    prior: Option<PyReadonlyArray1<'py, f64>>,
+    n_threads: Option<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
     let lam = lam.as_array();
-    Ok(run(py, n_threads, || doc_topic::topic_word_table(lam))?.into_pyarray(py).into_any())
+    let prior = prior.as_ref().map(|p| p.as_array());
+    Ok(run(py, n_threads, || doc_topic::topic_word_table(lam, prior))?.into_pyarray(py).into_any())
 }
 
 /// `(beta, beta_rem)` from stick means `rho`.
