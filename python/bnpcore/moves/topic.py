@@ -327,7 +327,7 @@ class TopicMoveManager:
         on the exact objective of its transformed memos' sum (the state the fit keeps)."""
         accepted = 0
         core = model.obs.core
-        per_topic = data_total = None
+        per_topic = data_total = merged_terms = None
         # per pair, the merged H, P, Q summed over the batches in batch order
         totals = [np.sum([np.asarray(self._pair_stats[i][f]) for i in range(len(state.memos))], axis=0) for f in range(3)]
         for m, (ua, ub) in enumerate(self._pairs):
@@ -337,9 +337,15 @@ class TopicMoveManager:
             a, b = (int(p) for p in G.positions([ua, ub]))
             cand = self._merge_stats(G, a, b, *(t[m] for t in totals))
             if per_topic is None:
-                per_topic = core.elbo_data_per_cluster(np.ascontiguousarray(G.N), np.ascontiguousarray(G.S))
-                data_total = float(core.elbo_data(np.ascontiguousarray(G.N), np.ascontiguousarray(G.S)))
-            merged = float(_merged_data_terms(core, G.N, G.S, [a], [b])[0])
+                # the current summaries' per-topic terms, and the pooled terms of every pair
+                # still to evaluate in one call (until a merge changes the summaries)
+                N, S = np.ascontiguousarray(G.N), np.ascontiguousarray(G.S)
+                per_topic = core.elbo_data_per_cluster(N, S)
+                data_total = float(core.elbo_data(N, S))
+                rest = [(mm, G.positions([pa, pb])) for mm, (pa, pb) in enumerate(self._pairs) if mm >= m and pa not in touched and pb not in touched]
+                pos = np.array([p for _, p in rest], dtype=np.int64).reshape(-1, 2)
+                merged_terms = dict(zip((mm for mm, _ in rest), _merged_data_terms(core, N, S, pos[:, 0], pos[:, 1])))
+            merged = float(merged_terms[m])
             new = _screened_objective(model, cand, data_total - per_topic[a] - per_topic[b] + merged)
             memos = None
             if not np.isfinite(new) or new - elbo >= -_SCREEN_MARGIN * (1.0 + abs(elbo)):
