@@ -177,8 +177,11 @@ fn grown_seeds<M: ObsModel>(
         model.div_to(&prep, i, &mut dist);
         let key = |r: usize| if dist[r].is_finite() { dist[r] } else { f64::INFINITY };
         let mut order: Vec<usize> = (0..m).collect();
-        order.sort_by(|&a, &b| key(a).partial_cmp(&key(b)).unwrap_or(Ordering::Equal).then(a.cmp(&b)));
-        let mut rows = order[..g].to_vec();
+        // the g first rows of that (total) order, as a set: a selection, not a sort
+        if g < m {
+            order.select_nth_unstable_by(g, |&a, &b| key(a).partial_cmp(&key(b)).unwrap_or(Ordering::Equal).then(a.cmp(&b)));
+        }
+        let mut rows = order[..g.min(m)].to_vec();
         rows.sort_unstable();
         let feats = smap.apply(x.select(Axis(0), &rows).view(), &mut buf).to_owned();
         let mut row = acc.row_mut(j);
