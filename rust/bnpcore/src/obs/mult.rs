@@ -313,12 +313,19 @@ mod tests {
             _ => rng.uniform() * 20.0,
         });
         let (a, b): (Vec<usize>, Vec<usize>) = (0..k).flat_map(|i| (i..k).map(move |j| (i, j))).unzip();
-        let got = m.c_post_pairs(s.view(), &a, &b);
-        for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
+        check_pairs(&m, &s, &a, &b, 1e-11); // many pairs: per-topic values
+        check_pairs(&m, &s, &a[5..6], &b[5..6], 1e-11); // one pair: pooled word by word
+    }
+
+    /// `c_post_pairs` against `c_post` of the pooled rows, on both of its paths (per-topic
+    /// values when the topics take part in several pairs each, pooling word by word otherwise).
+    fn check_pairs(m: &Mult, s: &Array2<f64>, a: &[usize], b: &[usize], rtol: f64) {
+        let got = m.c_post_pairs(s.view(), a, b);
+        for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
             let pooled = (&s.row(x) + &s.row(y)).insert_axis(Axis(0));
             let n = pooled.sum_axis(Axis(1));
             let want = m.c_post(&m.posterior(n.view(), pooled.view()).unwrap())[0];
-            assert!((got[i] - want).abs() <= 1e-11 * want.abs().max(1.0), "pair ({x}, {y}): {} vs {want}", got[i]);
+            assert!((got[i] - want).abs() <= rtol * want.abs().max(1.0), "pair ({x}, {y}) of {}: {} vs {want}", a.len(), got[i]);
         }
     }
 
@@ -336,13 +343,9 @@ mod tests {
             [0.0, 0.95 * t, 0.99 * t, 1.03 * t]
         ];
         let (a, b) = (vec![0, 0, 1, 0], vec![1, 2, 2, 0]);
-        let got = m.c_post_pairs(s.view(), &a, &b);
-        for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
-            let pooled = (&s.row(x) + &s.row(y)).insert_axis(Axis(0));
-            let n = pooled.sum_axis(Axis(1));
-            let want = m.c_post(&m.posterior(n.view(), pooled.view()).unwrap())[0];
-            assert!((got[i] - want).abs() <= 1e-14 * want.abs().max(1.0), "pair ({x}, {y}): {} vs {want}", got[i]);
-        }
+        check_pairs(&m, &s, &a, &b, 1e-14);
+        let (a3, b3) = (a.repeat(3), b.repeat(3));
+        check_pairs(&m, &s, &a3, &b3, 1e-14);
     }
 
     /// `c_post_from_stats` (expansion for tiny summaries) equals `c_post` of the posterior to
