@@ -871,6 +871,24 @@ impl Sparse {
         self.fb.resize(u, false);
     }
 
+    /// Start a restart proposal from `cur`: copy what its first pass reads (counts, log
+    /// weights, active topics, supports and their table entries) and only size the rest (the
+    /// pass writes every row's values, sums and flags and the topic weights before any read);
+    /// cheaper than a whole clone, whose row values and sums were most of the copying.
+    fn restart_from(&mut self, cur: &Sparse) {
+        self.n.clone_from(&cur.n);
+        self.p.clone_from(&cur.p);
+        self.active.clone_from(&cur.active);
+        self.cnt.clone_from(&cur.cnt);
+        self.idx.clone_from(&cur.idx);
+        self.tab.clone_from(&cur.tab);
+        self.e.resize(cur.e.len(), 0.0);
+        self.val.resize(cur.val.len(), 0.0);
+        self.s.resize(cur.s.len(), 0.0);
+        self.lse.resize(cur.lse.len(), 0.0);
+        self.fb.resize(cur.fb.len(), false);
+    }
+
     /// Full top-L reselection of row `u` over the active topics.
     fn select_row(&mut self, ctx: &DocCtx, u: usize, l: usize, w: &mut [f64], cand: &mut Vec<u32>) {
         let row = ctx.row(u);
@@ -1185,7 +1203,7 @@ fn sparse_doc(
         if cur.n[j] <= opts.restart_min_mass {
             continue;
         }
-        prop.clone_from(cur);
+        prop.restart_from(cur);
         prop.n[j] = 0.0;
         prop.active.retain(|&t| t as usize != j);
         if prop.active.is_empty() {
