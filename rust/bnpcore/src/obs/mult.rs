@@ -29,6 +29,10 @@ pub struct Mult {
 /// such word instead of a log-gamma.
 const NEAR_PRIOR: f64 = 1e-6;
 
+/// Largest number of per-topic values (word, `ln Γ`, `ψ`, `ψ'/2`: 32 bytes each) that
+/// [`Mult::c_post_pairs`] computes at once (64 MiB).
+const PAIR_VALUES_MAX: usize = 1 << 21;
+
 /// Posterior Dirichlet parameters `λ̂` (`K × V`).
 #[derive(Debug, Clone)]
 pub struct MultPost {
@@ -92,7 +96,16 @@ impl Mult {
         for &t in a.iter().chain(b) {
             used[t] = true;
         }
-        if 2 * a.len() < 3 * used.iter().filter(|&&u| u).count() {
+        // the per-topic values are 32 bytes per word above the threshold: past a budget (dense
+        // summaries at large K × V), pool word by word instead
+        let above = || {
+            (0..k)
+                .into_par_iter()
+                .filter(|&t| used[t])
+                .map(|t| s.row(t).iter().enumerate().filter(|&(w, &x)| x > NEAR_PRIOR * self.lam[w]).count())
+                .sum::<usize>()
+        };
+        if 2 * a.len() < 3 * used.iter().filter(|&&u| u).count() || above() > PAIR_VALUES_MAX {
             return (0..a.len())
                 .into_par_iter()
                 .map(|i| {
