@@ -268,12 +268,12 @@ fn tidy(n: &Array1<f64>, s: &Array2<f64>) -> (Array1<f64>, Array2<f64>) {
     (n.select(Axis(0), &order), s.select(Axis(0), &order))
 }
 
-/// Summaries with column `b` merged into column `a` (entropy `h_ab`) and column `b` removed.
 /// Every pair `(a, b)`, `a < b`, of `j` clusters, in order.
 fn all_pairs(j: usize) -> Vec<(usize, usize)> {
     (0..j).flat_map(|a| (a + 1..j).map(move |b| (a, b))).collect()
 }
 
+/// Summaries with column `b` merged into column `a` (entropy `h_ab`) and column `b` removed.
 fn merged(n: &Array1<f64>, s: &Array2<f64>, h: &Array1<f64>, a: usize, b: usize, h_ab: f64) -> (Array1<f64>, Array2<f64>, Array1<f64>) {
     let keep: Vec<usize> = (0..n.len()).filter(|&i| i != b).collect();
     let (mut n2, mut s2, mut h2) = (n.clone(), s.clone(), h.clone());
@@ -711,15 +711,25 @@ impl<M: ObsModel> Fitter<'_, M> {
 
     /// Up to `n_iter` VB iterations (tidying after each) until the counts settle.
     fn run_vb(&self, n: Array1<f64>, s: Array2<f64>, n_iter: usize) -> Result<(Array1<f64>, Array2<f64>)> {
-        let (n, s, _) = self.run_vb_until(n, s, n_iter)?;
+        let (n, s, _) = self.run_vb_until(n, s, n_iter, None)?;
         Ok((n, s))
     }
 
     /// [`Self::run_vb`], also telling whether it stopped before `n_iter` iterations (counts
-    /// settled, or fewer than two clusters): more iterations would then do nothing.
-    fn run_vb_until(&self, mut n: Array1<f64>, mut s: Array2<f64>, n_iter: usize) -> Result<(Array1<f64>, Array2<f64>, bool)> {
+    /// settled, or fewer than two clusters): more iterations would then do nothing. `first`, if
+    /// given, is the VB step at `(n, s)` already computed (its pair entropies are not used).
+    fn run_vb_until(
+        &self,
+        mut n: Array1<f64>,
+        mut s: Array2<f64>,
+        n_iter: usize,
+        mut first: Option<Step>,
+    ) -> Result<(Array1<f64>, Array2<f64>, bool)> {
         for _ in 0..n_iter {
-            let out = self.step(&n, &s, &[], false)?;
+            let out = match first.take() {
+                Some(step) => step,
+                None => self.step(&n, &s, &[], false)?,
+            };
             let (n_new, s_new) = tidy(&out.n, &out.s);
             let done = n_new.len() == n.len() && {
                 let dmax = n_new.iter().zip(n.iter()).map(|(a, b)| (a - b).abs()).fold(f64::NEG_INFINITY, f64::max);
@@ -753,11 +763,13 @@ impl<M: ObsModel> Fitter<'_, M> {
         }
         let one = self.one_cluster_elbo()?;
         let mut left = opts.iters;
+        // the step of the abandon check, which is also the next VB iteration's
+        let mut next_step = None;
         if let Some(loss) = opts.abandon_loss {
             // a fit this far below one cluster after its first VB iterations is not pursued
             let first = opts.abandon_after.min(opts.iters);
             let settled;
-            (n, s, settled) = self.run_vb_until(n, s, first)?;
+            (n, s, settled) = self.run_vb_until(n, s, first, None)?;
             left = if settled { 0 } else { opts.iters - first };
             if n.len() < 2 {
                 return Ok(None);
@@ -773,8 +785,9 @@ impl<M: ObsModel> Fitter<'_, M> {
                 let (nt, st) = tidy(&next.n, &next.s);
                 return Ok(if nt.len() < 2 { None } else { Some(FreshFit { n: nt, s: st, gain: interim }) });
             }
+            next_step = Some(next);
         }
-        (n, s) = self.run_vb(n, s, left)?;
+        (n, s, _) = self.run_vb_until(n, s, left, next_step)?;
         // greedy merges among the fresh clusters, judged by the weighted subsample ELBO, while
         // they help or while there are more than n_fresh clusters (never below two)
         while n.len() >= 3 {
