@@ -322,20 +322,15 @@ class MergeMove(Move):
         if done:
 
             def merge_all(s, hs):
+                # hs: each merged entropy, or None for the sum of the two (a frozen memo holds no
+                # mass of these clusters)
                 for (ua, ub, _), h in zip(done, hs):
                     pa, pb = _pair_positions(s, ua, ub)
-                    s = s.merge(pa, pb, float(h))
+                    s = s.merge(pa, pb, float(s.H[pa] + s.H[pb]) if h is None else float(h))
                 return s
 
-            def frozen_hs(s):  # a frozen memo holds no mass of these clusters: each merged H is the sum of the two
-                out = []
-                for ua, ub, _ in done:
-                    pa, pb = _pair_positions(s, ua, ub)
-                    out.append(float(s.H[pa] + s.H[pb]))
-                    s = s.merge(pa, pb, out[-1])
-                return out
-
-            elbo = mgr.apply(ctx, merge_all, [[self.pair_H[b][m] for _, _, m in done] for b in range(B)], frozen_part=frozen_hs)
+            elbo = mgr.apply(ctx, merge_all, [[self.pair_H[b][m] for _, _, m in done] for b in range(B)],
+                             frozen_part=lambda s: [None] * len(done))
         accepted = len(done)
         self.pairs, self.pair_H = [], {}
         return accepted, elbo
