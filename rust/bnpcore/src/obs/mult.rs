@@ -77,6 +77,18 @@ impl Mult {
         }
     }
 
+    /// `c_Dir(λ̄ + s⁺)` of one summary row given word by word ([`Mult::gammaln_post`] for each
+    /// word's log-gamma).
+    fn c_post_row(&self, row: impl Iterator<Item = f64>) -> f64 {
+        let (mut total, mut lg) = (0.0, 0.0);
+        for (w, x) in row.enumerate() {
+            let x = x.max(0.0);
+            total += x + self.lam[w];
+            lg += self.gammaln_post(w, x);
+        }
+        gammaln(total) - lg
+    }
+
     /// `c_Dir(λ̄ + (S_a + S_b)⁺)` of every pair `(a[i], b[i])` of rows of `s`: the value of
     /// [`ObsModel::c_post_from_stats`] on the pooled rows, without pooling them and with far
     /// fewer log-gammas. A word where both summaries are tiny (at most [`NEAR_PRIOR`]` · λ̄_v`,
@@ -108,15 +120,7 @@ impl Mult {
         if 2 * a.len() < 3 * used.iter().filter(|&&u| u).count() || above() > PAIR_VALUES_MAX {
             return (0..a.len())
                 .into_par_iter()
-                .map(|i| {
-                    let (mut total, mut lg) = (0.0, 0.0);
-                    for (w, (&x, &y)) in s.row(a[i]).iter().zip(s.row(b[i]).iter()).enumerate() {
-                        let sw = (x + y).max(0.0);
-                        total += sw + self.lam[w];
-                        lg += self.gammaln_post(w, sw);
-                    }
-                    gammaln(total) - lg
-                })
+                .map(|i| self.c_post_row(s.row(a[i]).iter().zip(s.row(b[i]).iter()).map(|(&x, &y)| x + y)))
                 .collect();
         }
         // per topic in a pair: its words above the tiny threshold, with ln Γ, ψ, ψ'/2 there
@@ -217,19 +221,7 @@ impl ObsModel for Mult {
         // order, so the same bits for any thread count) without the K × V posterior: ELBOs and
         // merge scores call it with V in the thousands. The log-gammas of words with a tiny
         // summary use the expansion of [`Mult::gammaln_post`] (agrees with `c_post` to round-off).
-        let per: Vec<f64> = (0..s.nrows())
-            .into_par_iter()
-            .map(|k| {
-                let row = s.row(k);
-                let (mut total, mut lg) = (0.0, 0.0);
-                for (w, &x) in row.iter().enumerate() {
-                    let x = x.max(0.0);
-                    total += x + self.lam[w];
-                    lg += self.gammaln_post(w, x);
-                }
-                gammaln(total) - lg
-            })
-            .collect();
+        let per: Vec<f64> = (0..s.nrows()).into_par_iter().map(|k| self.c_post_row(s.row(k).iter().copied())).collect();
         Ok(Array1::from(per))
     }
     fn c_post(&self, post: &MultPost) -> Array1<f64> {
@@ -318,16 +310,22 @@ mod tests {
         let prior = Array1::from_shape_fn(v, |_| 0.005 + rng.uniform());
         let m = Mult::new(prior).unwrap();
         let k = 8;
-        let s = Array2::from_shape_fn((k, v), |_| match (rng.uniform() * 6.0) as usize {
+        let s = mixed_summaries(&mut rng, k, v);
+        let (a, b): (Vec<usize>, Vec<usize>) = (0..k).flat_map(|i| (i..k).map(move |j| (i, j))).unzip();
+        check_pairs(&m, &s, &a, &b, 1e-11); // many pairs: per-topic values
+        check_pairs(&m, &s, &a[5..6], &b[5..6], 1e-11); // one pair: pooled word by word
+    }
+
+    /// `k × v` summaries mixing zeros, tiny values, negative round-off, values just past the
+    /// expansion's threshold for most priors and large counts.
+    fn mixed_summaries(rng: &mut Rng, k: usize, v: usize) -> Array2<f64> {
+        Array2::from_shape_fn((k, v), |_| match (rng.uniform() * 6.0) as usize {
             0 => 0.0,
             1 => rng.uniform() * 1e-13,
             2 => -rng.uniform() * 1e-15,
             3 => rng.uniform() * 3e-6,
             _ => rng.uniform() * 20.0,
-        });
-        let (a, b): (Vec<usize>, Vec<usize>) = (0..k).flat_map(|i| (i..k).map(move |j| (i, j))).unzip();
-        check_pairs(&m, &s, &a, &b, 1e-11); // many pairs: per-topic values
-        check_pairs(&m, &s, &a[5..6], &b[5..6], 1e-11); // one pair: pooled word by word
+        })
     }
 
     /// `c_post_pairs` against `c_post` of the pooled rows, on both of its paths (per-topic
@@ -370,13 +368,7 @@ mod tests {
         let v = 500;
         let prior = Array1::from_shape_fn(v, |_| 0.01 + rng.uniform());
         let m = Mult::new(prior).unwrap();
-        let s = Array2::from_shape_fn((6, v), |_| match (rng.uniform() * 5.0) as usize {
-            0 => 0.0,
-            1 => rng.uniform() * 1e-12,
-            2 => -rng.uniform() * 1e-14,
-            3 => rng.uniform() * 1e-5,
-            _ => rng.uniform() * 30.0,
-        });
+        let s = mixed_summaries(&mut rng, 6, v);
         let n = s.sum_axis(Axis(1));
         let got = m.c_post_from_stats(n.view(), s.view()).unwrap();
         let want = m.c_post(&m.posterior(n.view(), s.view()).unwrap());
