@@ -1,7 +1,7 @@
 """L-sparse responsibilities whose candidates come from a float32 GEMM (issue 5, L-sparse speed
 at large K; ``rust/bnpcore/src/local/cand32.rs``).
 
-For the zero-mean Gaussian at large K (K >= 64, F·K >= 32768 with F = D(D+1)/2, L <= K/32, at
+For the zero-mean Gaussian at large K (K >= 64, F·K >= 32768 with F = D(D+1)/2, L <= K/16, at
 least 64·D rows) the local step picks every row's candidate clusters with a float32 GEMM and a
 rigorous error bound, recomputes their log weights in float64 and selects the top L among them.
 The result must be the float64 top-L: the same sets as the float64 path and the numpy reference,
@@ -230,8 +230,8 @@ def test_float32_path_with_proposals_matches_the_float64_path():
 def test_float32_path_only_where_it_pays():
     """Not used for other observation models, small K, large L/K or small batches."""
     X, _, obs, N, S, elp = problem(1)
-    assert "n_candidates" in _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=8)
-    assert "n_candidates" not in _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=9)  # L > K/32
+    assert "n_candidates" in _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=16)
+    assert "n_candidates" not in _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=17)  # L > K/16
     assert "n_candidates" not in _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S)  # dense
     assert "n_candidates" not in _core.local_step(obs, _core.Alloc.fixed(elp), X, N, S, top_l=K)  # L >= K is dense
     k = 64  # F·K = 136·64 < 32768

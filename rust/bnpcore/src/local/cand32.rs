@@ -40,7 +40,9 @@
 //!   by `‖E_k‖_F ≤ γ⁶⁴_{2D} ‖H‖²_F ‖T_k‖`; `HᵀRᵀ = I + Δ` with `‖Δ‖₂ ≤ ρ`, `ρ` from a
 //!   compensated (error-free) residual plus its `γ²` bound. These give
 //!   `(2ρ + ρ²)‖T_k‖‖x‖² + ‖E_k‖_F‖ỹ‖² + (2‖δ‖(‖ỹ‖+‖δ‖) + ‖δ‖²)(‖T̃_k‖ + ‖E_k‖_F)`.
-//! * the `f64` recomputation (sums of `≤ D + 1` terms nested in a sum of `D`, two constants):
+//! * the `f64` recomputation (each term `x_i x_j T_k[p(i,j)]` passes through at most
+//!   `⌈D/8⌉ + D + 3` roundings in `quad_vech4`'s order of fused operations, two more adding the
+//!   constants, `≤ 2D + 5` in all):
 //!   `γ⁶⁴_{2D+5}(‖x‖²‖T_k‖ + |cst_k| + |E[ln π_k]|)`, and the additions forming `v`:
 //!   `2⁻⁴⁸(|v| + |cst_k| + |E[ln π_k]|)`.
 //!
@@ -61,16 +63,19 @@ use crate::obs::{FeatureMap, LogLikTable};
 
 // When the path is used (measured single-threaded against the f64 sparse path on image
 // patches, D = 9…64, K = 16…800; `top_l` steps on 8192 rows): it pays from `F·K ≈ 3·10⁴` up
-// (D = 64: 1.08× at K = 64, 1.23× at K = 200, 1.5× at K = 800; D = 16 neutral at K = 128), while
-// each candidate's f64 recomputation costs about ten times its share of the GEMM, so `L` must
-// stay small against `K` (D = 64, K = 256: 1.27× at L = 8, 1.01× at L = 32, 0.81× at L = 64).
+// (D = 64: 1.5× at K = 800), while each candidate's f64 recomputation costs several times its
+// share of the GEMM, so `L` must stay small against `K`. With the fused 8-lane recomputation
+// (`quad_vech4`, AVX-512 where present), scratch grid of session 17, speed-up over the f64 path:
+// D = 64, K = 64: 1.13/1.03/0.96× at L = 1/4/8; K = 128: 1.21/1.03/0.91× at L = 4/16/32;
+// K = 256: 1.26/1.13/1.06× at L = 4/16/32; D = 36, K = 64: 1.03× at L = 4, K = 128: 1.02× at
+// L = 16; D = 16, K = 256: 1.11× at L = 16 — at least 1.03× wherever `L ≤ K/16`.
 
 /// Smallest `K` for which the single-precision candidate path is used.
 pub const MIN_CLUSTERS: usize = 64;
 /// Smallest GEMM width `F·K` for which the path is used.
 pub const MIN_GEMM_WIDTH: usize = 32_768;
 /// The path is used only if `L ≤ K / MIN_K_OVER_L`.
-pub const MIN_K_OVER_L: usize = 32;
+pub const MIN_K_OVER_L: usize = 16;
 /// The path is used only for batches of at least `MIN_ROWS_PER_DIM · D` rows: preparing the
 /// whitened table costs `4D³` flops per cluster, the `f64` GEMM time saved on `≈ 20 D` rows.
 pub const MIN_ROWS_PER_DIM: usize = 64;
@@ -328,108 +333,194 @@ fn dot2_minus_delta(a: impl Iterator<Item = f64>, b: impl Iterator<Item = f64>, 
     (s + c, abs)
 }
 
-/// [`quad_vech`] of four `(x, t)` pairs at once (independent dependency chains; every lane does
-/// exactly the operations of [`quad_vech`], so the results are bit-identical to it).
+/// Lanes of [`quad_vech4`]'s partial sums.
+const LANES: usize = 8;
+
+/// `Σ_{i≤j} x_i x_j t[p(i,j)]` of four `(x, t)` pairs (the raw `vech` log-likelihood form of a
+/// cluster at a row), in one fixed order of operations shared by every implementation below, so
+/// their results are bit-identical: for each `i`, eight lane sums
+/// `v_ℓ = fma(t[p + j], x[i + j], v_ℓ)` over `j ≡ ℓ (mod 8)`, `j < D − i` (lanes past the end
+/// add `fma(0, 0, ·)`), then `a_ℓ = fma(x_i, v_ℓ, a_ℓ)`; the result is
+/// `((a₀ + a₁) + (a₂ + a₃)) + ((a₄ + a₅) + (a₆ + a₇))`. Every term passes through at most
+/// `⌈D/8⌉ + D + 3 ≤ 2D + 5` roundings, the count the error bound `γ_{2D+5}` of the recomputation
+/// assumes (module docs).
 #[inline(always)]
 fn quad_vech4_impl(x: [&[f64]; 4], t: [&[f64]; 4]) -> [f64; 4] {
     let d = x[0].len();
-    let mut acc = [0.0f64; 4];
+    let mut acc = [[0.0f64; LANES]; 4];
     let mut p = 0;
     for i in 0..d {
         let len = d - i;
-        let n4 = len / 4 * 4;
-        let mut s = [[0.0f64; 4]; 4];
-        let segs: [&[f64]; 4] = std::array::from_fn(|r| &t[r][p..p + len]);
-        let xs: [&[f64]; 4] = std::array::from_fn(|r| &x[r][i..i + len]);
-        let mut j = 0;
-        while j < n4 {
-            for r in 0..4 {
-                let a = &segs[r][j..j + 4];
-                let b = &xs[r][j..j + 4];
-                s[r][0] += a[0] * b[0];
-                s[r][1] += a[1] * b[1];
-                s[r][2] += a[2] * b[2];
-                s[r][3] += a[3] * b[3];
-            }
-            j += 4;
-        }
         for r in 0..4 {
-            let mut v = (s[r][0] + s[r][1]) + (s[r][2] + s[r][3]);
-            for jj in n4..len {
-                v += segs[r][jj] * xs[r][jj];
+            let (seg, xs) = (&t[r][p..p + len], &x[r][i..]);
+            let mut v = [0.0f64; LANES];
+            for j0 in (0..len).step_by(LANES) {
+                for (l, vl) in v.iter_mut().enumerate() {
+                    let j = j0 + l;
+                    let (a, b) = if j < len { (seg[j], xs[j]) } else { (0.0, 0.0) };
+                    *vl = a.mul_add(b, *vl);
+                }
             }
-            acc[r] += x[r][i] * v;
+            for (al, &vl) in acc[r].iter_mut().zip(&v) {
+                *al = x[r][i].mul_add(vl, *al);
+            }
         }
         p += len;
     }
-    acc
+    acc.map(|a| lane_sum(&a))
 }
 
-/// AVX version of [`quad_vech4_impl`]: lane `l` of each 256-bit accumulator is the partial sum
-/// `s[l]` of [`dot`] and the additions are the same (separate multiply and add, no FMA), so
-/// the results are bit-identical.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-unsafe fn quad_vech4_avx(x: [&[f64]; 4], t: [&[f64]; 4]) -> [f64; 4] {
-    use std::arch::x86_64::*;
+/// `((a₀ + a₁) + (a₂ + a₃)) + ((a₄ + a₅) + (a₆ + a₇))`.
+#[inline(always)]
+fn lane_sum(a: &[f64; LANES]) -> f64 {
+    ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+}
+
+/// Checks shared by the vector kernels: `D`-long rows, `F`-long tables.
+fn check_quad_args(x: [&[f64]; 4], t: [&[f64]; 4]) {
     let d = x[0].len();
     for r in 0..4 {
-        assert!(x[r].len() == d && t[r].len() == d * (d + 1) / 2);
+        assert!(x[r].len() == d && t[r].len() == d * (d + 1) / 2, "quad_vech4: lengths");
     }
-    let mut acc = [0.0f64; 4];
+}
+
+/// AVX2/FMA version of [`quad_vech4_impl`]: lanes 0–3 and 4–7 in two 256-bit registers, the
+/// same fused operations lane by lane (bit-identical results). With `SAME` the four pairs share
+/// `t[0]` (each table vector is loaded once for the four rows).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn quad_vech4_avx2<const SAME: bool>(x: [&[f64]; 4], t: [&[f64]; 4]) -> [f64; 4] {
+    use std::arch::x86_64::*;
+    check_quad_args(x, t);
+    let d = x[0].len();
+    let mut acc = [[_mm256_setzero_pd(); 2]; 4];
     let mut p = 0;
     for i in 0..d {
         let len = d - i;
-        let n4 = len / 4 * 4;
-        let mut v = [_mm256_setzero_pd(); 4];
-        let mut j = 0;
-        while j < n4 {
-            for r in 0..4 {
-                // SAFETY: p + j + 4 ≤ p + len ≤ F and i + j + 4 ≤ d (asserted lengths above).
-                let (a, b) = unsafe { (_mm256_loadu_pd(t[r].as_ptr().add(p + j)), _mm256_loadu_pd(x[r].as_ptr().add(i + j))) };
-                v[r] = _mm256_add_pd(v[r], _mm256_mul_pd(a, b));
+        let mut v = [[_mm256_setzero_pd(); 2]; 4];
+        for j in (0..len).step_by(LANES) {
+            // lanes ℓ < len − j load, the others read as zero
+            let m = (len - j).min(LANES) as i64;
+            let lane = |l: i64| if l < m { -1i64 } else { 0 };
+            let (m0, m1) = (_mm256_setr_epi64x(lane(0), lane(1), lane(2), lane(3)), _mm256_setr_epi64x(lane(4), lane(5), lane(6), lane(7)));
+            // SAFETY: the masked loads touch only entries p + j + ℓ < p + len ≤ F of a table and
+            // i + j + ℓ < d of a row (lengths checked above).
+            unsafe {
+                let load_t = |r: usize| {
+                    let tp = t[r].as_ptr().add(p + j);
+                    (_mm256_maskload_pd(tp, m0), _mm256_maskload_pd(tp.add(4), m1))
+                };
+                let shared = if SAME { Some(load_t(0)) } else { None };
+                for r in 0..4 {
+                    let (t0, t1) = shared.unwrap_or_else(|| load_t(r));
+                    let xp = x[r].as_ptr().add(i + j);
+                    v[r][0] = _mm256_fmadd_pd(t0, _mm256_maskload_pd(xp, m0), v[r][0]);
+                    v[r][1] = _mm256_fmadd_pd(t1, _mm256_maskload_pd(xp.add(4), m1), v[r][1]);
+                }
             }
-            j += 4;
         }
         for r in 0..4 {
-            let lo = _mm256_castpd256_pd128(v[r]);
-            let hi = _mm256_extractf128_pd::<1>(v[r]);
-            let s01 = _mm_cvtsd_f64(_mm_hadd_pd(lo, lo));
-            let s23 = _mm_cvtsd_f64(_mm_hadd_pd(hi, hi));
-            let mut s = s01 + s23;
-            for jj in n4..len {
-                s += t[r][p + jj] * x[r][i + jj];
-            }
-            acc[r] += x[r][i] * s;
+            let xi = _mm256_set1_pd(x[r][i]);
+            acc[r][0] = _mm256_fmadd_pd(xi, v[r][0], acc[r][0]);
+            acc[r][1] = _mm256_fmadd_pd(xi, v[r][1], acc[r][1]);
         }
         p += len;
     }
-    acc
+    acc.map(|[lo, hi]| {
+        let mut a = [0.0f64; LANES];
+        // SAFETY: `a` holds eight f64, two unaligned 256-bit stores fill it.
+        unsafe {
+            _mm256_storeu_pd(a.as_mut_ptr(), lo);
+            _mm256_storeu_pd(a.as_mut_ptr().add(4), hi);
+        }
+        lane_sum(&a)
+    })
 }
 
-/// [`quad_vech4_impl`], with 256-bit vectors where the CPU has them (bit-identical results).
-fn quad_vech4(x: [&[f64]; 4], t: [&[f64]; 4]) -> [f64; 4] {
+/// AVX-512 version of [`quad_vech4_impl`]: the eight lanes in one 512-bit register, the same
+/// fused operations lane by lane (bit-identical results); `SAME` as in [`quad_vech4_avx2`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn quad_vech4_avx512<const SAME: bool>(x: [&[f64]; 4], t: [&[f64]; 4]) -> [f64; 4] {
+    use std::arch::x86_64::*;
+    check_quad_args(x, t);
+    let d = x[0].len();
+    let mut acc = [_mm512_setzero_pd(); 4];
+    let mut p = 0;
+    for i in 0..d {
+        let len = d - i;
+        let mut v = [_mm512_setzero_pd(); 4];
+        for j in (0..len).step_by(LANES) {
+            let m = (((1u32 << (len - j).min(LANES)) - 1) & 0xff) as __mmask8;
+            // SAFETY: as in `quad_vech4_avx2`, masked lanes stay inside the table and the row.
+            unsafe {
+                let load_t = |r: usize| _mm512_maskz_loadu_pd(m, t[r].as_ptr().add(p + j));
+                let shared = if SAME { Some(load_t(0)) } else { None };
+                for r in 0..4 {
+                    let tv = shared.unwrap_or_else(|| load_t(r));
+                    v[r] = _mm512_fmadd_pd(tv, _mm512_maskz_loadu_pd(m, x[r].as_ptr().add(i + j)), v[r]);
+                }
+            }
+        }
+        for r in 0..4 {
+            acc[r] = _mm512_fmadd_pd(_mm512_set1_pd(x[r][i]), v[r], acc[r]);
+        }
+        p += len;
+    }
+    acc.map(|v| {
+        let mut a = [0.0f64; LANES];
+        // SAFETY: `a` holds eight f64, one unaligned 512-bit store fills it.
+        unsafe { _mm512_storeu_pd(a.as_mut_ptr(), v) };
+        lane_sum(&a)
+    })
+}
+
+/// [`quad_vech4_impl`] with the widest fused multiply-adds the CPU has (bit-identical results);
+/// `same_table` says that the four pairs share `t[0]`.
+fn quad_vech4(x: [&[f64]; 4], t: [&[f64]; 4], same_table: bool) -> [f64; 4] {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx") {
-            // SAFETY: the CPU supports AVX (checked just above).
-            return unsafe { quad_vech4_avx(x, t) };
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe {
+                if same_table {
+                    quad_vech4_avx512::<true>(x, t)
+                } else {
+                    quad_vech4_avx512::<false>(x, t)
+                }
+            };
+        }
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+            return unsafe {
+                if same_table {
+                    quad_vech4_avx2::<true>(x, t)
+                } else {
+                    quad_vech4_avx2::<false>(x, t)
+                }
+            };
         }
     }
     quad_vech4_impl(x, t)
 }
 
-/// `Σ_{i≤j} x_i x_j t[p(i,j)]` in `f64` (the raw `vech` log-likelihood form of one cluster).
-#[inline]
-fn quad_vech(x: &[f64], t: &[f64]) -> f64 {
-    let d = x.len();
-    let mut acc = 0.0;
-    let mut p = 0;
-    for i in 0..d {
-        acc += x[i] * dot(&t[p..p + d - i], &x[i..]);
-        p += d - i;
+/// Whether fused multiply-adds run in hardware here (else `f64::mul_add` is a slow software
+/// routine and the `f64` recomputation would cost more than the `f32` GEMM saves).
+fn hardware_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("fma")
     }
-    acc
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        cfg!(target_arch = "aarch64")
+    }
+}
+
+/// `Σ_{i≤j} x_i x_j t[p(i,j)]` in `f64` for one pair, in [`quad_vech4`]'s order (the same bits).
+#[cfg(test)]
+fn quad_vech(x: &[f64], t: &[f64]) -> f64 {
+    quad_vech4([x; 4], [t; 4], true)[0]
 }
 
 impl Cand32 {
@@ -441,7 +532,12 @@ impl Cand32 {
         let (d, w, cst) = zero_mean_vech(table)?;
         let f = w.nrows();
         let k = w.ncols();
-        if k < MIN_CLUSTERS || f * k < MIN_GEMM_WIDTH || l.saturating_mul(MIN_K_OVER_L) > k || n_rows < MIN_ROWS_PER_DIM * d {
+        if k < MIN_CLUSTERS
+            || f * k < MIN_GEMM_WIDTH
+            || l.saturating_mul(MIN_K_OVER_L) > k
+            || n_rows < MIN_ROWS_PER_DIM * d
+            || !hardware_fma()
+        {
             return None;
         }
         Self::build(d, w.view(), cst.as_slice()?, elp)
@@ -787,19 +883,27 @@ impl Cand32 {
                 let c = pair(qs[r], s).1;
                 &self.t64[c * f..(c + 1) * f]
             });
-            let v = quad_vech4(xs, ts);
+            let c0 = pair(qs[0], s).1;
+            let v = quad_vech4(xs, ts, (1..4).all(|r| pair(qs[r], s).1 == c0));
             for r in 0..4 {
                 let c = pair(qs[r], s).1;
                 s.val[qs[r]] = (v[r] + self.cst[c]) + self.elp[c];
             }
             q4 += 4;
         }
-        for &q in &s.order[q4..total] {
-            let q = q as usize;
-            let (n, c) = (s.owner[q] as usize, s.idx[q] as usize);
-            let xr = x.row(n);
-            let v = quad_vech(xr.as_slice().expect("contiguous rows"), &self.t64[c * f..(c + 1) * f]);
-            s.val[q] = (v + self.cst[c]) + self.elp[c];
+        if q4 < total {
+            // the last one to three pairs, padded with the first of them
+            let qs: [usize; 4] = std::array::from_fn(|r| s.order[(q4 + r).min(total - 1)] as usize);
+            let xs: [&[f64]; 4] = std::array::from_fn(|r| x.row(pair(qs[r], s).0).to_slice().expect("contiguous rows"));
+            let ts: [&[f64]; 4] = std::array::from_fn(|r| {
+                let c = pair(qs[r], s).1;
+                &self.t64[c * f..(c + 1) * f]
+            });
+            let v = quad_vech4(xs, ts, false);
+            for r in 0..total - q4 {
+                let c = pair(qs[r], s).1;
+                s.val[qs[r]] = (v[r] + self.cst[c]) + self.elp[c];
+            }
         }
     }
 }
@@ -1008,20 +1112,57 @@ mod tests {
     }
 
     #[test]
-    fn four_pair_evaluation_is_bit_identical() {
+    fn four_pair_evaluation_is_bit_identical_and_within_its_bound() {
         let mut seed = 1u64;
-        for d in [1, 2, 3, 5, 12, 13, 64] {
+        for d in [1, 2, 3, 5, 7, 8, 9, 12, 13, 16, 17, 64] {
             let f = d * (d + 1) / 2;
             let xs: Vec<Vec<f64>> = (0..4).map(|_| (0..d).map(|_| normal(&mut seed) * 1e3).collect()).collect();
             let ts: Vec<Vec<f64>> = (0..4).map(|_| (0..f).map(|_| normal(&mut seed) * 1e5).collect()).collect();
             let x4: [&[f64]; 4] = std::array::from_fn(|r| &xs[r][..]);
             let t4: [&[f64]; 4] = std::array::from_fn(|r| &ts[r][..]);
-            let a = quad_vech4(x4, t4);
-            let b = quad_vech4_impl(x4, t4);
+            let one: [&[f64]; 4] = [t4[0]; 4];
+            // the scalar order, every dispatch of it, four tables and one shared table
+            let (want, want_one) = (quad_vech4_impl(x4, t4), quad_vech4_impl(x4, one));
+            let mut got =
+                vec![(quad_vech4(x4, t4, false), want), (quad_vech4(x4, one, true), want_one), (quad_vech4(x4, one, false), want_one)];
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+                    unsafe { got.extend([(quad_vech4_avx2::<false>(x4, t4), want), (quad_vech4_avx2::<true>(x4, one), want_one)]) };
+                }
+                if std::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU supports AVX-512F (checked just above).
+                    unsafe { got.extend([(quad_vech4_avx512::<false>(x4, t4), want), (quad_vech4_avx512::<true>(x4, one), want_one)]) };
+                }
+            }
+            for (g, w) in &got {
+                for r in 0..4 {
+                    assert_eq!(g[r].to_bits(), w[r].to_bits(), "d={d}");
+                }
+            }
+            // the value: within γ_{2D+5} ‖x‖² ‖t‖ of a naive double sum in compensated arithmetic
             for r in 0..4 {
-                let want = quad_vech(&xs[r], &ts[r]);
-                assert_eq!(a[r].to_bits(), want.to_bits(), "d={d}");
-                assert_eq!(b[r].to_bits(), want.to_bits(), "d={d}");
+                assert_eq!(quad_vech(&xs[r], &ts[r]).to_bits(), want[r].to_bits());
+                let (mut sum, mut p) = (0.0f64, 0usize);
+                let mut terms = Vec::new();
+                for i in 0..d {
+                    for j in i..d {
+                        terms.push(xs[r][i] * xs[r][j] * ts[r][p]);
+                        p += 1;
+                    }
+                }
+                terms.sort_by(|a, b| b.abs().total_cmp(&a.abs()));
+                let (mut s2, mut c) = (0.0f64, 0.0f64);
+                for &v in &terms {
+                    let y = v - c;
+                    let t = s2 + y;
+                    c = (t - s2) - y;
+                    s2 = t;
+                }
+                sum += s2;
+                let bound = gamma(2 * d + 5, U64) * dot(&xs[r], &xs[r]) * dot(&ts[r], &ts[r]).sqrt();
+                assert!((want[r] - sum).abs() <= bound, "d={d}: {} vs {sum}, bound {bound}", want[r]);
             }
         }
     }
