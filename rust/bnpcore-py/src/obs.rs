@@ -1,6 +1,6 @@
 //! Bindings of `bnpcore::obs`: the `ObsModel` class (kind + prior hyperparameters).
 
-use bnpcore::obs::{Bern, DiagGauss, Gauss, Mult, Obs};
+use bnpcore::obs::{Bern, DiagGauss, Gauss, Mult, Obs, TermCache};
 use ndarray::{Array1, Array2};
 use numpy::{IntoPyArray, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::{PyKeyError, PyTypeError};
@@ -28,6 +28,8 @@ fn get_arr2(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Array2<f64>> {
 #[pyclass(name = "ObsModel", frozen, module = "bnpcore._core")]
 pub(crate) struct PyObs {
     pub(crate) inner: Obs,
+    /// memo of per-cluster data terms (`elbo_data`, `elbo_data_per_cluster`: the same bits)
+    cache: TermCache,
 }
 
 #[pymethods]
@@ -56,7 +58,7 @@ impl PyObs {
                 )))
             }
         };
-        built.map(|inner| PyObs { inner }).map_err(|e| to_py(py, e))
+        built.map(|inner| PyObs { inner, cache: TermCache::default() }).map_err(|e| to_py(py, e))
     }
 
     /// Model name.
@@ -143,7 +145,7 @@ impl PyObs {
     /// Σ_k [c(prior) − c(prior ⊕ (N_k, S_k))] (ELBO data term without Σh).
     fn elbo_data(&self, py: Python<'_>, n: PyReadonlyArray1<'_, f64>, s: PyReadonlyArray2<'_, f64>) -> PyResult<f64> {
         let (n, s) = (n.as_array(), s.as_array());
-        run(py, None, || self.inner.elbo_data(n, s))
+        run(py, None, || self.inner.elbo_data_cached(&self.cache, n, s))
     }
 
     /// Per-cluster terms of `elbo_data`.
@@ -154,7 +156,7 @@ impl PyObs {
         s: PyReadonlyArray2<'py, f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (n, s) = (n.as_array(), s.as_array());
-        Ok(run(py, None, || self.inner.elbo_data_per_cluster(n, s))?.into_pyarray(py).into_any())
+        Ok(run(py, None, || self.inner.elbo_data_per_cluster_cached(&self.cache, n, s))?.into_pyarray(py).into_any())
     }
 
     /// Per-pair terms of `elbo_data` for the pooled clusters `(a[i], b[i])` (positions).

@@ -311,6 +311,75 @@ pub(crate) fn check_summaries(n: ArrayView1<f64>, s: ArrayView2<f64>, stat_dim: 
     Ok(())
 }
 
+/// Memo of per-cluster data terms `c(λ̄) − c(λ̄ ⊕ (N_k, S_k))` keyed by the exact bits of
+/// `(N_k, S_k)`, for callers that evaluate the objective of many summaries differing in a few
+/// clusters (a move's candidate, the memoized algorithm's checks): a cluster whose summaries
+/// are bit for bit those of an earlier call gets the value computed then, which is the value a
+/// new computation would give (each cluster's term is computed from its own row alone), so
+/// [`Obs::elbo_data_per_cluster_cached`] returns the same bits as
+/// [`Obs::elbo_data_per_cluster`]. A hit is confirmed by comparing the whole row, never by the
+/// hash alone. The memo holds at most [`TermCache::MAX_BYTES`] of rows and is emptied when a
+/// new entry would pass that; it belongs to one observation model (its values depend on the
+/// prior).
+#[derive(Debug, Default)]
+pub struct TermCache {
+    inner: std::sync::Mutex<TermCacheInner>,
+}
+
+#[derive(Debug, Default)]
+struct TermCacheInner {
+    map: std::collections::HashMap<u64, (u64, Box<[f64]>, f64)>,
+    bytes: usize,
+}
+
+impl TermCache {
+    /// Budget of the stored rows, in bytes.
+    pub const MAX_BYTES: usize = 64 << 20;
+
+    /// Number of stored entries (tests, diagnostics).
+    pub fn len(&self) -> usize {
+        self.lock().map.len()
+    }
+
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, TermCacheInner> {
+        // a panic while the lock was held cannot leave a wrong entry (entries are inserted
+        // whole), so a poisoned memo is still valid
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Clone for TermCache {
+    /// A clone starts empty (a memo, not state).
+    fn clone(&self) -> Self {
+        TermCache::default()
+    }
+}
+
+/// Hash of the bits of `n` and of every eighth entry of `row` (FxHash-style mixing): a hit is
+/// confirmed by comparing whole rows, so the hash only has to spread keys, and reading an
+/// eighth of the row keeps a lookup at about one pass over the summaries.
+fn term_key(n: f64, row: ArrayView1<f64>) -> u64 {
+    const MUL: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h = n.to_bits().wrapping_mul(MUL);
+    for v in row.iter().step_by(8) {
+        h = (h.rotate_left(5) ^ v.to_bits()).wrapping_mul(MUL);
+    }
+    h
+}
+
+fn same_bits(a: &[f64], b: ArrayView1<f64>) -> bool {
+    match b.as_slice() {
+        // (compares bits: +0 and −0, equal as numbers, are different keys)
+        Some(b) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+        None => a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.to_bits() == y.to_bits()),
+    }
+}
+
 /// Any observation model, for callers that choose the model at run time (e.g. the bindings).
 #[derive(Debug, Clone)]
 pub enum Obs {
@@ -453,6 +522,69 @@ impl Obs {
             let c0 = m.c_prior();
             Ok(m.c_post_from_stats(n, s)?.mapv(|c| c0 - c))
         })
+    }
+
+    /// [`Self::elbo_data_per_cluster`] through a [`TermCache`] (the same bits; only clusters
+    /// whose `(N_k, S_k)` the memo has not seen are computed).
+    ///
+    /// # Errors
+    /// As [`Self::elbo_data_per_cluster`].
+    pub fn elbo_data_per_cluster_cached(&self, cache: &TermCache, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Result<Array1<f64>> {
+        if s.nrows() != n.len() || s.ncols() != self.stat_dim() {
+            return check_summaries(n, s, self.stat_dim()).map(|_| Array1::zeros(0));
+        }
+        // (a hit's row is bit for bit a row that passed the finiteness check when it was
+        // stored; misses are checked by the computation below)
+        let keys: Vec<u64> = (0..n.len()).into_par_iter().map(|j| term_key(n[j], s.row(j))).collect();
+        let mut out = Array1::<f64>::zeros(n.len());
+        let found: Vec<Option<f64>> = {
+            let memo = cache.lock();
+            let map = &memo.map;
+            (0..n.len())
+                .into_par_iter()
+                .map(|j| match map.get(&keys[j]) {
+                    Some((nb, row, v)) if *nb == n[j].to_bits() && same_bits(row, s.row(j)) => Some(*v),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut miss = Vec::new();
+        for (j, f) in found.into_iter().enumerate() {
+            match f {
+                Some(v) => out[j] = v,
+                None => miss.push(j),
+            }
+        }
+        if miss.is_empty() {
+            return Ok(out);
+        }
+        let (n_m, s_m) = (n.select(Axis(0), &miss), s.select(Axis(0), &miss));
+        let vals = self.elbo_data_per_cluster(n_m.view(), s_m.view())?;
+        let mut memo = cache.lock();
+        let row_bytes = s.ncols() * std::mem::size_of::<f64>();
+        for (i, &j) in miss.iter().enumerate() {
+            out[j] = vals[i];
+            if memo.bytes + row_bytes > TermCache::MAX_BYTES {
+                memo.map.clear();
+                memo.bytes = 0;
+            }
+            if row_bytes <= TermCache::MAX_BYTES {
+                let old = memo.map.insert(keys[j], (n[j].to_bits(), s.row(j).to_vec().into_boxed_slice(), vals[i]));
+                memo.bytes += row_bytes;
+                if let Some((_, r, _)) = old {
+                    memo.bytes -= r.len() * std::mem::size_of::<f64>();
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Self::elbo_data`] through a [`TermCache`] (the same bits).
+    ///
+    /// # Errors
+    /// As [`Self::elbo_data`].
+    pub fn elbo_data_cached(&self, cache: &TermCache, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Result<f64> {
+        Ok(self.elbo_data_per_cluster_cached(cache, n, s)?.sum())
     }
 
     /// Per-pair terms of merged clusters: `c(λ̄) − c(λ̄ ⊕ (N_a + N_b, S_a + S_b))` for every
