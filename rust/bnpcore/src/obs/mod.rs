@@ -32,6 +32,87 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::linalg::gemm;
 
+/// `[y, vech(y yᵀ)]` (or `vech(y yᵀ)` without `linear`) of every row, `y = x − center`, into
+/// `out` (`rows × F`, row-major), the products in a fixed order.
+#[inline(always)]
+fn vech_rows_impl(x: ArrayView2<f64>, center: Option<&[f64]>, linear: bool, out: &mut [f64]) {
+    let d = x.ncols();
+    let lin = if linear { d } else { 0 };
+    let f = lin + d * (d + 1) / 2;
+    let mut y = vec![0.0; d];
+    for (n, o) in out.chunks_exact_mut(f).take(x.nrows()).enumerate() {
+        let xr = x.row(n);
+        match (xr.as_slice(), center) {
+            (Some(xs), Some(c)) => y.iter_mut().zip(xs.iter().zip(c)).for_each(|(v, (&a, &b))| *v = a - b),
+            (Some(xs), None) => y.copy_from_slice(xs),
+            (None, Some(c)) => y.iter_mut().zip(xr.iter().zip(c)).for_each(|(v, (&a, &b))| *v = a - b),
+            (None, None) => y.iter_mut().zip(xr.iter()).for_each(|(v, &a)| *v = a),
+        }
+        o[..lin].copy_from_slice(&y[..lin]);
+        let mut rest = &mut o[lin..];
+        for i in 0..d {
+            let yi = y[i];
+            let (seg, tail) = rest.split_at_mut(d - i);
+            seg.iter_mut().zip(&y[i..]).for_each(|(s, &yj)| *s = yi * yj);
+            rest = tail;
+        }
+    }
+}
+
+/// AVX version of [`vech_rows_impl`]: each segment `y_i · y[i..]` is written four products at a
+/// time, the last store of a segment running up to three entries into the next one, which that
+/// segment's own stores then overwrite (so `out` needs three entries of slack after the last
+/// row); the products are the same.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn vech_rows_avx(x: ArrayView2<f64>, center: Option<&[f64]>, linear: bool, out: &mut [f64]) {
+    use std::arch::x86_64::*;
+    let d = x.ncols();
+    let lin = if linear { d } else { 0 };
+    let f = lin + d * (d + 1) / 2;
+    assert!(out.len() >= x.nrows() * f + 3, "vech_rows: feature buffer without slack");
+    // y with three zeros of padding, so every four-wide load stays inside it
+    let mut y = vec![0.0; d + 3];
+    for n in 0..x.nrows() {
+        let xr = x.row(n);
+        match center {
+            Some(c) => y.iter_mut().zip(xr.iter().zip(c)).for_each(|(v, (&a, &b))| *v = a - b),
+            None => y.iter_mut().zip(xr.iter()).for_each(|(v, &a)| *v = a),
+        }
+        let o = &mut out[n * f..];
+        o[..lin].copy_from_slice(&y[..lin]);
+        let mut p = lin;
+        for i in 0..d {
+            let yi = _mm256_set1_pd(y[i]);
+            let mut j = i;
+            while j < d {
+                // SAFETY: j + 4 ≤ d + 3 = y.len(); the store ends at p + (j − i) + 4 ≤ p + (d − i) + 3,
+                // at most three entries past this segment: inside the next segment or row, or the
+                // buffer's slack after the last row (asserted above).
+                unsafe {
+                    let v = _mm256_mul_pd(yi, _mm256_loadu_pd(y.as_ptr().add(j)));
+                    _mm256_storeu_pd(o.as_mut_ptr().add(p + (j - i)), v);
+                }
+                j += 4;
+            }
+            p += d - i;
+        }
+    }
+}
+
+/// [`vech_rows_impl`] with 256-bit vectors where available (the same products); `out` holds
+/// the rows' features and three entries of slack.
+fn vech_rows(x: ArrayView2<f64>, center: Option<&[f64]>, linear: bool, out: &mut [f64]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx") {
+            // SAFETY: the CPU supports AVX (checked just above).
+            return unsafe { vech_rows_avx(x, center, linear, out) };
+        }
+    }
+    vech_rows_impl(x, center, linear, out)
+}
+
 /// Per-cluster log-likelihood form evaluated by the local step: linear in a feature map,
 /// `out[n,k] = φ(x_n) · W[:,k] + cst_k`.
 ///
@@ -102,10 +183,11 @@ impl FeatureMap {
                 return x;
             }
         }
-        if buf.len() < rows * f {
-            buf.resize(rows * f, 0.0);
+        // (three entries of slack for the vectorised `vech` of the last row)
+        if buf.len() < rows * f + 3 {
+            buf.resize(rows * f + 3, 0.0);
         }
-        let out = &mut buf[..rows * f];
+        let out = &mut buf[..rows * f + 3];
         match self {
             FeatureMap::Identity => {
                 for (n, xr) in x.rows().into_iter().enumerate() {
@@ -123,33 +205,8 @@ impl FeatureMap {
                 }
             }
             FeatureMap::Vech { center, linear, .. } => {
-                let mut y = vec![0.0; d];
-                let lin = if *linear { d } else { 0 };
-                for (n, xr) in x.rows().into_iter().enumerate() {
-                    match center {
-                        Some(c) => {
-                            for j in 0..d {
-                                y[j] = xr[j] - c[j];
-                            }
-                        }
-                        None => {
-                            for j in 0..d {
-                                y[j] = xr[j];
-                            }
-                        }
-                    }
-                    let o = &mut out[n * f..(n + 1) * f];
-                    o[..lin].copy_from_slice(&y[..lin]);
-                    let mut p = lin;
-                    for i in 0..d {
-                        let yi = y[i];
-                        let seg = &mut o[p..p + d - i];
-                        for (s, &yj) in seg.iter_mut().zip(&y[i..]) {
-                            *s = yi * yj;
-                        }
-                        p += d - i;
-                    }
-                }
+                let center = center.as_ref().map(|c| c.as_slice().expect("contiguous centre"));
+                vech_rows(x, center, *linear, out);
             }
         }
         ArrayView2::from_shape((rows, f), &buf[..rows * f]).expect("feature buffer")
@@ -769,5 +826,51 @@ pub fn eval_table(table: &LogLikTable, x: ArrayView2<f64>) -> Array2<f64> {
 pub(crate) fn lin_sum_from_stats(table: &LogLikTable, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Array1<f64> {
     match table {
         LogLikTable::Lin { w, cst, .. } => Array1::from_iter((0..n.len()).map(|k| s.row(k).dot(&w.column(k)) + n[k] * cst[k])),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectorised_vech_features_are_the_scalar_ones() {
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 11) as f64) / ((1u64 << 53) as f64) * 4.0 - 2.0
+        };
+        for d in 1..=19 {
+            for &linear in &[false, true] {
+                for &centred in &[false, true] {
+                    for rows in [1usize, 2, 5] {
+                        let big = Array2::from_shape_fn((rows, 2 * d), |_| next());
+                        // contiguous rows, rows inside a wider block, every other column
+                        let own = big.slice(s![.., ..d]).to_owned();
+                        let views = [own.view(), big.slice(s![.., ..d]), big.slice(s![.., ..;2])];
+                        let c: Vec<f64> = (0..d).map(|_| next()).collect();
+                        let center = centred.then_some(&c[..]);
+                        let f = if linear { d } else { 0 } + d * (d + 1) / 2;
+                        for x in &views {
+                            let mut want = vec![f64::NAN; rows * f + 3];
+                            vech_rows_impl(x.view(), center, linear, &mut want);
+                            let mut got = vec![f64::NAN; rows * f + 3];
+                            vech_rows(x.view(), center, linear, &mut got);
+                            for (a, b) in got[..rows * f].iter().zip(&want[..rows * f]) {
+                                assert_eq!(a.to_bits(), b.to_bits(), "d={d} linear={linear} centred={centred}");
+                            }
+                            // and the map's own entry point, which adds the slack itself
+                            let fm = FeatureMap::Vech { d, linear, center: center.map(|c| Array1::from(c.to_vec())) };
+                            let mut buf = Vec::new();
+                            let phi = fm.apply(x.view(), &mut buf);
+                            assert_eq!(phi.dim(), (rows, f));
+                            for (a, b) in phi.iter().zip(&want[..rows * f]) {
+                                assert_eq!(a.to_bits(), b.to_bits());
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
