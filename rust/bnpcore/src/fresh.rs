@@ -362,6 +362,22 @@ unsafe fn dots_avx2<const G: usize>(a: &[f64], w: [&[f64]; G], out: &mut [f64]) 
     }
 }
 
+/// Run `$go!(G)` for the clusters `$j..$k` in groups of `G = 4` (the last group 1–3), `$go`
+/// advancing `$j` by `G`: the cluster grouping of the dot kernels, with `G` a literal for their
+/// const generics.
+macro_rules! by_groups_of_four {
+    ($k:expr, $j:ident, $go:ident) => {
+        while $j < $k {
+            match $k - $j {
+                1 => $go!(1),
+                2 => $go!(2),
+                3 => $go!(3),
+                _ => $go!(4),
+            }
+        }
+    };
+}
+
 /// `out[j] = φ · wt[j]` for all `K` rows of `wt` (`K × F`, row-major), four clusters at a time.
 #[inline(always)]
 fn all_dots(phi: &[f64], wt: &[f64], out: &mut [f64], avx2: bool) {
@@ -369,36 +385,29 @@ fn all_dots(phi: &[f64], wt: &[f64], out: &mut [f64], avx2: bool) {
     let k = out.len();
     let row = |j: usize| &wt[j * f..(j + 1) * f];
     let mut j = 0;
-    while j < k {
-        let o = &mut out[j..];
-        macro_rules! go {
-            ($g:literal) => {{
-                let w: [&[f64]; $g] = std::array::from_fn(|g| row(j + g));
-                #[cfg(target_arch = "x86_64")]
-                {
-                    if avx2 {
-                        // SAFETY: `avx2` is only true inside the AVX2 build of the kernel, and
-                        // every row of `wt` has `f` entries.
-                        unsafe { dots_avx2::<$g>(phi, w, o) };
-                    } else {
-                        dots::<$g>(phi, w, o);
-                    }
-                }
-                #[cfg(not(target_arch = "x86_64"))]
-                {
-                    let _ = avx2;
+    macro_rules! go {
+        ($g:literal) => {{
+            let o = &mut out[j..];
+            let w: [&[f64]; $g] = std::array::from_fn(|g| row(j + g));
+            #[cfg(target_arch = "x86_64")]
+            {
+                if avx2 {
+                    // SAFETY: `avx2` is only true inside the AVX2 build of the kernel, and
+                    // every row of `wt` has `f` entries.
+                    unsafe { dots_avx2::<$g>(phi, w, o) };
+                } else {
                     dots::<$g>(phi, w, o);
                 }
-                j += $g;
-            }};
-        }
-        match k - j {
-            1 => go!(1),
-            2 => go!(2),
-            3 => go!(3),
-            _ => go!(4),
-        }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                let _ = avx2;
+                dots::<$g>(phi, w, o);
+            }
+            j += $g;
+        }};
     }
+    by_groups_of_four!(k, j, go);
 }
 
 /// Smallest table width for which the fresh-fit kernel takes its dots four rows at a time: from
@@ -461,26 +470,19 @@ unsafe fn all_dots_rows4_avx512(phi: [&[f64]; 4], wt: &[f64], out: &mut [Vec<f64
     let k = out[0].len();
     let row = |j: usize| &wt[j * f..(j + 1) * f];
     let mut j = 0;
-    while j < k {
-        macro_rules! go {
-            ($g:literal) => {{
-                let w: [&[f64]; $g] = std::array::from_fn(|g| row(j + g));
-                let mut o = [[0.0f64; $g]; 4];
-                // SAFETY: as this function's (the caller's) contract.
-                unsafe { dots_rows4_avx512::<$g>(phi, w, &mut o) };
-                for r in 0..4 {
-                    out[r][j..j + $g].copy_from_slice(&o[r]);
-                }
-                j += $g;
-            }};
-        }
-        match k - j {
-            1 => go!(1),
-            2 => go!(2),
-            3 => go!(3),
-            _ => go!(4),
-        }
+    macro_rules! go {
+        ($g:literal) => {{
+            let w: [&[f64]; $g] = std::array::from_fn(|g| row(j + g));
+            let mut o = [[0.0f64; $g]; 4];
+            // SAFETY: as this function's (the caller's) contract.
+            unsafe { dots_rows4_avx512::<$g>(phi, w, &mut o) };
+            for r in 0..4 {
+                out[r][j..j + $g].copy_from_slice(&o[r]);
+            }
+            j += $g;
+        }};
     }
+    by_groups_of_four!(k, j, go);
 }
 
 /// Features of the block of four rows starting at `n0` of a leaf ending at `b` (a short last
