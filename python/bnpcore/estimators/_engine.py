@@ -464,6 +464,8 @@ class VBEstimator(BaseEstimator):
         finally:
             if bar is not None:
                 bar.close()
+            # the memo of data terms serves the fit only; a fitted model does not keep it
+            model.obs.core.clear_term_cache()
         self._finalize(model)
         self.converged_ = converged
         self.n_iter_ = st.lap - lap0

@@ -148,6 +148,11 @@ impl PyObs {
         run(py, None, || self.inner.elbo_data_cached(&self.cache, n, s))
     }
 
+    /// Empty the memo of per-cluster data terms (kept between calls while a fit runs).
+    fn clear_term_cache(&self) {
+        self.cache.clear();
+    }
+
     /// Per-cluster terms of `elbo_data`.
     fn elbo_data_per_cluster<'py>(
         &self,

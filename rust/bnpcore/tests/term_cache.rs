@@ -64,6 +64,12 @@ fn cached_terms_are_the_computed_terms() {
             let got = obs.elbo_data_per_cluster_cached(&cache, nz.view(), sz.view()).unwrap();
             assert_eq!(bits(&got), bits(&obs.elbo_data_per_cluster(nz.view(), sz.view()).unwrap()), "{kind}");
         }
+        // cleared, then filled again with the same values
+        let before = cache.len();
+        assert!(before > 0);
+        cache.clear();
+        assert!(cache.is_empty());
+        assert_eq!(bits(&obs.elbo_data_per_cluster_cached(&cache, n3.view(), s3.view()).unwrap()), bits(&want3), "{kind}");
         // a clone starts empty and still agrees
         let fresh = cache.clone();
         assert!(fresh.is_empty());

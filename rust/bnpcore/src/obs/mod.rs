@@ -403,6 +403,14 @@ impl TermCache {
         self.len() == 0
     }
 
+    /// Drop every entry (e.g. when a fit ends: the memo is only useful while summaries change
+    /// a few clusters at a time).
+    pub fn clear(&self) {
+        let mut memo = self.lock();
+        memo.map = Default::default();
+        memo.bytes = 0;
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, TermCacheInner> {
         // a panic while the lock was held cannot leave a wrong entry (entries are inserted
         // whole), so a poisoned memo is still valid
