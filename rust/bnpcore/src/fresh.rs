@@ -416,6 +416,18 @@ fn all_dots(phi: &[f64], wt: &[f64], out: &mut [f64], avx2: bool) {
 /// per-row dots are as fast or faster (D = 16: 3–5 % slower in blocks).
 const ROWS4_MIN_FEATURES: usize = 512;
 
+/// Whether this CPU runs the four-row dots ([`dots_rows4_avx512`]).
+fn rows4_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// [`dots`] of four rows against `G` clusters at once with 512-bit registers: `out[r][g]` is
 /// bit for bit `dots(a[r], w)[g]` (lane `l` of a register is the partial sum `s_l`, the same
 /// products and additions in the same order; each table vector is loaded once for the four
@@ -563,11 +575,13 @@ fn fresh_leaf_rows(n: usize) -> usize {
 const PRECOMPUTE_MAX: usize = 1 << 22;
 
 /// Features of every row under `map` (row-major `n × F`), or `None` for the identity map (the
-/// rows themselves) or beyond [`PRECOMPUTE_MAX`].
+/// rows themselves), beyond [`PRECOMPUTE_MAX`], or when the kernel takes the dots of four rows
+/// at a time (it computes those rows' features per block, in cache, instead of reading them
+/// back from memory).
 fn precompute_features(map: &FeatureMap, x: ArrayView2<f64>) -> Option<Vec<f64>> {
     let (n, d) = x.dim();
     let f = map.dim(d);
-    if *map == FeatureMap::Identity || n * f > PRECOMPUTE_MAX || f == 0 || f >= ROWS4_MIN_FEATURES {
+    if *map == FeatureMap::Identity || n * f > PRECOMPUTE_MAX || f == 0 || (f >= ROWS4_MIN_FEATURES && rows4_available()) {
         return None;
     }
     let mut out = vec![0.0; n * f];
@@ -625,8 +639,8 @@ impl Kernel<'_> {
     fn leaf(&self, x: ArrayView2<f64>, w: ArrayView1<f64>, a: usize, b: usize) -> Part {
         #[cfg(target_arch = "x86_64")]
         {
-            if self.tmap.dim(x.ncols()) >= ROWS4_MIN_FEATURES && std::arch::is_x86_feature_detected!("avx512f") {
-                // SAFETY: the CPU supports AVX-512F (checked just above), which implies AVX2.
+            if self.tmap.dim(x.ncols()) >= ROWS4_MIN_FEATURES && rows4_available() {
+                // SAFETY: the CPU supports AVX-512F (`rows4_available`, just above), which implies AVX2.
                 return unsafe { self.leaf_avx512(x, w, a, b) };
             }
             if std::arch::is_x86_feature_detected!("avx2") {
