@@ -543,21 +543,8 @@ fn row_features<'b>(map: &FeatureMap, x: &'b [f64], y: &mut [f64], out: &'b mut 
             out
         }
         FeatureMap::Vech { linear, center, .. } => {
-            let y = &mut y[..d];
-            match center {
-                Some(c) => y.iter_mut().zip(x.iter().zip(c.iter())).for_each(|(o, (&a, &b))| *o = a - b),
-                None => y.copy_from_slice(x),
-            }
-            let lin = if *linear { d } else { 0 };
-            out[..lin].copy_from_slice(&y[..lin]);
-            let mut p = lin;
-            for i in 0..d {
-                let yi = y[i];
-                for (o, &yj) in out[p..p + d - i].iter_mut().zip(&y[i..]) {
-                    *o = yi * yj;
-                }
-                p += d - i;
-            }
+            let center = center.as_ref().map(|c| c.as_slice().expect("contiguous centre"));
+            crate::obs::vech_row(ArrayView1::from(x), center, *linear, y, out);
             out
         }
     }

@@ -32,30 +32,44 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::linalg::gemm;
 
-/// `[y, vech(y yᵀ)]` (or `vech(y yᵀ)` without `linear`) of every row, `y = x − center`, into
-/// `out` (`rows × F`, row-major), the products in a fixed order.
+/// `y = x − center` (or `x`), `y` as long as `x`.
+#[inline(always)]
+fn centre_row(x: ArrayView1<f64>, center: Option<&[f64]>, y: &mut [f64]) {
+    match (x.as_slice(), center) {
+        (Some(xs), Some(c)) => y.iter_mut().zip(xs.iter().zip(c)).for_each(|(v, (&a, &b))| *v = a - b),
+        (Some(xs), None) => y.copy_from_slice(xs),
+        (None, Some(c)) => y.iter_mut().zip(x.iter().zip(c)).for_each(|(v, (&a, &b))| *v = a - b),
+        (None, None) => y.iter_mut().zip(x.iter()).for_each(|(v, &a)| *v = a),
+    }
+}
+
+/// `[y, vech(y yᵀ)]` (or `vech(y yᵀ)` without `linear`) of one row, `y = x − center` (in `y`,
+/// `D` long), into `out` (`F` long), the products in a fixed order: the arithmetic of
+/// [`FeatureMap::apply`] (also the birth fits' per-row features).
+#[inline(always)]
+pub(crate) fn vech_row(x: ArrayView1<f64>, center: Option<&[f64]>, linear: bool, y: &mut [f64], out: &mut [f64]) {
+    let d = x.len();
+    let y = &mut y[..d];
+    centre_row(x, center, y);
+    let lin = if linear { d } else { 0 };
+    out[..lin].copy_from_slice(&y[..lin]);
+    let mut rest = &mut out[lin..];
+    for i in 0..d {
+        let yi = y[i];
+        let (seg, tail) = rest.split_at_mut(d - i);
+        seg.iter_mut().zip(&y[i..]).for_each(|(s, &yj)| *s = yi * yj);
+        rest = tail;
+    }
+}
+
+/// [`vech_row`] of every row into `out` (`rows × F`, row-major).
 #[inline(always)]
 fn vech_rows_impl(x: ArrayView2<f64>, center: Option<&[f64]>, linear: bool, out: &mut [f64]) {
     let d = x.ncols();
-    let lin = if linear { d } else { 0 };
-    let f = lin + d * (d + 1) / 2;
+    let f = if linear { d } else { 0 } + d * (d + 1) / 2;
     let mut y = vec![0.0; d];
     for (n, o) in out.chunks_exact_mut(f).take(x.nrows()).enumerate() {
-        let xr = x.row(n);
-        match (xr.as_slice(), center) {
-            (Some(xs), Some(c)) => y.iter_mut().zip(xs.iter().zip(c)).for_each(|(v, (&a, &b))| *v = a - b),
-            (Some(xs), None) => y.copy_from_slice(xs),
-            (None, Some(c)) => y.iter_mut().zip(xr.iter().zip(c)).for_each(|(v, (&a, &b))| *v = a - b),
-            (None, None) => y.iter_mut().zip(xr.iter()).for_each(|(v, &a)| *v = a),
-        }
-        o[..lin].copy_from_slice(&y[..lin]);
-        let mut rest = &mut o[lin..];
-        for i in 0..d {
-            let yi = y[i];
-            let (seg, tail) = rest.split_at_mut(d - i);
-            seg.iter_mut().zip(&y[i..]).for_each(|(s, &yj)| *s = yi * yj);
-            rest = tail;
-        }
+        vech_row(x.row(n), center, linear, &mut y, o);
     }
 }
 
@@ -74,11 +88,7 @@ unsafe fn vech_rows_avx(x: ArrayView2<f64>, center: Option<&[f64]>, linear: bool
     // y with three zeros of padding, so every four-wide load stays inside it
     let mut y = vec![0.0; d + 3];
     for n in 0..x.nrows() {
-        let xr = x.row(n);
-        match center {
-            Some(c) => y.iter_mut().zip(xr.iter().zip(c)).for_each(|(v, (&a, &b))| *v = a - b),
-            None => y.iter_mut().zip(xr.iter()).for_each(|(v, &a)| *v = a),
-        }
+        centre_row(x.row(n), center, &mut y[..d]);
         let o = &mut out[n * f..];
         o[..lin].copy_from_slice(&y[..lin]);
         let mut p = lin;
