@@ -875,9 +875,9 @@ impl Cand32 {
         // (after the scatter `cnt[c]` is the end of bucket `c`, whose start is the end of `c − 1`);
         // four pairs at a time, in this cluster-major order
         let pair = |q: usize, s: &Scratch32| -> (usize, usize) { (s.owner[q] as usize, s.idx[q] as usize) };
-        let mut q4 = 0;
-        while q4 + 4 <= total {
-            let qs: [usize; 4] = std::array::from_fn(|r| s.order[q4 + r] as usize);
+        // (a last group of one to three pairs is padded with its last pair, computed and discarded)
+        for q4 in (0..total).step_by(4) {
+            let qs: [usize; 4] = std::array::from_fn(|r| s.order[(q4 + r).min(total - 1)] as usize);
             let xs: [&[f64]; 4] = std::array::from_fn(|r| x.row(pair(qs[r], s).0).to_slice().expect("contiguous rows"));
             let ts: [&[f64]; 4] = std::array::from_fn(|r| {
                 let c = pair(qs[r], s).1;
@@ -885,22 +885,7 @@ impl Cand32 {
             });
             let c0 = pair(qs[0], s).1;
             let v = quad_vech4(xs, ts, (1..4).all(|r| pair(qs[r], s).1 == c0));
-            for r in 0..4 {
-                let c = pair(qs[r], s).1;
-                s.val[qs[r]] = (v[r] + self.cst[c]) + self.elp[c];
-            }
-            q4 += 4;
-        }
-        if q4 < total {
-            // the last one to three pairs, padded with the first of them
-            let qs: [usize; 4] = std::array::from_fn(|r| s.order[(q4 + r).min(total - 1)] as usize);
-            let xs: [&[f64]; 4] = std::array::from_fn(|r| x.row(pair(qs[r], s).0).to_slice().expect("contiguous rows"));
-            let ts: [&[f64]; 4] = std::array::from_fn(|r| {
-                let c = pair(qs[r], s).1;
-                &self.t64[c * f..(c + 1) * f]
-            });
-            let v = quad_vech4(xs, ts, false);
-            for r in 0..total - q4 {
+            for r in 0..(total - q4).min(4) {
                 let c = pair(qs[r], s).1;
                 s.val[qs[r]] = (v[r] + self.cst[c]) + self.elp[c];
             }
@@ -1144,7 +1129,7 @@ mod tests {
             // the value: within γ_{2D+5} ‖x‖² ‖t‖ of a naive double sum in compensated arithmetic
             for r in 0..4 {
                 assert_eq!(quad_vech(&xs[r], &ts[r]).to_bits(), want[r].to_bits());
-                let (mut sum, mut p) = (0.0f64, 0usize);
+                let mut p = 0;
                 let mut terms = Vec::new();
                 for i in 0..d {
                     for j in i..d {
@@ -1153,14 +1138,13 @@ mod tests {
                     }
                 }
                 terms.sort_by(|a, b| b.abs().total_cmp(&a.abs()));
-                let (mut s2, mut c) = (0.0f64, 0.0f64);
+                let (mut sum, mut c) = (0.0f64, 0.0f64);
                 for &v in &terms {
                     let y = v - c;
-                    let t = s2 + y;
-                    c = (t - s2) - y;
-                    s2 = t;
+                    let t = sum + y;
+                    c = (t - sum) - y;
+                    sum = t;
                 }
-                sum += s2;
                 let bound = gamma(2 * d + 5, U64) * dot(&xs[r], &xs[r]) * dot(&ts[r], &ts[r]).sqrt();
                 assert!((want[r] - sum).abs() <= bound, "d={d}: {} vs {sum}, bound {bound}", want[r]);
             }
