@@ -673,7 +673,6 @@ impl Kernel<'_> {
         let identity = matches!(self.tmap, FeatureMap::Identity);
         let mut bt4 = if rows4 && self.phi.is_none() && !identity { vec![0.0; 4 * ft] } else { Vec::new() };
         let mut wr4: [Vec<f64>; 4] = std::array::from_fn(|_| if rows4 { vec![0.0; k] } else { Vec::new() });
-        let phi_all = self.phi;
         for n in a..b {
             let xr = x.row(n);
             let xr = xr.as_slice().expect("standard layout");
@@ -686,7 +685,7 @@ impl Kernel<'_> {
                         row_features(self.tmap, xq.as_slice().expect("standard layout"), &mut y, o);
                     }
                 }
-                let phis = block_phis(phi_all, identity, x, &bt4, n, b, ft);
+                let phis = block_phis(self.phi, identity, x, &bt4, n, b, ft);
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `rows4` is only true inside the AVX-512 build of the kernel; every
                 // feature row has `ft` entries and `wt` is `K × ft`.

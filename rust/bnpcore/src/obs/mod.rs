@@ -367,11 +367,17 @@ pub(crate) fn check_shape_finite(x: ArrayView2<f64>, d: usize, name: &str) -> Re
     Ok(())
 }
 
-/// Check `(N, S)` summaries against a model.
-pub(crate) fn check_summaries(n: ArrayView1<f64>, s: ArrayView2<f64>, stat_dim: usize) -> Result<()> {
+/// `S` has a row per entry of `N` and `stat_dim` columns.
+fn check_summary_shape(n: ArrayView1<f64>, s: ArrayView2<f64>, stat_dim: usize) -> Result<()> {
     if s.nrows() != n.len() || s.ncols() != stat_dim {
         return Err(Error::shape("S", format!("({}, {stat_dim})", n.len()), format!("{:?}", s.dim())));
     }
+    Ok(())
+}
+
+/// Check `(N, S)` summaries against a model.
+pub(crate) fn check_summaries(n: ArrayView1<f64>, s: ArrayView2<f64>, stat_dim: usize) -> Result<()> {
+    check_summary_shape(n, s, stat_dim)?;
     if n.iter().chain(s.iter()).any(|v| !v.is_finite()) {
         return Err(Error::NonFinite { what: "summaries `N`/`S`".into() });
     }
@@ -605,9 +611,7 @@ impl Obs {
     /// # Errors
     /// As [`Self::elbo_data_per_cluster`].
     pub fn elbo_data_per_cluster_cached(&self, cache: &TermCache, n: ArrayView1<f64>, s: ArrayView2<f64>) -> Result<Array1<f64>> {
-        if s.nrows() != n.len() || s.ncols() != self.stat_dim() {
-            return check_summaries(n, s, self.stat_dim()).map(|_| Array1::zeros(0));
-        }
+        check_summary_shape(n, s, self.stat_dim())?;
         // (a hit's row is bit for bit a row that passed the finiteness check when it was
         // stored; misses are checked by the computation below)
         let keys: Vec<u64> = (0..n.len()).into_par_iter().map(|j| term_key(n[j], s.row(j))).collect();
