@@ -53,6 +53,190 @@ pub fn sgemm_rows(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f
     }
 }
 
+/// Columns per panel of a [`TableF32`] packed for the AVX-512 kernel (two 16-lane registers).
+const PANEL: usize = 32;
+/// Rows of `A` per call of the AVX-512 kernel (two accumulators per row: 16 registers).
+const PANEL_MR: usize = 8;
+/// Inner-dimension block: one panel's block (`PANEL_KC × PANEL` `f32`, 32 KiB) stays in L1
+/// while every row of the left operand passes over it.
+const PANEL_KC: usize = 256;
+
+/// The right operand `B` (`f × k`) of repeated single-precision products `C = A·B` with many
+/// row blocks `A`: kept row-major for [`sgemm_rows`], or, where the CPU has AVX-512, packed once
+/// into panels of 32 columns (`[panel][p][32]`, zero-padded) that [`TableF32::gemm_rows`] reads
+/// with an own kernel. That kernel reads `A`'s rows where they are (broadcasting one entry of
+/// each of 8 rows against two registers of a panel) instead of copying both operands into
+/// packed buffers on every call, as a general GEMM must: for the candidates' narrow products
+/// (`k` of 60 to 400 clusters, 128 rows of 2,080 features per call) that copying was a third of
+/// the GEMM's time. Every entry of `C` is one sum of `f` products in some order, which is all
+/// the candidates' error bound assumes (see `local::cand32`).
+pub struct TableF32 {
+    f: usize,
+    k: usize,
+    /// row-major `f × k` (no AVX-512) or the panels (AVX-512), never both
+    rm: Vec<f32>,
+    panels: Vec<f32>,
+}
+
+impl TableF32 {
+    /// The table `b` (`f × k`, row-major), packed where the CPU runs the panel kernel.
+    ///
+    /// # Panics
+    /// Panics if `b.len() != f · k` (a programming error inside the crate).
+    pub fn new(f: usize, k: usize, b: Vec<f32>) -> TableF32 {
+        assert_eq!(b.len(), f * k, "TableF32: buffer size");
+        if !panel_kernel_available() {
+            return TableF32 { f, k, rm: b, panels: Vec::new() };
+        }
+        let np = k.div_ceil(PANEL);
+        let mut panels = vec![0.0f32; np * f * PANEL];
+        for j in 0..np {
+            let (c0, c1) = (j * PANEL, ((j + 1) * PANEL).min(k));
+            let pan = &mut panels[j * f * PANEL..(j + 1) * f * PANEL];
+            for p in 0..f {
+                pan[p * PANEL..p * PANEL + (c1 - c0)].copy_from_slice(&b[p * k + c0..p * k + c1]);
+            }
+        }
+        TableF32 { f, k, rm: Vec::new(), panels }
+    }
+
+    /// `C ← A·B` for `A` (`m × f`) and `C` (`m × k`), contiguous row-major.
+    ///
+    /// # Panics
+    /// Panics if a buffer is shorter than its shape requires (a programming error inside the crate).
+    pub fn gemm_rows(&self, m: usize, a: &[f32], c: &mut [f32]) {
+        let (f, k) = (self.f, self.k);
+        if self.panels.is_empty() {
+            sgemm_rows(m, f, k, a, &self.rm, c);
+            return;
+        }
+        assert!(a.len() >= m * f && c.len() >= m * k, "TableF32::gemm_rows: buffers too short");
+        if m == 0 || k == 0 {
+            return;
+        }
+        if f == 0 {
+            c[..m * k].iter_mut().for_each(|v| *v = 0.0);
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the panels exist only where `panel_kernel_available()` (AVX-512F) held when
+        // they were built, and the buffers hold the shapes checked above.
+        unsafe {
+            panels_gemm_avx512(m, f, k, a, &self.panels, c)
+        }
+    }
+}
+
+/// Whether this CPU runs [`TableF32`]'s panel kernel (AVX-512F).
+pub fn panel_kernel_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `C = A·B` with `B` in panels: blocks of [`PANEL_KC`] of the inner dimension, in each every
+/// panel against every row block (the partial sums carried in `C`, which is exact in `f32`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn panels_gemm_avx512(m: usize, f: usize, k: usize, a: &[f32], panels: &[f32], c: &mut [f32]) {
+    let np = k.div_ceil(PANEL);
+    for p0 in (0..f).step_by(PANEL_KC) {
+        let p1 = (p0 + PANEL_KC).min(f);
+        for j in 0..np {
+            let cols = (k - j * PANEL).min(PANEL);
+            let pan = &panels[j * f * PANEL + p0 * PANEL..j * f * PANEL + p1 * PANEL];
+            let mut r0 = 0;
+            while r0 < m {
+                let nr = (m - r0).min(PANEL_MR);
+                let blk = PanelBlock { a: &a[r0 * f..], f, p0, p1, pan, c: &mut c[r0 * k + j * PANEL..], k, cols };
+                // SAFETY: as for the caller (AVX-512F), and `PanelBlock`'s slices start at the
+                // block's first row and column with `nr` rows of `a` and of `c` behind them.
+                unsafe {
+                    match nr {
+                        8 => panel_block::<8>(blk),
+                        7 => panel_block::<7>(blk),
+                        6 => panel_block::<6>(blk),
+                        5 => panel_block::<5>(blk),
+                        4 => panel_block::<4>(blk),
+                        3 => panel_block::<3>(blk),
+                        2 => panel_block::<2>(blk),
+                        _ => panel_block::<1>(blk),
+                    }
+                }
+                r0 += nr;
+            }
+        }
+    }
+}
+
+/// One row block against one panel's block `p0..p1` of the inner dimension.
+#[cfg(target_arch = "x86_64")]
+struct PanelBlock<'a> {
+    /// the block's first row of `A` (row stride `f`)
+    a: &'a [f32],
+    f: usize,
+    p0: usize,
+    p1: usize,
+    /// the panel's rows `p0..p1` (`PANEL` entries each)
+    pan: &'a [f32],
+    /// the block's first entry of `C` (row stride `k`), `cols ≤ PANEL` columns written
+    c: &'a mut [f32],
+    k: usize,
+    cols: usize,
+}
+
+/// `C[r, ..cols] (+)= Σ_{p0 ≤ p < p1} A[r, p] · panel[p, ..cols]` for the `R` rows of the block,
+/// one fused multiply-add chain per entry (continuing the sum stored in `C` unless `p0 = 0`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn panel_block<const R: usize>(b: PanelBlock<'_>) {
+    use std::arch::x86_64::*;
+    let PanelBlock { a, f, p0, p1, pan, c, k, cols } = b;
+    assert!(a.len() >= (R - 1) * f + p1 && pan.len() >= (p1 - p0) * PANEL && c.len() >= (R - 1) * k + cols);
+    let m0: __mmask16 = if cols >= 16 { 0xffff } else { ((1u32 << cols) - 1) as __mmask16 };
+    let m1: __mmask16 = if cols >= 32 {
+        0xffff
+    } else if cols > 16 {
+        ((1u32 << (cols - 16)) - 1) as __mmask16
+    } else {
+        0
+    };
+    let cp = c.as_mut_ptr();
+    let ap = a.as_ptr();
+    let tp = pan.as_ptr();
+    // SAFETY (for every access below): row `r < R` of `a` is read at `r·f + p` with
+    // `p < p1 ≤ f`, the panel at `(p − p0)·PANEL + 0..32`, and `c` at `r·k + 0..cols` through
+    // masks (masked-off lanes are neither read nor written; their addresses, possibly past the
+    // end when `cols ≤ 16`, are formed with `wrapping_add`), all inside the lengths asserted above.
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+    if p0 > 0 {
+        for (r, ar) in acc.iter_mut().enumerate() {
+            ar[0] = unsafe { _mm512_maskz_loadu_ps(m0, cp.add(r * k)) };
+            ar[1] = unsafe { _mm512_maskz_loadu_ps(m1, cp.wrapping_add(r * k + 16)) };
+        }
+    }
+    for p in p0..p1 {
+        let t = unsafe { tp.add((p - p0) * PANEL) };
+        let (t0, t1) = unsafe { (_mm512_loadu_ps(t), _mm512_loadu_ps(t.add(16))) };
+        for (r, ar) in acc.iter_mut().enumerate() {
+            let v = _mm512_set1_ps(unsafe { *ap.add(r * f + p) });
+            ar[0] = _mm512_fmadd_ps(v, t0, ar[0]);
+            ar[1] = _mm512_fmadd_ps(v, t1, ar[1]);
+        }
+    }
+    for (r, ar) in acc.iter().enumerate() {
+        unsafe {
+            _mm512_mask_storeu_ps(cp.add(r * k), m0, ar[0]);
+            _mm512_mask_storeu_ps(cp.wrapping_add(r * k + 16), m1, ar[1]);
+        }
+    }
+}
+
 /// Lower Cholesky factor `L` with `A = L Lᵀ`. Fails with [`Error::NotPositiveDefinite`] (tagged
 /// with `component` and `what`) if a pivot is not strictly positive or not finite.
 ///
@@ -205,6 +389,46 @@ mod tests {
                     let want: f64 = (0..k).map(|p| a[i * k + p] as f64 * b[p * n + j] as f64).sum();
                     let tol = 1e-5 * (0..k).map(|p| (a[i * k + p] as f64 * b[p * n + j] as f64).abs()).sum::<f64>() + 1e-30;
                     assert!((c[i * n + j] as f64 - want).abs() <= tol, "({m},{k},{n}) at ({i},{j})");
+                }
+            }
+        }
+    }
+
+    /// The packed table's product against a float64 reference, within the error of any order of
+    /// summation (`γ_f Σ|a b|`), for shapes around the kernel's blocks (8 rows, 16/32 columns,
+    /// 256 inner entries), and no entry written outside `C`.
+    #[test]
+    fn table_f32_product_within_the_summation_bound() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
+        };
+        let ks = [1usize, 5, 16, 17, 31, 32, 33, 64, 89];
+        let fs = [1usize, 7, 255, 256, 257, 600];
+        let ms = [1usize, 3, 8, 9, 17];
+        for (i, &k) in ks.iter().enumerate() {
+            for (j, &f) in fs.iter().enumerate() {
+                let m = ms[(i + j) % ms.len()];
+                let a: Vec<f32> = (0..m * f).map(|_| next()).collect();
+                let b: Vec<f32> = (0..f * k).map(|_| next()).collect();
+                let t = TableF32::new(f, k, b.clone());
+                let guard = 40;
+                let mut c = vec![f32::NAN; m * k + guard];
+                t.gemm_rows(m, &a, &mut c[..m * k]);
+                assert!(c[m * k..].iter().all(|v| v.is_nan()), "written past C ({m},{f},{k})");
+                let u = 1.0 / (1u64 << 24) as f64;
+                let gam = f as f64 * u / (1.0 - f as f64 * u);
+                for r in 0..m {
+                    for q in 0..k {
+                        let terms = (0..f).map(|p| a[r * f + p] as f64 * b[p * k + q] as f64);
+                        let want: f64 = terms.clone().sum();
+                        let abs: f64 = terms.map(f64::abs).sum();
+                        let err = (c[r * k + q] as f64 - want).abs();
+                        assert!(err <= gam * abs * 1.001 + 1e-30, "({m},{f},{k}) at ({r},{q}): {err} > {}", gam * abs);
+                    }
                 }
             }
         }

@@ -58,7 +58,7 @@
 use ndarray::{Array2, ArrayView2};
 use rayon::prelude::*;
 
-use crate::linalg::{cholesky, gemm, inv_lower, sgemm_rows};
+use crate::linalg::{cholesky, gemm, inv_lower, TableF32};
 use crate::obs::{FeatureMap, LogLikTable};
 
 // When the path is used (measured single-threaded against the f64 sparse path on image
@@ -124,8 +124,8 @@ pub(crate) struct Cand32 {
     k: usize,
     /// `R` (`D × D`, lower triangular): `ỹ = Rᵀ x`, i.e. `Ỹ = X R` for a block of rows
     r: Array2<f64>,
-    /// whitened, per-column scaled and flushed table in `f32`, `F × K` row-major
-    t32: Vec<f32>,
+    /// whitened, per-column scaled and flushed table in `f32` (`F × K`)
+    t32: TableF32,
     /// `2^{e_k}`: column `k` of `t32` is `T̃_k · 2^{-e_k}`
     tscale: Vec<f64>,
     /// raw table transposed (`K × F`, row-major) for the exact recomputation
@@ -708,7 +708,7 @@ impl Cand32 {
             f,
             k,
             r,
-            t32,
+            t32: TableF32::new(f, k, t32),
             tscale,
             t64,
             cst: cst.to_vec(),
@@ -789,7 +789,7 @@ impl Cand32 {
             }
             vech_f32(&s.y32, o);
         }
-        sgemm_rows(rows, f, k, &s.phi[..rows * f], &self.t32, &mut s.w32[..rows * k]);
+        self.t32.gemm_rows(rows, &s.phi[..rows * f], &mut s.w32[..rows * k]);
         // candidates: clusters whose upper bound reaches the l-th largest lower bound
         s.ptr.clear();
         s.ptr.push(0);
