@@ -237,6 +237,123 @@ unsafe fn panel_block<const R: usize>(b: PanelBlock<'_>) {
     }
 }
 
+/// Rows of `Z` summed per block of [`gram_upper`] (`matrixmultiply`'s `f64` inner block).
+const GRAM_KC: usize = 256;
+
+/// The upper triangle (`b ≥ a`, and some entries below it) of `G = Zᵀ·Y` for `Z`, `Y`
+/// (`n × d`, contiguous row-major) into `g` (`d × d`, row-major): the same bits as
+/// [`gemm`]`(1, Zᵀ, Y, 0, G)` in those entries, in 62.5 % of its multiply-adds at `d = 64` and
+/// without its packing copies where the CPU has AVX-512 (own kernel: one fused multiply-add chain
+/// per entry over blocks of 256 rows, the blocks' sums added in order, which is what
+/// `matrixmultiply`'s AVX-512 kernel computes); otherwise [`gemm`] itself. Entries below the
+/// diagonal are unspecified.
+///
+/// # Panics
+/// Panics if a buffer is shorter than its shape requires (a programming error inside the crate).
+pub fn gram_upper(n: usize, d: usize, z: &[f64], y: &[f64], g: &mut [f64]) {
+    assert!(z.len() >= n * d && y.len() >= n * d && g.len() >= d * d, "gram_upper: buffers too short");
+    if d == 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if n > 0 && panel_kernel_available() {
+        // SAFETY: AVX-512F is present (checked) and the buffers hold the shapes checked above.
+        unsafe { gram_upper_avx512(n, d, z, y, g) };
+        return;
+    }
+    let zv = ArrayView2::from_shape((n, d), &z[..n * d]).expect("shape checked");
+    let yv = ArrayView2::from_shape((n, d), &y[..n * d]).expect("shape checked");
+    let gv = ArrayViewMut2::from_shape((d, d), &mut g[..d * d]).expect("shape checked");
+    gemm(1.0, zv.t(), yv, 0.0, gv);
+}
+
+/// [`gram_upper`]'s kernel: blocks of 8 rows `a` of `G` × 16 columns `b ≥` the block's first row.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn gram_upper_avx512(n: usize, d: usize, z: &[f64], y: &[f64], g: &mut [f64]) {
+    for i0 in (0..n).step_by(GRAM_KC) {
+        let i1 = (i0 + GRAM_KC).min(n);
+        for a0 in (0..d).step_by(8) {
+            for b0 in (a0..d).step_by(16) {
+                let blk = GramBlock { z, y, g: &mut *g, d, i0, i1, a0, b0 };
+                // SAFETY: as for the caller (AVX-512F, shapes checked by `gram_upper`).
+                unsafe {
+                    match (d - a0).min(8) {
+                        8 => gram_block::<8>(blk),
+                        7 => gram_block::<7>(blk),
+                        6 => gram_block::<6>(blk),
+                        5 => gram_block::<5>(blk),
+                        4 => gram_block::<4>(blk),
+                        3 => gram_block::<3>(blk),
+                        2 => gram_block::<2>(blk),
+                        _ => gram_block::<1>(blk),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One block of [`gram_upper_avx512`]: rows `a0..a0 + R`, columns `b0..min(b0 + 16, d)` of `G`,
+/// summed over rows `i0..i1` of `Z` and `Y`.
+#[cfg(target_arch = "x86_64")]
+struct GramBlock<'a> {
+    z: &'a [f64],
+    y: &'a [f64],
+    g: &'a mut [f64],
+    d: usize,
+    i0: usize,
+    i1: usize,
+    a0: usize,
+    b0: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn gram_block<const R: usize>(b: GramBlock<'_>) {
+    use std::arch::x86_64::*;
+    let GramBlock { z, y, g, d, i0, i1, a0, b0 } = b;
+    assert!(a0 + R <= d && b0 < d && i1 * d <= z.len() && i1 * d <= y.len() && d * d <= g.len());
+    let cols = (d - b0).min(16);
+    let m0: __mmask8 = if cols >= 8 { 0xff } else { ((1u32 << cols) - 1) as __mmask8 };
+    let m1: __mmask8 = if cols >= 16 {
+        0xff
+    } else if cols > 8 {
+        ((1u32 << (cols - 8)) - 1) as __mmask8
+    } else {
+        0
+    };
+    let (zp, yp, gp) = (z.as_ptr(), y.as_ptr(), g.as_mut_ptr());
+    // SAFETY (every access below): `z` at `i·d + a0 + r` with `i < i1`, `r < R`, `a0 + R ≤ d`;
+    // `y` and `g` at `i·d + b0 + 0..16` (`g`: `(a0 + r)·d + …`) through masks limited to the
+    // `cols ≤ d − b0` columns that exist (masked-off lanes are neither read nor written, and
+    // their addresses are formed with `wrapping_add`), all inside the lengths asserted above.
+    let mut acc = [[_mm512_setzero_pd(); 2]; R];
+    for i in i0..i1 {
+        let yr = yp.wrapping_add(i * d + b0);
+        let (y0, y1) = unsafe { (_mm512_maskz_loadu_pd(m0, yr), _mm512_maskz_loadu_pd(m1, yr.wrapping_add(8))) };
+        for (r, ar) in acc.iter_mut().enumerate() {
+            let v = _mm512_set1_pd(unsafe { *zp.add(i * d + a0 + r) });
+            ar[0] = _mm512_fmadd_pd(v, y0, ar[0]);
+            ar[1] = _mm512_fmadd_pd(v, y1, ar[1]);
+        }
+    }
+    for (r, ar) in acc.iter().enumerate() {
+        let o = gp.wrapping_add((a0 + r) * d + b0);
+        unsafe {
+            if i0 == 0 {
+                _mm512_mask_storeu_pd(o, m0, ar[0]);
+                _mm512_mask_storeu_pd(o.wrapping_add(8), m1, ar[1]);
+            } else {
+                let s0 = _mm512_add_pd(_mm512_maskz_loadu_pd(m0, o), ar[0]);
+                let s1 = _mm512_add_pd(_mm512_maskz_loadu_pd(m1, o.wrapping_add(8)), ar[1]);
+                _mm512_mask_storeu_pd(o, m0, s0);
+                _mm512_mask_storeu_pd(o.wrapping_add(8), m1, s1);
+            }
+        }
+    }
+}
+
 /// Lower Cholesky factor `L` with `A = L Lᵀ`. Fails with [`Error::NotPositiveDefinite`] (tagged
 /// with `component` and `what`) if a pivot is not strictly positive or not finite.
 ///
@@ -429,6 +546,36 @@ mod tests {
                         let err = (c[r * k + q] as f64 - want).abs();
                         assert!(err <= gam * abs * 1.001 + 1e-30, "({m},{f},{k}) at ({r},{q}): {err} > {}", gam * abs);
                     }
+                }
+            }
+        }
+    }
+
+    /// `gram_upper` gives `gemm`'s bits on and above the diagonal, for widths around the kernel's
+    /// blocks and row counts around its 256-row inner block.
+    #[test]
+    fn gram_upper_is_gemm_bit_for_bit() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64 * 6.0 - 3.0
+        };
+        for &(n, d) in &[(1usize, 1usize), (3, 5), (7, 8), (9, 9), (40, 16), (33, 17), (256, 24), (257, 64), (600, 36), (513, 70)] {
+            let y: Vec<f64> = (0..n * d).map(|_| next()).collect();
+            let c: Vec<f64> = (0..n).map(|_| next().abs()).collect();
+            let z: Vec<f64> = (0..n * d).map(|q| c[q / d] * y[q]).collect();
+            let mut g = vec![f64::NAN; d * d + 9];
+            gram_upper(n, d, &z, &y, &mut g[..d * d]);
+            assert!(g[d * d..].iter().all(|v| v.is_nan()), "written past G ({n},{d})");
+            let mut want = Array2::<f64>::zeros((d, d));
+            let zv = ArrayView2::from_shape((n, d), &z[..]).unwrap();
+            let yv = ArrayView2::from_shape((n, d), &y[..]).unwrap();
+            gemm(1.0, zv.t(), yv, 0.0, want.view_mut());
+            for a in 0..d {
+                for b in a..d {
+                    assert_eq!(g[a * d + b].to_bits(), want[[a, b]].to_bits(), "({n},{d}) at ({a},{b})");
                 }
             }
         }

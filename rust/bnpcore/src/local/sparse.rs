@@ -9,7 +9,7 @@ use ndarray::{s, Array1, Array2, ArrayView2};
 use super::proposal::{budget_proposals_row, PropBufs, RowSlots};
 use super::top_l::{select_top_among, select_top_l, NONE};
 use super::{ent_term, log_add_exp, log_resp, softmax_row, LocalContext, Partial, Scratch, Tile};
-use crate::linalg::gemm;
+use crate::linalg::gram_upper;
 
 /// [`select_top_l`] on a row `w` that is `−∞` outside `cand` (with `cand` holding every
 /// cluster with a finite value), looking at the candidates only: the same result.
@@ -259,9 +259,7 @@ pub(super) fn vech_bucket_summaries(
             let z = &mut sc.gz[i * d..(i + 1) * d];
             z.iter_mut().zip(y.iter()).for_each(|(o, &v)| *o = c * v);
         }
-        let yv = ArrayView2::from_shape((nk, d), &sc.gy[..]).expect("gather buffer");
-        let zv = ArrayView2::from_shape((nk, d), &sc.gz[..]).expect("gather buffer");
-        gemm(1.0, zv.t(), yv, 0.0, sc.gram.view_mut());
+        gram_upper(nk, d, &sc.gz, &sc.gy, sc.gram.as_slice_mut().expect("contiguous gram"));
         let mut arow = acc.row_mut(kk);
         let a = arow.as_slice_mut().expect("contiguous");
         if lin > 0 {
