@@ -389,6 +389,50 @@ fn cholesky_impl(a: ArrayView2<f64>, component: usize, what: &str) -> Result<Arr
         }
     }
     let mut col = vec![0.0f64; d];
+    cholesky_lower_impl(&mut l, d, &mut col, component, what)?;
+    Ok(Array2::from_shape_vec((d, d), l).expect("d × d"))
+}
+
+/// [`cholesky`] in place: `l` (`d × d`, row-major) holds the lower triangle of `A` on entry and
+/// `L` on return (its strict upper triangle is neither read nor written); `col` is scratch of
+/// `d` entries. The same arithmetic as [`cholesky`], for callers that factor many matrices
+/// into reused buffers.
+///
+/// # Errors
+/// [`Error::NotPositiveDefinite`] as [`cholesky`].
+///
+/// # Panics
+/// Panics if `l` has fewer than `d²` or `col` fewer than `d` entries.
+pub fn cholesky_lower_in_place(l: &mut [f64], d: usize, col: &mut [f64], component: usize, what: &str) -> Result<()> {
+    assert!(l.len() >= d * d && col.len() >= d, "cholesky_lower_in_place: buffers too short");
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe { cholesky_lower_avx512(l, d, col, component, what) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { cholesky_lower_avx2(l, d, col, component, what) };
+        }
+    }
+    cholesky_lower_impl(l, d, col, component, what)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,avx512f")]
+unsafe fn cholesky_lower_avx512(l: &mut [f64], d: usize, col: &mut [f64], component: usize, what: &str) -> Result<()> {
+    cholesky_lower_impl(l, d, col, component, what)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn cholesky_lower_avx2(l: &mut [f64], d: usize, col: &mut [f64], component: usize, what: &str) -> Result<()> {
+    cholesky_lower_impl(l, d, col, component, what)
+}
+
+#[inline(always)]
+fn cholesky_lower_impl(l: &mut [f64], d: usize, col: &mut [f64], component: usize, what: &str) -> Result<()> {
     for j in 0..d {
         let s = l[j * d + j];
         if !(s > 0.0) || !s.is_finite() {
@@ -409,7 +453,7 @@ fn cholesky_impl(a: ArrayView2<f64>, component: usize, what: &str) -> Result<Arr
             }
         }
     }
-    Ok(Array2::from_shape_vec((d, d), l).expect("d × d"))
+    Ok(())
 }
 
 /// `ln |A|` of a symmetric positive-definite matrix by Cholesky, without keeping the factor

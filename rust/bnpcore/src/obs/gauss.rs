@@ -19,7 +19,7 @@ use rayon::prelude::*;
 
 use super::{FeatureMap, LogLikTable, ObsModel};
 use crate::error::{Error, Result};
-use crate::linalg::{cholesky, gemm, inv_lower, logdet_from_chol, logdet_spd, trace_inv_times};
+use crate::linalg::{cholesky, cholesky_lower_in_place, gemm, inv_lower, logdet_from_chol, logdet_spd, trace_inv_times};
 use crate::special::{multidigamma_sum, multigammaln};
 
 /// Gaussian observation model (full covariance, optionally zero mean).
@@ -175,6 +175,78 @@ impl Gauss {
 
 /// The `D × D` block `Sxx` of a statistic row, copied (the row may be a strided view, e.g. of a
 /// Fortran-ordered `S`).
+/// Scratch of [`Gauss::merged_pair_term`] (one per thread).
+#[derive(Default)]
+pub(crate) struct PairScratch {
+    row: Vec<f64>,
+    l: Vec<f64>,
+    col: Vec<f64>,
+}
+
+impl Gauss {
+    /// `c(λ̄) − c(λ̄ ⊕ (N_a + N_b, S_a + S_b))` for summary rows `sa`, `sb` (contiguous, finite),
+    /// with the arithmetic of [`ObsModel::c_post_from_stats`] on the summed row — the same bits —
+    /// but without its temporary `D × D` arrays: the symmetrised posterior scale's lower triangle
+    /// is written straight into a reused buffer and factored there. `None` if a summed entry is
+    /// not finite (the caller reports it as the unfused path does); `component` tags a
+    /// factorisation error.
+    pub(crate) fn merged_pair_term(
+        &self,
+        na: f64,
+        nb: f64,
+        sa: &[f64],
+        sb: &[f64],
+        component: usize,
+        sc: &mut PairScratch,
+    ) -> Option<Result<f64>> {
+        let d = self.d;
+        let off = self.sxx_offset();
+        let nm = na + nb;
+        // the summed row (the unfused path's merged row), checked as that path checks it (a fold
+        // without early exit vectorises)
+        sc.row.clear();
+        sc.row.extend(sa.iter().zip(sb).map(|(x, y)| x + y));
+        if !nm.is_finite() || !sc.row.iter().fold(true, |ok, v| ok & v.is_finite()) {
+            return None;
+        }
+        let row = &sc.row;
+        let nk = nm.max(0.0);
+        let nu = self.nu + nk;
+        // full covariance: m̂ and κ̂ m̂ m̂ᵀ through the same array operations as the unfused path
+        let (kappa, mm) = if self.zero_mean {
+            (self.kappa, None)
+        } else {
+            let kappa = self.kappa + nk;
+            let mean = (&self.m * self.kappa + ArrayView1::from(&row[..d])) / kappa;
+            let mc = mean.view().insert_axis(Axis(1));
+            (kappa, Some(mc.dot(&mc.t()) * kappa))
+        };
+        sc.l.resize(d * d, 0.0);
+        sc.col.resize(d, 0.0);
+        // (borrowed where the prior's arrays are in standard layout, as they usually are)
+        let (pb, kmm) = (self.b.as_standard_layout(), self.kmm.as_standard_layout());
+        let (pb, kmm) = (pb.as_slice().expect("standard layout"), kmm.as_slice().expect("standard layout"));
+        // B̂_ij = B_ij + Sxx_ij (+ κ m_i m_j − κ̂ m̂_i m̂_j), then (B̂_ij + B̂_ji) / 2
+        let sxx = &row[off..off + d * d];
+        let bhat = |i: usize, j: usize| -> f64 {
+            let q = i * d + j;
+            match &mm {
+                None => pb[q] + sxx[q],
+                Some(mm) => ((pb[q] + sxx[q]) + kmm[q]) - mm[[i, j]],
+            }
+        };
+        for i in 0..d {
+            for j in 0..=i {
+                sc.l[i * d + j] = (bhat(i, j) + bhat(j, i)) * 0.5;
+            }
+        }
+        Some(cholesky_lower_in_place(&mut sc.l, d, &mut sc.col, component, "posterior scale B").map(|()| {
+            let logdet = 2.0 * (0..d).map(|i| sc.l[i * d + i].ln()).sum::<f64>();
+            self.c0 - self.c_func(nu, kappa, logdet)
+        }))
+    }
+}
+
 fn sxx_block(row: ArrayView1<f64>, off: usize, d: usize) -> Array2<f64> {
     Array2::from_shape_fn((d, d), |(i, j)| row[off + i * d + j])
 }

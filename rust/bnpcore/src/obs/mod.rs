@@ -689,6 +689,25 @@ impl Obs {
         }
         let dim = s.ncols().max(1);
         let chunk = ((1usize << 20) / dim).max(1);
+        if let (Obs::Gauss(g), Some(rows)) = (self, s.as_slice()) {
+            // fused: each pair's summed row straight into its factorisation; per chunk of pairs,
+            // as below, a non-finite summed entry first, then the first failed factorisation
+            let row = |j: usize| &rows[j * dim..(j + 1) * dim];
+            let per: Vec<Option<Result<f64>>> = (0..a.len())
+                .into_par_iter()
+                .map_init(gauss::PairScratch::default, |sc, i| g.merged_pair_term(n[a[i]], n[b[i]], row(a[i]), row(b[i]), i % chunk, sc))
+                .collect();
+            let mut out = Vec::with_capacity(a.len());
+            for part in per.chunks(chunk) {
+                if part.iter().any(Option::is_none) {
+                    return Err(Error::NonFinite { what: "summaries `N`/`S`".into() });
+                }
+                for v in part {
+                    out.push(v.clone().expect("checked just above")?);
+                }
+            }
+            return Ok(Array1::from(out));
+        }
         let mut out = Vec::with_capacity(a.len());
         for lo in (0..a.len()).step_by(chunk) {
             let hi = (lo + chunk).min(a.len());
