@@ -58,8 +58,10 @@
 //! `L` distinct active topics bound the `L`-th largest weight from below by their smallest weight
 //! (seeds: the row's previous support reweighted, completed by the active topics of largest
 //! `exp(P_k)`; without a support, maxima of blocks of the row); one branch-free loop over the
-//! active topics keeps the entries at or above the bound (usually exactly `L`, the selection),
-//! and only those enter the threshold scan. The selection is the one a full sort would make.
+//! active topics (compress-stores with AVX-512) keeps the entries at or above the bound — often
+//! exactly `L`, the selection; with near-duplicate topics, as early in a fit, about twice as
+//! many — and only those are ranked (by counting up to 16 entries, else by selecting the `L`-th
+//! largest). The selection is the one a full sort would make.
 //! The reweight passes read the support's table entries from a per-row copy. `L ≥ K` runs the
 //! dense kernel.
 //!
@@ -439,7 +441,13 @@ fn collect_at_floor(row: &[f64], e: &[f64], floor: f64, col: &mut Collected) -> 
     let (row, e) = (&row[..n], &e[..n]);
     let whole = n - n % 8;
     #[cfg(target_arch = "x86_64")]
-    let start = if std::is_x86_feature_detected!("avx") {
+    let start = if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl") {
+        // SAFETY: the CPU supports AVX-512F and VL (checked just above); `whole ≤ n`.
+        match unsafe { collect_at_floor_avx512(&row[..whole], &e[..whole], floor, col) } {
+            true => whole,
+            false => return false,
+        }
+    } else if std::is_x86_feature_detected!("avx") {
         // SAFETY: the CPU supports AVX (checked just above); `whole ≤ n`.
         match unsafe { collect_at_floor_avx(&row[..whole], &e[..whole], floor, col) } {
             true => whole,
@@ -460,6 +468,37 @@ fn collect_at_floor(row: &[f64], e: &[f64], floor: f64, col: &mut Collected) -> 
         }
         if mask != 0 && !col.extend_masked(base, &w, mask) {
             return false;
+        }
+        base += 8;
+    }
+    true
+}
+
+/// [`collect_at_floor`] on AVX-512 over the whole octets of `row` and `e`: the same products and
+/// comparisons, the kept entries of each octet appended by compress-stores (no loop over the
+/// mask's bits, whose variable trip count mispredicted where many weights pass the floor).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+unsafe fn collect_at_floor_avx512(row: &[f64], e: &[f64], floor: f64, col: &mut Collected) -> bool {
+    use std::arch::x86_64::*;
+    let n = row.len().min(e.len());
+    let f = _mm512_set1_pd(floor);
+    let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let mut base = 0;
+    while base + 8 <= n {
+        // SAFETY: AVX-512F/VL are enabled (the caller checked); the loads read `base..base + 8
+        // ≤ n` of both slices; the compress-stores write the mask's popcount (≤ 8) entries from
+        // `col.c`, and `col.room() ≥ 8` whenever the mask is not empty (checked first).
+        unsafe {
+            let w = _mm512_mul_pd(_mm512_loadu_pd(row.as_ptr().add(base)), _mm512_loadu_pd(e.as_ptr().add(base)));
+            let mask = _mm512_cmp_pd_mask::<_CMP_GE_OQ>(w, f);
+            if (mask != 0) & (col.room() < 8) {
+                return false;
+            }
+            let ids = _mm256_add_epi32(_mm256_set1_epi32(base as i32), lanes);
+            _mm512_mask_compressstoreu_pd(col.w.as_mut_ptr().add(col.c), mask, w);
+            _mm256_mask_compressstoreu_epi32(col.ids.as_mut_ptr().add(col.c) as *mut i32, mask, ids);
+            col.c += mask.count_ones() as usize;
         }
         base += 8;
     }
@@ -754,6 +793,8 @@ impl Default for Collected {
 
 impl Collected {
     const CAP: usize = 4 * SCAN_MAX_L;
+    /// Up to this many collected entries, [`Collected::take`] ranks them by counting.
+    const RANK_MAX: usize = 16;
 
     fn clear(&mut self) {
         self.c = 0;
@@ -796,11 +837,39 @@ impl Collected {
             vl[..c].copy_from_slice(&self.w[..c]);
             return c;
         }
-        let (mut m, mut thr) = (0, f64::NEG_INFINITY);
-        for (&j, &x) in self.ids[..c].iter().zip(&self.w[..c]) {
-            offer(ix, vl, l, &mut m, &mut thr, j, x);
+        let w = &self.w[..c];
+        let mut m = 0;
+        if c <= Self::RANK_MAX {
+            // entry `i`'s rank among the collected ones (which are in ascending topic order):
+            // the heavier entries, and the equal ones before it; the top `l` are the ranks below
+            // `l`, visited in topic order — no branches on the data and no sort (with many
+            // near-equal weights an insertion list mispredicts at almost every entry)
+            for (i, &wi) in w.iter().enumerate() {
+                let above = w.iter().fold(0usize, |r, &wj| r + usize::from(wj > wi));
+                let tied_before = w[..i].iter().fold(0usize, |r, &wj| r + usize::from(wj == wi));
+                if above + tied_before < l {
+                    ix[m] = self.ids[i];
+                    vl[m] = wi;
+                    m += 1;
+                }
+            }
+            return m;
         }
-        sort_by_index(&mut ix[..m], &mut vl[..m]);
+        // more: the `l`-th largest weight by selection on a copy, then the entries above it and
+        // the first of those equal to it, in topic order (the same ranks)
+        let mut buf = [0.0f64; Self::CAP];
+        buf[..c].copy_from_slice(w);
+        let thr = *buf[..c].select_nth_unstable_by(l - 1, |a, b| b.total_cmp(a)).1;
+        let mut ties = l - w.iter().fold(0usize, |r, &x| r + usize::from(x > thr));
+        for (&j, &x) in self.ids[..c].iter().zip(w) {
+            let tie = x == thr && ties > 0;
+            if x > thr || tie {
+                ties -= usize::from(tie);
+                ix[m] = j;
+                vl[m] = x;
+                m += 1;
+            }
+        }
         m
     }
 }
@@ -1698,6 +1767,34 @@ mod tests {
             }
             let got: Vec<(u32, u64)> = (0..col.c).map(|t| (col.ids[t], col.w[t].to_bits())).collect();
             assert_eq!(got, want, "case {case} n {n}");
+        }
+    }
+
+    /// `Collected::take` (copy, ranking and threshold paths: up to `l`, up to 16, up to 128
+    /// entries) against a sort by "larger weight first, then smaller index", on weights with many
+    /// ties, the selection in ascending topic order.
+    #[test]
+    fn take_matches_a_sort() {
+        let mut g = Lcg(5);
+        for case in 0..4000 {
+            let l = 1 + (g.next() * 12.0) as usize;
+            let c = (g.next() * if case % 2 == 0 { 24.0 } else { Collected::CAP as f64 }) as usize;
+            let levels = 1 + (g.next() * 6.0) as usize;
+            let mut col = Collected::default();
+            let mut id = 0u32;
+            for _ in 0..c {
+                id += 1 + (g.next() * 3.0) as u32;
+                let x = if case % 3 == 0 { g.next() } else { 0.1 + (g.next() * levels as f64).floor() };
+                col.push(id, x, true);
+            }
+            let (mut ix, mut vl) = (vec![0u32; l], vec![0.0; l]);
+            let m = col.take(l, &mut ix, &mut vl);
+            let mut want: Vec<(u32, f64)> = (0..c).map(|t| (col.ids[t], col.w[t])).collect();
+            want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            want.truncate(l);
+            want.sort_by_key(|p| p.0);
+            let got: Vec<(u32, f64)> = (0..m).map(|t| (ix[t], vl[t])).collect();
+            assert_eq!(got, want, "case {case}: l {l}, c {c}");
         }
     }
 
