@@ -416,18 +416,6 @@ fn all_dots(phi: &[f64], wt: &[f64], out: &mut [f64], avx2: bool) {
 /// per-row dots are as fast or faster (D = 16: 3–5 % slower in blocks).
 const ROWS4_MIN_FEATURES: usize = 512;
 
-/// Whether this CPU runs the four-row dots ([`dots_rows4_avx512`]).
-fn rows4_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 /// [`dots`] of four rows against `G` clusters at once with 512-bit registers: `out[r][g]` is
 /// bit for bit `dots(a[r], w)[g]` (lane `l` of a register is the partial sum `s_l`, the same
 /// products and additions in the same order; each table vector is loaded once for the four
@@ -568,7 +556,7 @@ const PRECOMPUTE_MAX: usize = 1 << 22;
 fn precompute_features(map: &FeatureMap, x: ArrayView2<f64>) -> Option<Vec<f64>> {
     let (n, d) = x.dim();
     let f = map.dim(d);
-    if *map == FeatureMap::Identity || n * f > PRECOMPUTE_MAX || f == 0 || (f >= ROWS4_MIN_FEATURES && rows4_available()) {
+    if *map == FeatureMap::Identity || n * f > PRECOMPUTE_MAX || f == 0 || (f >= ROWS4_MIN_FEATURES && crate::linalg::avx512_available()) {
         return None;
     }
     let mut out = vec![0.0; n * f];
@@ -626,8 +614,8 @@ impl Kernel<'_> {
     fn leaf(&self, x: ArrayView2<f64>, w: ArrayView1<f64>, a: usize, b: usize) -> Part {
         #[cfg(target_arch = "x86_64")]
         {
-            if self.tmap.dim(x.ncols()) >= ROWS4_MIN_FEATURES && rows4_available() {
-                // SAFETY: the CPU supports AVX-512F (`rows4_available`, just above), which implies AVX2.
+            if self.tmap.dim(x.ncols()) >= ROWS4_MIN_FEATURES && crate::linalg::avx512_available() {
+                // SAFETY: the CPU supports AVX-512F (`avx512_available`, just above), which implies AVX2.
                 return unsafe { self.leaf_avx512(x, w, a, b) };
             }
             if std::arch::is_x86_feature_detected!("avx2") {

@@ -53,6 +53,24 @@ pub fn sgemm_rows(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f
     }
 }
 
+/// `f::<R>(blk)` for the block's row count `R = n` (1 to 8; larger counts take 8, smaller 1):
+/// the kernels below keep one accumulator row per block row in registers, so `R` is a constant.
+#[cfg(target_arch = "x86_64")]
+macro_rules! rows_1_to_8 {
+    ($n:expr, $f:ident, $blk:expr) => {
+        match $n {
+            8.. => $f::<8>($blk),
+            7 => $f::<7>($blk),
+            6 => $f::<6>($blk),
+            5 => $f::<5>($blk),
+            4 => $f::<4>($blk),
+            3 => $f::<3>($blk),
+            2 => $f::<2>($blk),
+            _ => $f::<1>($blk),
+        }
+    };
+}
+
 /// Columns per panel of a [`TableF32`] packed for the AVX-512 kernel (two 16-lane registers).
 const PANEL: usize = 32;
 /// Rows of `A` per call of the AVX-512 kernel (two accumulators per row: 16 registers).
@@ -85,7 +103,7 @@ impl TableF32 {
     /// Panics if `b.len() != f · k` (a programming error inside the crate).
     pub fn new(f: usize, k: usize, b: Vec<f32>) -> TableF32 {
         assert_eq!(b.len(), f * k, "TableF32: buffer size");
-        if !panel_kernel_available() {
+        if !avx512_available() {
             return TableF32 { f, k, rm: b, panels: Vec::new() };
         }
         let np = k.div_ceil(PANEL);
@@ -119,7 +137,7 @@ impl TableF32 {
             return;
         }
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the panels exist only where `panel_kernel_available()` (AVX-512F) held when
+        // SAFETY: the panels exist only where `avx512_available()` (AVX-512F) held when
         // they were built, and the buffers hold the shapes checked above.
         unsafe {
             panels_gemm_avx512(m, f, k, a, &self.panels, c)
@@ -127,8 +145,9 @@ impl TableF32 {
     }
 }
 
-/// Whether this CPU runs [`TableF32`]'s panel kernel (AVX-512F).
-pub fn panel_kernel_available() -> bool {
+/// Whether this CPU has AVX-512F (and so runs [`TableF32`]'s panel kernel, [`gram_upper`]'s
+/// kernel and the crate's other 512-bit paths).
+pub fn avx512_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")
@@ -156,18 +175,7 @@ unsafe fn panels_gemm_avx512(m: usize, f: usize, k: usize, a: &[f32], panels: &[
                 let blk = PanelBlock { a: &a[r0 * f..], f, p0, p1, pan, c: &mut c[r0 * k + j * PANEL..], k, cols };
                 // SAFETY: as for the caller (AVX-512F), and `PanelBlock`'s slices start at the
                 // block's first row and column with `nr` rows of `a` and of `c` behind them.
-                unsafe {
-                    match nr {
-                        8 => panel_block::<8>(blk),
-                        7 => panel_block::<7>(blk),
-                        6 => panel_block::<6>(blk),
-                        5 => panel_block::<5>(blk),
-                        4 => panel_block::<4>(blk),
-                        3 => panel_block::<3>(blk),
-                        2 => panel_block::<2>(blk),
-                        _ => panel_block::<1>(blk),
-                    }
-                }
+                unsafe { rows_1_to_8!(nr, panel_block, blk) }
                 r0 += nr;
             }
         }
@@ -256,7 +264,7 @@ pub fn gram_upper(n: usize, d: usize, z: &[f64], y: &[f64], g: &mut [f64]) {
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if n > 0 && panel_kernel_available() {
+    if n > 0 && avx512_available() {
         // SAFETY: AVX-512F is present (checked) and the buffers hold the shapes checked above.
         unsafe { gram_upper_avx512(n, d, z, y, g) };
         return;
@@ -277,18 +285,7 @@ unsafe fn gram_upper_avx512(n: usize, d: usize, z: &[f64], y: &[f64], g: &mut [f
             for b0 in (a0..d).step_by(16) {
                 let blk = GramBlock { z, y, g: &mut *g, d, i0, i1, a0, b0 };
                 // SAFETY: as for the caller (AVX-512F, shapes checked by `gram_upper`).
-                unsafe {
-                    match (d - a0).min(8) {
-                        8 => gram_block::<8>(blk),
-                        7 => gram_block::<7>(blk),
-                        6 => gram_block::<6>(blk),
-                        5 => gram_block::<5>(blk),
-                        4 => gram_block::<4>(blk),
-                        3 => gram_block::<3>(blk),
-                        2 => gram_block::<2>(blk),
-                        _ => gram_block::<1>(blk),
-                    }
-                }
+                unsafe { rows_1_to_8!((d - a0).min(8), gram_block, blk) }
             }
         }
     }
