@@ -102,8 +102,14 @@ impl TableF32 {
     /// # Panics
     /// Panics if `b.len() != f · k` (a programming error inside the crate).
     pub fn new(f: usize, k: usize, b: Vec<f32>) -> TableF32 {
+        TableF32::with_panels(f, k, b, avx512_available())
+    }
+
+    /// [`TableF32::new`] with the layout chosen by the caller (`panels` only where the CPU has
+    /// AVX-512; the tests run both layouts).
+    fn with_panels(f: usize, k: usize, b: Vec<f32>, panels: bool) -> TableF32 {
         assert_eq!(b.len(), f * k, "TableF32: buffer size");
-        if !avx512_available() {
+        if !panels {
             return TableF32 { f, k, rm: b, panels: Vec::new() };
         }
         let np = k.div_ceil(PANEL);
@@ -572,20 +578,23 @@ mod tests {
                 let m = ms[(i + j) % ms.len()];
                 let a: Vec<f32> = (0..m * f).map(|_| next()).collect();
                 let b: Vec<f32> = (0..f * k).map(|_| next()).collect();
-                let t = TableF32::new(f, k, b.clone());
-                let guard = 40;
-                let mut c = vec![f32::NAN; m * k + guard];
-                t.gemm_rows(m, &a, &mut c[..m * k]);
-                assert!(c[m * k..].iter().all(|v| v.is_nan()), "written past C ({m},{f},{k})");
-                let u = 1.0 / (1u64 << 24) as f64;
-                let gam = f as f64 * u / (1.0 - f as f64 * u);
-                for r in 0..m {
-                    for q in 0..k {
-                        let terms = (0..f).map(|p| a[r * f + p] as f64 * b[p * k + q] as f64);
-                        let want: f64 = terms.clone().sum();
-                        let abs: f64 = terms.map(f64::abs).sum();
-                        let err = (c[r * k + q] as f64 - want).abs();
-                        assert!(err <= gam * abs * 1.001 + 1e-30, "({m},{f},{k}) at ({r},{q}): {err} > {}", gam * abs);
+                // both layouts (the panels only where this CPU runs their kernel)
+                for packed in [false, avx512_available()] {
+                    let t = TableF32::with_panels(f, k, b.clone(), packed);
+                    let guard = 40;
+                    let mut c = vec![f32::NAN; m * k + guard];
+                    t.gemm_rows(m, &a, &mut c[..m * k]);
+                    assert!(c[m * k..].iter().all(|v| v.is_nan()), "written past C ({m},{f},{k})");
+                    let u = 1.0 / (1u64 << 24) as f64;
+                    let gam = f as f64 * u / (1.0 - f as f64 * u);
+                    for r in 0..m {
+                        for q in 0..k {
+                            let terms = (0..f).map(|p| a[r * f + p] as f64 * b[p * k + q] as f64);
+                            let want: f64 = terms.clone().sum();
+                            let abs: f64 = terms.map(f64::abs).sum();
+                            let err = (c[r * k + q] as f64 - want).abs();
+                            assert!(err <= gam * abs * 1.001 + 1e-30, "({m},{f},{k}, packed {packed}) at ({r},{q}): {err} > {}", gam * abs);
+                        }
                     }
                 }
             }

@@ -1767,6 +1767,19 @@ mod tests {
             }
             let got: Vec<(u32, u64)> = (0..col.c).map(|t| (col.ids[t], col.w[t].to_bits())).collect();
             assert_eq!(got, want, "case {case} n {n}");
+            // the 256-bit body too (the dispatch above takes the 512-bit one where it can), on
+            // the whole octets
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx") {
+                let whole = n - n % 8;
+                let mut col = Collected::default();
+                // SAFETY: AVX is present (checked just above); `whole ≤ n`.
+                if unsafe { collect_at_floor_avx(&row[..whole], &e[..whole], floor, &mut col) } {
+                    let got: Vec<(u32, u64)> = (0..col.c).map(|t| (col.ids[t], col.w[t].to_bits())).collect();
+                    let want: Vec<(u32, u64)> = want.iter().copied().filter(|p| (p.0 as usize) < whole).collect();
+                    assert_eq!(got, want, "case {case} n {n} (AVX)");
+                }
+            }
         }
     }
 
