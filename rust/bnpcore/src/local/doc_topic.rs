@@ -843,11 +843,13 @@ impl Collected {
             // entry `i`'s rank among the collected ones (which are in ascending topic order):
             // the heavier entries, and the equal ones before it; the top `l` are the ranks below
             // `l`, visited in topic order — no branches on the data and no sort (with many
-            // near-equal weights an insertion list mispredicts at almost every entry)
+            // near-equal weights an insertion list mispredicts at almost every entry); collected
+            // weights passed `≥ floor`, so none is NaN and exactly `l` ranks are below `l` (`m < l`
+            // only guards the buffer)
             for (i, &wi) in w.iter().enumerate() {
                 let above = w.iter().fold(0usize, |r, &wj| r + usize::from(wj > wi));
                 let tied_before = w[..i].iter().fold(0usize, |r, &wj| r + usize::from(wj == wi));
-                if above + tied_before < l {
+                if above + tied_before < l && m < l {
                     ix[m] = self.ids[i];
                     vl[m] = wi;
                     m += 1;
@@ -863,7 +865,7 @@ impl Collected {
         let mut ties = l - w.iter().fold(0usize, |r, &x| r + usize::from(x > thr));
         for (&j, &x) in self.ids[..c].iter().zip(w) {
             let tie = x == thr && ties > 0;
-            if x > thr || tie {
+            if (x > thr || tie) && m < l {
                 ties -= usize::from(tie);
                 ix[m] = j;
                 vl[m] = x;

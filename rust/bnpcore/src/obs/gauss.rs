@@ -173,8 +173,6 @@ impl Gauss {
     }
 }
 
-/// The `D × D` block `Sxx` of a statistic row, copied (the row may be a strided view, e.g. of a
-/// Fortran-ordered `S`).
 /// Scratch of [`Gauss::merged_pair_term`] (one per thread).
 #[derive(Default)]
 pub(crate) struct PairScratch {
@@ -247,6 +245,8 @@ impl Gauss {
     }
 }
 
+/// The `D × D` block `Sxx` of a statistic row, copied (the row may be a strided view, e.g. of a
+/// Fortran-ordered `S`).
 fn sxx_block(row: ArrayView1<f64>, off: usize, d: usize) -> Array2<f64> {
     Array2::from_shape_fn((d, d), |(i, j)| row[off + i * d + j])
 }
