@@ -239,8 +239,8 @@ impl Gauss {
             }
         }
         Some(cholesky_lower_in_place(&mut sc.l, d, &mut sc.col, component, "posterior scale B").map(|()| {
-            let logdet = 2.0 * (0..d).map(|i| sc.l[i * d + i].ln()).sum::<f64>();
-            self.c0 - self.c_func(nu, kappa, logdet)
+            let l = ArrayView2::from_shape((d, d), &sc.l[..d * d]).expect("d × d");
+            self.c0 - self.c_func(nu, kappa, logdet_from_chol(l))
         }))
     }
 }
