@@ -71,6 +71,14 @@ macro_rules! rows_1_to_8 {
     };
 }
 
+/// Lane masks of two `lanes`-wide registers covering the first `cols ≤ 2·lanes` columns of a
+/// row (the kernels' last, partial block of columns).
+#[cfg(target_arch = "x86_64")]
+fn two_register_masks(cols: usize, lanes: usize) -> (u32, u32) {
+    let first = |n: usize| ((1u64 << n) - 1) as u32;
+    (first(cols.min(lanes)), first(cols.saturating_sub(lanes).min(lanes)))
+}
+
 /// Columns per panel of a [`TableF32`] packed for the AVX-512 kernel (two 16-lane registers).
 const PANEL: usize = 32;
 /// Rows of `A` per call of the AVX-512 kernel (two accumulators per row: 16 registers).
@@ -212,14 +220,8 @@ unsafe fn panel_block<const R: usize>(b: PanelBlock<'_>) {
     use std::arch::x86_64::*;
     let PanelBlock { a, f, p0, p1, pan, c, k, cols } = b;
     assert!(a.len() >= (R - 1) * f + p1 && pan.len() >= (p1 - p0) * PANEL && c.len() >= (R - 1) * k + cols);
-    let m0: __mmask16 = if cols >= 16 { 0xffff } else { ((1u32 << cols) - 1) as __mmask16 };
-    let m1: __mmask16 = if cols >= 32 {
-        0xffff
-    } else if cols > 16 {
-        ((1u32 << (cols - 16)) - 1) as __mmask16
-    } else {
-        0
-    };
+    let (m0, m1) = two_register_masks(cols, 16);
+    let (m0, m1) = (m0 as __mmask16, m1 as __mmask16);
     let cp = c.as_mut_ptr();
     let ap = a.as_ptr();
     let tp = pan.as_ptr();
@@ -318,14 +320,8 @@ unsafe fn gram_block<const R: usize>(b: GramBlock<'_>) {
     let GramBlock { z, y, g, d, i0, i1, a0, b0 } = b;
     assert!(a0 + R <= d && b0 < d && i1 * d <= z.len() && i1 * d <= y.len() && d * d <= g.len());
     let cols = (d - b0).min(16);
-    let m0: __mmask8 = if cols >= 8 { 0xff } else { ((1u32 << cols) - 1) as __mmask8 };
-    let m1: __mmask8 = if cols >= 16 {
-        0xff
-    } else if cols > 8 {
-        ((1u32 << (cols - 8)) - 1) as __mmask8
-    } else {
-        0
-    };
+    let (m0, m1) = two_register_masks(cols, 8);
+    let (m0, m1) = (m0 as __mmask8, m1 as __mmask8);
     let (zp, yp, gp) = (z.as_ptr(), y.as_ptr(), g.as_mut_ptr());
     // SAFETY (every access below): `z` at `i·d + a0 + r` with `i < i1`, `r < R`, `a0 + R ≤ d`;
     // `y` and `g` at `i·d + b0 + 0..16` (`g`: `(a0 + r)·d + …`) through masks limited to the
