@@ -416,6 +416,12 @@ fn all_dots(phi: &[f64], wt: &[f64], out: &mut [f64], avx2: bool) {
 /// per-row dots are as fast or faster (D = 16: 3–5 % slower in blocks).
 const ROWS4_MIN_FEATURES: usize = 512;
 
+/// Whether the kernel takes the dots of four rows at a time for tables of `f` features (wide
+/// tables, on a CPU with AVX-512); such features are then never precomputed.
+fn takes_rows4(f: usize) -> bool {
+    f >= ROWS4_MIN_FEATURES && crate::linalg::avx512_available()
+}
+
 /// [`dots`] of four rows against `G` clusters at once with 512-bit registers: `out[r][g]` is
 /// bit for bit `dots(a[r], w)[g]` (lane `l` of a register is the partial sum `s_l`, the same
 /// products and additions in the same order; each table vector is loaded once for the four
@@ -487,7 +493,6 @@ unsafe fn all_dots_rows4_avx512(phi: [&[f64]; 4], wt: &[f64], out: &mut [Vec<f64
 
 /// Features of the block of four rows starting at `n0` of a leaf ending at `b` (a short last
 /// block repeats row `n0`): precomputed rows, the rows themselves (identity map) or `bt4`.
-#[allow(clippy::too_many_arguments)]
 fn block_phis<'s>(
     phi: Option<&'s [f64]>,
     identity: bool,
@@ -556,7 +561,7 @@ const PRECOMPUTE_MAX: usize = 1 << 22;
 fn precompute_features(map: &FeatureMap, x: ArrayView2<f64>) -> Option<Vec<f64>> {
     let (n, d) = x.dim();
     let f = map.dim(d);
-    if *map == FeatureMap::Identity || n * f > PRECOMPUTE_MAX || f == 0 || (f >= ROWS4_MIN_FEATURES && crate::linalg::avx512_available()) {
+    if *map == FeatureMap::Identity || n * f > PRECOMPUTE_MAX || f == 0 || takes_rows4(f) {
         return None;
     }
     let mut out = vec![0.0; n * f];
@@ -614,8 +619,8 @@ impl Kernel<'_> {
     fn leaf(&self, x: ArrayView2<f64>, w: ArrayView1<f64>, a: usize, b: usize) -> Part {
         #[cfg(target_arch = "x86_64")]
         {
-            if self.tmap.dim(x.ncols()) >= ROWS4_MIN_FEATURES && crate::linalg::avx512_available() {
-                // SAFETY: the CPU supports AVX-512F (`avx512_available`, just above), which implies AVX2.
+            if takes_rows4(self.tmap.dim(x.ncols())) {
+                // SAFETY: the CPU supports AVX-512F (`takes_rows4`, just above), which implies AVX2.
                 return unsafe { self.leaf_avx512(x, w, a, b) };
             }
             if std::arch::is_x86_feature_detected!("avx2") {
