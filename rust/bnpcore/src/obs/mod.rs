@@ -375,11 +375,17 @@ fn check_summary_shape(n: ArrayView1<f64>, s: ArrayView2<f64>, stat_dim: usize) 
     Ok(())
 }
 
+/// The error of summaries with a non-finite entry (also for pooled ones, see
+/// [`Obs::elbo_data_per_pair`]).
+fn summaries_not_finite() -> Error {
+    Error::NonFinite { what: "summaries `N`/`S`".into() }
+}
+
 /// Check `(N, S)` summaries against a model.
 pub(crate) fn check_summaries(n: ArrayView1<f64>, s: ArrayView2<f64>, stat_dim: usize) -> Result<()> {
     check_summary_shape(n, s, stat_dim)?;
     if n.iter().chain(s.iter()).any(|v| !v.is_finite()) {
-        return Err(Error::NonFinite { what: "summaries `N`/`S`".into() });
+        return Err(summaries_not_finite());
     }
     Ok(())
 }
@@ -700,7 +706,7 @@ impl Obs {
             let mut out = Vec::with_capacity(a.len());
             for part in per.chunks(chunk) {
                 if part.iter().any(Option::is_none) {
-                    return Err(Error::NonFinite { what: "summaries `N`/`S`".into() });
+                    return Err(summaries_not_finite());
                 }
                 for v in part {
                     out.push(v.clone().expect("checked just above")?);
