@@ -62,8 +62,11 @@
 //! exactly `L`, the selection; with near-duplicate topics, as early in a fit, about twice as
 //! many — and only those are ranked (by counting up to 16 entries, else by selecting the `L`-th
 //! largest). The selection is the one a full sort would make.
-//! The reweight passes read the support's table entries from a per-row copy. `L ≥ K` runs the
-//! dense kernel.
+//! The reweight passes read the support's table entries from a per-row copy. The first pass
+//! weighs every topic by `E_vk a_k` whatever the document, so a word's first support, values and
+//! sum are selected once per distinct word of the batch and copied into every document using it
+//! (the most expensive pass otherwise: each row a selection among all `K` topics). `L ≥ K` runs
+//! the dense kernel.
 //!
 //! **Summaries** (thesis eq. 5.47–5.48, with the log-Gamma signs of eq. 5.27): per batch
 //! `D`, `N_k = Σ_d N_dk`, `S_kv`, `H_k = −Σ c r ln r`, `P_k = Σ_d E[ln π_dk]`,
@@ -1062,8 +1065,9 @@ impl Sparse {
         self.cnt[u] = m;
     }
 
-    /// One pass with the log weights in `self.p` (valid on the active set).
-    fn pass(&mut self, ctx: &DocCtx, l: usize, mode: Reselect, w: &mut [f64], cand: &mut Vec<u32>) {
+    /// What a pass computes before its rows: the shift `m`, the weights `e` (and `ea`) of the
+    /// active topics and, when rows are reselected, the heaviest active topics.
+    fn prepare(&mut self, l: usize, mode: Reselect) {
         self.m = self.active.iter().map(|&j| self.p[j as usize]).fold(f64::NEG_INFINITY, f64::max);
         self.e.fill(0.0);
         self.ea.clear();
@@ -1083,6 +1087,11 @@ impl Sparse {
             }
             self.heavy.truncate(m);
         }
+    }
+
+    /// One pass with the log weights in `self.p` (valid on the active set).
+    fn pass(&mut self, ctx: &DocCtx, l: usize, mode: Reselect, w: &mut [f64], cand: &mut Vec<u32>) {
+        self.prepare(l, mode);
         self.n.fill(0.0);
         for u in 0..ctx.words.len() {
             let (b0, b1) = (u * l, u * l + self.cnt[u]);
@@ -1119,6 +1128,32 @@ impl Sparse {
         }
     }
 
+    /// The document's first pass read from the batch's first pass `fp` (row `u` is word
+    /// `words[u]` with count `counts[u]`): the same supports, values and sums as [`Self::pass`]
+    /// with every topic active and `p = ln a` computes, and the counts added in row order.
+    /// The weights `e` are left stale: the next pass prepares its own.
+    fn first_pass(&mut self, fp: &FirstPass, words: &[usize], counts: &[f64], l: usize) {
+        debug_assert_eq!(fp.l, l);
+        self.m = fp.m;
+        self.n.fill(0.0);
+        for (u, (&wd, &c)) in words.iter().zip(counts).enumerate() {
+            let i = fp.slot[wd] as usize;
+            let m = fp.cnt[i];
+            let (b0, f0) = (u * l, i * l);
+            self.idx[b0..b0 + m].copy_from_slice(&fp.idx[f0..f0 + m]);
+            self.val[b0..b0 + m].copy_from_slice(&fp.val[f0..f0 + m]);
+            self.tab[b0..b0 + m].copy_from_slice(&fp.tab[f0..f0 + m]);
+            self.s[u] = fp.s[i];
+            self.lse[u] = fp.lse[i];
+            self.fb[u] = fp.fb[i];
+            self.cnt[u] = m;
+            let n = &mut self.n[..];
+            for (&j, &v) in self.idx[b0..b0 + m].iter().zip(&self.val[b0..b0 + m]) {
+                n[j as usize] += c * v;
+            }
+        }
+    }
+
     /// Drop topics with `N_dk ≤ eps` from the active set (keeping at least the largest).
     fn prune(&mut self, eps: f64) {
         let best = self.active.iter().copied().max_by(|&x, &y| self.n[x as usize].total_cmp(&self.n[y as usize]).then(y.cmp(&x)));
@@ -1133,6 +1168,89 @@ impl Sparse {
 
     fn objective(&self, ctx: &DocCtx) -> f64 {
         ctx.objective(&self.n, &self.p, lse_sum(ctx.counts, &self.s, &self.lse, &self.fb, self.m))
+    }
+}
+
+/// The first pass of the L-sparse step for every word of a batch. A document's first pass
+/// weighs topic `k` by `E_vk a_k` with every topic active: a word's support, values and sum
+/// do not depend on the document, so they are selected once per distinct word of the batch
+/// instead of once per (document, word) — at K = 400 the most expensive pass, each row a
+/// selection among all `K` topics.
+struct FirstPass {
+    l: usize,
+    m: f64,
+    /// word id → its row here (`u32::MAX`: not in the batch)
+    slot: Vec<u32>,
+    cnt: Vec<usize>,
+    idx: Vec<u32>,
+    val: Vec<f64>,
+    tab: Vec<f64>,
+    s: Vec<f64>,
+    lse: Vec<f64>,
+    fb: Vec<bool>,
+}
+
+impl FirstPass {
+    /// Words per parallel chunk (fixed, so the result does not depend on the threads; each
+    /// word's row is computed alone anyway).
+    const CHUNK: usize = 256;
+
+    fn build<I: CsrIndex>(b: &Batch<I>, l: usize) -> FirstPass {
+        let k = b.k;
+        let mut slot = vec![u32::MAX; b.v];
+        let mut words = Vec::new();
+        let (lo, hi) = (b.indptr[0], b.indptr[b.indptr.len() - 1]);
+        for w in &b.indices[lo..hi] {
+            let w = w.fast();
+            if slot[w] == u32::MAX {
+                slot[w] = 0;
+                words.push(w);
+            }
+        }
+        words.sort_unstable();
+        for (i, &w) in words.iter().enumerate() {
+            slot[w] = i as u32;
+        }
+        let parts: Vec<Sparse> = words
+            .par_chunks(Self::CHUNK)
+            .map(|ws| {
+                let ctx = DocCtx { tab: b.tab, k, words: ws, counts: &[], a: b.a, a_rem: b.a_rem };
+                let mut sp = Sparse::default();
+                sp.reset(k, ws.len(), l);
+                for j in 0..k {
+                    sp.p[j] = b.a[j].ln();
+                }
+                sp.prepare(l, Reselect::All);
+                let (mut w, mut cand) = (vec![0.0; k], Vec::with_capacity(k));
+                for u in 0..ws.len() {
+                    sp.select_row(&ctx, u, l, &mut w, &mut cand);
+                }
+                sp
+            })
+            .collect();
+        let m = parts.first().map_or(0.0, |p| p.m);
+        let mut fp = FirstPass {
+            l,
+            m,
+            slot,
+            cnt: Vec::new(),
+            idx: Vec::new(),
+            val: Vec::new(),
+            tab: Vec::new(),
+            s: Vec::new(),
+            lse: Vec::new(),
+            fb: Vec::new(),
+        };
+        for p in parts {
+            fp.cnt.extend_from_slice(&p.cnt);
+            fp.idx.extend_from_slice(&p.idx);
+            fp.val.extend_from_slice(&p.val);
+            fp.tab.extend_from_slice(&p.tab);
+            fp.s.extend_from_slice(&p.s);
+            fp.lse.extend_from_slice(&p.lse);
+            fp.fb.extend_from_slice(&p.fb);
+        }
+        fp
     }
 }
 
@@ -1234,6 +1352,7 @@ fn sparse_doc(
     ctx: &DocCtx,
     opts: &DocTopicOptions,
     l: usize,
+    first: Option<(&FirstPass, &[usize])>,
     cur: &mut Sparse,
     prop: &mut Sparse,
     w: &mut [f64],
@@ -1248,7 +1367,10 @@ fn sparse_doc(
     if nu == 0 {
         return;
     }
-    cur.pass(ctx, l, Reselect::All, w, cand);
+    match first {
+        Some((fp, words)) => cur.first_pass(fp, words, ctx.counts, l),
+        None => cur.pass(ctx, l, Reselect::All, w, cand),
+    }
     ctr.passes += nu as u64;
     cur.prune(opts.sparse_eps);
     let mut old = vec![0.0; k];
@@ -1486,7 +1608,7 @@ struct Scratch {
     words: Vec<usize>,
 }
 
-fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: usize, pool: &Pool) -> Partial {
+fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&FirstPass>, d0: usize, d1: usize, pool: &Pool) -> Partial {
     let k = b.k;
     let sparse_l = opts.top_l.filter(|&l| l < k);
     let sparse = sparse_l.is_some();
@@ -1582,7 +1704,7 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, d0: usize, d1: us
             }
             Some(l) => {
                 let (cur, prop) = (&mut sc.sparse.0, &mut sc.sparse.1);
-                sparse_doc(&ctx, opts, l, cur, prop, &mut sc.tmp, &mut sc.cand, &mut part.ctr);
+                sparse_doc(&ctx, opts, l, first.map(|fp| (fp, &sc.words[..])), cur, prop, &mut sc.tmp, &mut sc.cand, &mut part.ctr);
                 for u in 0..sc.words.len() {
                     let c = ctx.counts[u];
                     let m = cur.cnt[u];
@@ -1654,7 +1776,11 @@ pub fn doc_topic_step<I: CsrIndex>(
     let n_docs = b.indptr.len() - 1;
     let nm = opts.merge_pairs.len();
     let pool = Pool::default();
-    let part = tree_reduce(n_docs, leaf_docs(n_docs), &|d0, d1| run_leaf(&b, opts, d0, d1, &pool), &|x, y| combine(x, y, k, &pool));
+    let first = opts.top_l.filter(|&l| l < k).map(|l| FirstPass::build(&b, l));
+    let part = tree_reduce(n_docs, leaf_docs(n_docs), &|d0, d1| run_leaf(&b, opts, first.as_ref(), d0, d1, &pool), &|x, y| {
+        combine(x, y, k, &pool)
+    });
+    drop(first);
     drop(pool);
     let Some(part) = part else {
         return Ok(DocTopicOutput {
@@ -1890,6 +2016,42 @@ mod tests {
         assert!(out.h.iter().all(|&h| h >= 0.0));
     }
 
+    /// A document's first pass read from the batch's per-word first pass is the one it would
+    /// compute itself: the whole document step (supports, values and sums of every row, the
+    /// counts, the restarts after it) has the same bits with and without it.
+    #[test]
+    fn first_pass_per_word_matches_the_documents_own() {
+        let (d, k) = (60, 20);
+        let c = corpus(d, 40, k, 7);
+        let (ip, ind, dat, tab, a) = &c;
+        let (ipv, indv, datv) = (ArrayView1::from(ip.as_slice()), ArrayView1::from(ind.as_slice()), ArrayView1::from(dat.as_slice()));
+        let (tv, av) = (tab.view(), a.view());
+        let words: Vec<usize> = ind.iter().map(|&w| w as usize).collect();
+        for (l, max_iter) in [(1, 100), (2, 100), (3, 1), (8, 100), (16, 3)] {
+            let opts = DocTopicOptions { top_l: Some(l), max_iter, ..Default::default() };
+            let b = validate(&ipv, &indv, &datv, &tv, &av, Some(0.3), &opts).unwrap();
+            let fp = FirstPass::build(&b, l);
+            for doc in 0..d {
+                let (s0, s1) = (ip[doc] as usize, ip[doc + 1] as usize);
+                let ctx = DocCtx { tab: b.tab, k, words: &words[s0..s1], counts: &dat[s0..s1], a: b.a, a_rem: b.a_rem };
+                let (mut c1, mut p1, mut c2, mut p2) = (Sparse::default(), Sparse::default(), Sparse::default(), Sparse::default());
+                let (mut tmp, mut cand, mut ctr) = (vec![0.0; k], Vec::new(), Counters::default());
+                sparse_doc(&ctx, &opts, l, None, &mut c1, &mut p1, &mut tmp, &mut cand, &mut ctr);
+                sparse_doc(&ctx, &opts, l, Some((&fp, &words[s0..s1])), &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
+                let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&c1.n), bits(&c2.n), "l {l} doc {doc}");
+                assert_eq!(c1.objective(&ctx).to_bits(), c2.objective(&ctx).to_bits(), "l {l} doc {doc}");
+                for u in 0..s1 - s0 {
+                    let m = c1.cnt[u];
+                    assert_eq!(m, c2.cnt[u]);
+                    assert_eq!(c1.idx[u * l..u * l + m], c2.idx[u * l..u * l + m]);
+                    assert_eq!(bits(&c1.val[u * l..u * l + m]), bits(&c2.val[u * l..u * l + m]));
+                    assert_eq!(c1.s[u].to_bits(), c2.s[u].to_bits());
+                }
+            }
+        }
+    }
+
     #[test]
     fn thread_count_does_not_change_bits() {
         let c = corpus(150, 40, 7, 2);
@@ -1923,7 +2085,7 @@ mod tests {
             let mut ctr = Counters::default();
             let (mut acc, mut tmp, mut cand) = (vec![0.0; 6], vec![0.0; 6], Vec::new());
             dense_doc(&ctx, &opts, &mut c1, &mut p1, &mut acc, &mut tmp, &mut ctr);
-            sparse_doc(&ctx, &opts, 6, &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
+            sparse_doc(&ctx, &opts, 6, None, &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
             for j in 0..6 {
                 assert!((c1.n[j] - c2.n[j]).abs() < 1e-12 * (1.0 + c1.n[j]), "doc {d} topic {j}");
             }
