@@ -62,11 +62,11 @@
 //! exactly `L`, the selection; with near-duplicate topics, as early in a fit, about twice as
 //! many — and only those are ranked (by counting up to 16 entries, else by selecting the `L`-th
 //! largest). The selection is the one a full sort would make.
-//! The reweight passes read the support's table entries from a per-row copy. The first pass
-//! weighs every topic by `E_vk a_k` whatever the document, so a word's first support, values and
-//! sum are selected once per distinct word of the batch and copied into every document using it
-//! (the most expensive pass otherwise: each row a selection among all `K` topics). `L ≥ K` runs
-//! the dense kernel.
+//! The reweight passes and the reselections' seeds read the support's table entries from a
+//! per-row copy. The first pass weighs every topic by `E_vk a_k` whatever the document, so a
+//! word's first support, values and sum are selected once per distinct word of the batch and
+//! copied into every document using it (the most expensive pass otherwise: each row a selection
+//! among all `K` topics). `L ≥ K` runs the dense kernel.
 //!
 //! **Summaries** (thesis eq. 5.47–5.48, with the log-Gamma signs of eq. 5.27): per batch
 //! `D`, `N_k = Σ_d N_dk`, `S_kv`, `H_k = −Σ c r ln r`, `P_k = Σ_d E[ln π_dk]`,
@@ -972,10 +972,13 @@ impl Sparse {
             // their smallest weight, and only the entries at or above it are candidates. The
             // seeds: the row's previous support, reweighted (a topic that left the active set
             // weighs 0 and is skipped), then the heaviest active topics.
+            // (the support's table entries are kept beside it: contiguous, not scattered over
+            // the `K`-wide row)
             let mut seeds = 0;
             let mut floor = f64::INFINITY;
-            for &j in &ix[..self.cnt[u]] {
-                let x = row[j as usize] * self.e[j as usize];
+            let m0 = self.cnt[u];
+            for (&j, &t) in ix[..m0].iter().zip(&self.tab[u * l..u * l + m0]) {
+                let x = t * self.e[j as usize];
                 if x > 0.0 {
                     seeds += 1;
                     floor = floor.min(x);
