@@ -1187,18 +1187,19 @@ impl Sparse {
     /// The weights `e` are left stale: the next pass prepares its own.
     fn first_pass(&mut self, fp: &FirstPass, words: &[usize], counts: &[f64], l: usize) {
         debug_assert_eq!(fp.l, l);
-        self.m = fp.m;
+        let r = &fp.rows;
+        self.m = r.m;
         self.n.fill(0.0);
         for (u, (&wd, &c)) in words.iter().zip(counts).enumerate() {
             let i = fp.slot[wd] as usize;
-            let m = fp.cnt[i];
+            let m = r.cnt[i];
             let (b0, f0) = (u * l, i * l);
-            self.idx[b0..b0 + m].copy_from_slice(&fp.idx[f0..f0 + m]);
-            self.val[b0..b0 + m].copy_from_slice(&fp.val[f0..f0 + m]);
-            self.tab[b0..b0 + m].copy_from_slice(&fp.tab[f0..f0 + m]);
-            self.s[u] = fp.s[i];
-            self.lse[u] = fp.lse[i];
-            self.fb[u] = fp.fb[i];
+            self.idx[b0..b0 + m].copy_from_slice(&r.idx[f0..f0 + m]);
+            self.val[b0..b0 + m].copy_from_slice(&r.val[f0..f0 + m]);
+            self.tab[b0..b0 + m].copy_from_slice(&r.tab[f0..f0 + m]);
+            self.s[u] = r.s[i];
+            self.lse[u] = r.lse[i];
+            self.fb[u] = r.fb[i];
             self.cnt[u] = m;
             let n = &mut self.n[..];
             for (&j, &v) in self.idx[b0..b0 + m].iter().zip(&self.val[b0..b0 + m]) {
@@ -1231,16 +1232,11 @@ impl Sparse {
 /// selection among all `K` topics.
 struct FirstPass {
     l: usize,
-    m: f64,
-    /// word id → its row here (`u32::MAX`: not in the batch)
+    /// word id → its row in `rows` (`u32::MAX`: not in the batch)
     slot: Vec<u32>,
-    cnt: Vec<usize>,
-    idx: Vec<u32>,
-    val: Vec<f64>,
-    tab: Vec<f64>,
-    s: Vec<f64>,
-    lse: Vec<f64>,
-    fb: Vec<bool>,
+    /// the rows of the batch's distinct words after the first pass (`m`, `cnt`, `idx`, `val`,
+    /// `tab`, `s`, `lse` and `fb` are set)
+    rows: Sparse,
 }
 
 impl FirstPass {
@@ -1281,29 +1277,17 @@ impl FirstPass {
                 sp
             })
             .collect();
-        let m = parts.first().map_or(0.0, |p| p.m);
-        let mut fp = FirstPass {
-            l,
-            m,
-            slot,
-            cnt: Vec::new(),
-            idx: Vec::new(),
-            val: Vec::new(),
-            tab: Vec::new(),
-            s: Vec::new(),
-            lse: Vec::new(),
-            fb: Vec::new(),
-        };
+        let mut rows = Sparse { m: parts.first().map_or(0.0, |p| p.m), ..Sparse::default() };
         for p in parts {
-            fp.cnt.extend_from_slice(&p.cnt);
-            fp.idx.extend_from_slice(&p.idx);
-            fp.val.extend_from_slice(&p.val);
-            fp.tab.extend_from_slice(&p.tab);
-            fp.s.extend_from_slice(&p.s);
-            fp.lse.extend_from_slice(&p.lse);
-            fp.fb.extend_from_slice(&p.fb);
+            rows.cnt.extend_from_slice(&p.cnt);
+            rows.idx.extend_from_slice(&p.idx);
+            rows.val.extend_from_slice(&p.val);
+            rows.tab.extend_from_slice(&p.tab);
+            rows.s.extend_from_slice(&p.s);
+            rows.lse.extend_from_slice(&p.lse);
+            rows.fb.extend_from_slice(&p.fb);
         }
-        fp
+        FirstPass { l, slot, rows }
     }
 }
 
