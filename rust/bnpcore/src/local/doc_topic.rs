@@ -293,6 +293,8 @@ struct Batch<'a, I> {
     data: &'a [f64],
     tab: &'a [f64],
     a: &'a [f64],
+    /// `ln Γ(a_k)`: a document's objective term of a topic it does not use
+    lga: Vec<f64>,
     a_rem: Option<f64>,
     k: usize,
     v: usize,
@@ -369,7 +371,7 @@ fn validate<'a, I: CsrIndex>(
             return Err(Error::param("merge_pairs", format!("pair ({p}, {q}) needs two distinct topics < {k}")));
         }
     }
-    Ok(Batch { indptr: offs, indices: ind, data: dat, tab, a: a_s, a_rem, k, v })
+    Ok(Batch { indptr: offs, indices: ind, data: dat, tab, a: a_s, lga: a_s.iter().map(|&x| gammaln(x)).collect(), a_rem, k, v })
 }
 
 #[inline(always)]
@@ -624,6 +626,8 @@ struct DocCtx<'a> {
     words: &'a [usize],
     counts: &'a [f64],
     a: &'a [f64],
+    /// `ln Γ(a_k)` (the objective's term of a topic with `N_dk = 0`)
+    lga: &'a [f64],
     a_rem: Option<f64>,
 }
 
@@ -641,7 +645,8 @@ impl DocCtx<'_> {
         for k in 0..self.k {
             let th = n[k] + self.a[k];
             tot += th;
-            val += gammaln(th);
+            // an unused topic's term is `ln Γ(a_k)` (`th` is `a_k` exactly): precomputed
+            val += if n[k] == 0.0 { self.lga[k] } else { gammaln(th) };
             if n[k] > 0.0 {
                 val -= n[k] * p[k];
             }
@@ -1315,7 +1320,7 @@ impl FirstPass {
         let parts: Vec<Sparse> = words
             .par_chunks(Self::CHUNK)
             .map(|ws| {
-                let ctx = DocCtx { tab: b.tab, k, words: ws, counts: &[], a: b.a, a_rem: b.a_rem };
+                let ctx = DocCtx { tab: b.tab, k, words: ws, counts: &[], a: b.a, lga: &b.lga, a_rem: b.a_rem };
                 let mut sp = Sparse::default();
                 sp.reset(k, ws.len(), l);
                 for j in 0..k {
@@ -1763,7 +1768,7 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
         if iota.len() < sc.words.len() {
             iota.extend(iota.len()..sc.words.len());
         }
-        let ctx = DocCtx { tab: &rows, k, words: &iota[..sc.words.len()], counts: &b.data[s0..s1], a: b.a, a_rem: b.a_rem };
+        let ctx = DocCtx { tab: &rows, k, words: &iota[..sc.words.len()], counts: &b.data[s0..s1], a: b.a, lga: &b.lga, a_rem: b.a_rem };
         match sparse_l {
             None => {
                 let (cur, prop) = (&mut sc.dense.0, &mut sc.dense.1);
@@ -2122,7 +2127,7 @@ mod tests {
             let fp = FirstPass::build(&b, l);
             for doc in 0..d {
                 let (s0, s1) = (ip[doc] as usize, ip[doc + 1] as usize);
-                let ctx = DocCtx { tab: b.tab, k, words: &words[s0..s1], counts: &dat[s0..s1], a: b.a, a_rem: b.a_rem };
+                let ctx = DocCtx { tab: b.tab, k, words: &words[s0..s1], counts: &dat[s0..s1], a: b.a, lga: &b.lga, a_rem: b.a_rem };
                 let (mut c1, mut p1, mut c2, mut p2) = (Sparse::default(), Sparse::default(), Sparse::default(), Sparse::default());
                 let (mut tmp, mut cand, mut ctr) = (vec![0.0; k], Vec::new(), Counters::default());
                 sparse_doc(&ctx, &opts, l, None, &mut c1, &mut p1, &mut tmp, &mut cand, &mut ctr);
@@ -2256,6 +2261,7 @@ mod tests {
                 words: &words[s0..s1],
                 counts: &dat[s0..s1],
                 a: a.as_slice().unwrap(),
+                lga: &a.iter().map(|&x| gammaln(x)).collect::<Vec<_>>(),
                 a_rem: None,
             };
             let (mut c1, mut p1, mut c2, mut p2) = (Dense::default(), Dense::default(), Sparse::default(), Sparse::default());
@@ -2283,6 +2289,7 @@ mod tests {
                 words: &words[s0..s1],
                 counts: &dat[s0..s1],
                 a: a.as_slice().unwrap(),
+                lga: &a.iter().map(|&x| gammaln(x)).collect::<Vec<_>>(),
                 a_rem: Some(0.2),
             };
             let mut vals = Vec::new();
