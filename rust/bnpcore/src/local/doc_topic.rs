@@ -758,7 +758,7 @@ impl Dense {
 /// normalised into `vl`, `c · vl_t` is added to `n` in order and true is returned; otherwise
 /// `vl` holds the unnormalised values, `n` is untouched and false is returned — exactly what the
 /// general loop of [`Sparse::pass`] does, on fixed-size arrays (unrolled, no loop exits to
-/// predict: 12 % of a `top_l=8` step at K = 400).
+/// predict: ~10 % of a `top_l=8` step at K = 400).
 #[inline(always)]
 fn reweight_scatter<const N: usize>(ix: &[u32], vl: &mut [f64], tv: &[f64], e: &[f64], n: &mut [f64], c: f64, s_out: &mut f64) -> bool {
     let (ix, vl, tv): (&[u32; N], &mut [f64; N], &[f64; N]) =
