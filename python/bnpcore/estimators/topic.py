@@ -521,7 +521,7 @@ _DOC_COMMON = """
         than ``top_l``: on a 1,500-document, 10,000-word corpus (``benches/bench_doc_topic.py``)
         ``top_l=8`` is about 3x faster per lap than dense at K = 400 and 4.6-4.9x at K = 800,
         but no faster than dense at K = 100 (0.87-1.05x), and ``top_l=4`` with K = 10 is about
-        twice as slow.
+        2.7x slower (the toy bars).
     dense_laps : int, default=1
         With ``top_l``, the first laps are dense.
     doc_max_iter : int, default=100
