@@ -1244,11 +1244,13 @@ impl Sparse {
     /// The weights `e` are left stale: the next pass prepares its own.
     fn first_pass(&mut self, fp: &FirstPass, words: &[usize], counts: &[f64], l: usize) {
         debug_assert_eq!(fp.l, l);
-        let r = &fp.rows;
-        self.m = r.m;
+        if let Some(p) = fp.parts.first() {
+            self.m = p.m;
+        }
         self.n.fill(0.0);
         for (u, (&wd, &c)) in words.iter().zip(counts).enumerate() {
             let i = fp.slot[wd] as usize;
+            let (r, i) = (&fp.parts[i / FirstPass::CHUNK], i % FirstPass::CHUNK);
             let m = r.cnt[i];
             let (b0, f0) = (u * l, i * l);
             self.idx[b0..b0 + m].copy_from_slice(&r.idx[f0..f0 + m]);
@@ -1289,11 +1291,12 @@ impl Sparse {
 /// selection among all `K` topics.
 struct FirstPass {
     l: usize,
-    /// word id → its row in `rows` (`u32::MAX`: not in the batch)
+    /// word id → its position among the batch's distinct words (`u32::MAX`: not in the batch)
     slot: Vec<u32>,
-    /// the rows of the batch's distinct words after the first pass (`m`, `cnt`, `idx`, `val`,
-    /// `tab`, `s`, `lse` and `fb` are set)
-    rows: Sparse,
+    /// the first pass of the distinct words, [`FirstPass::CHUNK`] words per part (position `i`
+    /// is row `i % CHUNK` of part `i / CHUNK`; `m`, `cnt`, `idx`, `val`, `tab`, `s`, `lse` and
+    /// `fb` are set, `m` the same in every part)
+    parts: Vec<Sparse>,
 }
 
 impl FirstPass {
@@ -1317,7 +1320,7 @@ impl FirstPass {
         for (i, &w) in words.iter().enumerate() {
             slot[w] = i as u32;
         }
-        let parts: Vec<Sparse> = words
+        let parts = words
             .par_chunks(Self::CHUNK)
             .map(|ws| {
                 let ctx = DocCtx { tab: b.tab, k, words: ws, counts: &[], a: b.a, lga: &b.lga, a_rem: b.a_rem };
@@ -1334,17 +1337,7 @@ impl FirstPass {
                 sp
             })
             .collect();
-        let mut rows = Sparse { m: parts.first().map_or(0.0, |p| p.m), ..Sparse::default() };
-        for p in parts {
-            rows.cnt.extend_from_slice(&p.cnt);
-            rows.idx.extend_from_slice(&p.idx);
-            rows.val.extend_from_slice(&p.val);
-            rows.tab.extend_from_slice(&p.tab);
-            rows.s.extend_from_slice(&p.s);
-            rows.lse.extend_from_slice(&p.lse);
-            rows.fb.extend_from_slice(&p.fb);
-        }
-        FirstPass { l, slot, rows }
+        FirstPass { l, slot, parts }
     }
 }
 
