@@ -98,6 +98,13 @@ use crate::special::{digamma, gammaln, trigamma};
 /// Row sums below this value are recomputed in the log domain.
 pub const S_MIN: f64 = 1e-280;
 
+/// Whether a row sum can normalise its row (`> S_MIN` and finite; otherwise the row is
+/// recomputed in the log domain).
+#[inline(always)]
+fn usable(s: f64) -> bool {
+    s > S_MIN && s.is_finite()
+}
+
 /// Topic weights `e_k = exp(P_k − max P)` below `exp(E_CUTOFF)` (≈ 1e-261) are set to 0: they
 /// cannot change any summary beyond round-off, and keeping them lets subnormal numbers into the
 /// inner loop, where each one costs a slow microcode assist on x86.
@@ -374,6 +381,12 @@ fn validate<'a, I: CsrIndex>(
     Ok(Batch { indptr: offs, indices: ind, data: dat, tab, a: a_s, lga: a_s.iter().map(|&x| gammaln(x)).collect(), a_rem, k, v })
 }
 
+/// The sum of [`dot`]'s eight lane accumulators, in its fixed order.
+#[inline(always)]
+fn fold_lanes(x: &[f64; 8]) -> f64 {
+    ((x[0] + x[4]) + (x[1] + x[5])) + ((x[2] + x[6]) + (x[3] + x[7]))
+}
+
 #[inline(always)]
 fn dot(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
@@ -386,7 +399,7 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
             acc[i] += x[i] * y[i];
         }
     }
-    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    let mut s = fold_lanes(&acc);
     for (x, y) in ra.iter().zip(rb) {
         s += x * y;
     }
@@ -415,8 +428,7 @@ fn dot2(a: &[f64], b: &[f64], e: &[f64]) -> (f64, f64) {
             xb[i] += y[i] * z[i];
         }
     }
-    let mut sa = ((xa[0] + xa[4]) + (xa[1] + xa[5])) + ((xa[2] + xa[6]) + (xa[3] + xa[7]));
-    let mut sb = ((xb[0] + xb[4]) + (xb[1] + xb[5])) + ((xb[2] + xb[6]) + (xb[3] + xb[7]));
+    let (mut sa, mut sb) = (fold_lanes(&xa), fold_lanes(&xb));
     for ((x, y), z) in ra.iter().zip(rb).zip(re) {
         sa += x * z;
         sb += y * z;
@@ -439,7 +451,6 @@ fn axpy2(acc: &mut [f64], wa: f64, a: &[f64], wb: f64, b: &[f64]) {
 /// arithmetic of one row at a time, so every bit is that of the row-by-row loop.
 #[inline(always)]
 fn dense_sweep_impl(tab: &[f64], k: usize, words: &[usize], counts: &[f64], e: &[f64], s: &mut [f64], acc: &mut [f64]) -> bool {
-    let usable = |x: f64| x > S_MIN && x.is_finite();
     let mut any_fb = false;
     let mut u = 0;
     while u + 1 < words.len() {
@@ -448,13 +459,14 @@ fn dense_sweep_impl(tab: &[f64], k: usize, words: &[usize], counts: &[f64], e: &
         let (sa, sb) = dot2(ra, rb, e);
         s[u] = sa;
         s[u + 1] = sb;
-        match (usable(sa), usable(sb)) {
+        let (ua, ub) = (usable(sa), usable(sb));
+        match (ua, ub) {
             (true, true) => axpy2(acc, counts[u] / sa, ra, counts[u + 1] / sb, rb),
             (true, false) => axpy(acc, counts[u] / sa, ra),
             (false, true) => axpy(acc, counts[u + 1] / sb, rb),
             (false, false) => {}
         }
-        any_fb |= !(usable(sa) && usable(sb));
+        any_fb |= !(ua && ub);
         u += 2;
     }
     if let Some(&v) = words.get(u) {
@@ -708,7 +720,7 @@ impl Dense {
         let any_fb = dense_sweep(ctx.tab, k, ctx.words, ctx.counts, &self.e, &mut self.s, acc);
         for u in 0..ctx.words.len() {
             let su = self.s[u];
-            self.fb[u] = !(su > S_MIN && su.is_finite());
+            self.fb[u] = !usable(su);
         }
         for j in 0..k {
             self.n[j] = self.e[j] * acc[j];
@@ -771,7 +783,7 @@ fn reweight_scatter<const N: usize>(ix: &[u32], vl: &mut [f64], tv: &[f64], e: &
     for x in v {
         s += x;
     }
-    if !(s > S_MIN && s.is_finite()) {
+    if !usable(s) {
         *vl = v;
         return false;
     }
@@ -1133,7 +1145,7 @@ impl Sparse {
             m
         };
         let s: f64 = vl[..m].iter().sum();
-        if s > S_MIN && s.is_finite() {
+        if usable(s) {
             let inv = 1.0 / s;
             vl[..m].iter_mut().for_each(|x| *x *= inv);
             self.s[u] = s;
@@ -1218,7 +1230,7 @@ impl Sparse {
                     *v = t * e[j as usize];
                     s += *v;
                 }
-                if s > S_MIN && s.is_finite() {
+                if usable(s) {
                     let inv = 1.0 / s;
                     vl.iter_mut().for_each(|x| *x *= inv);
                     self.s[u] = s;
