@@ -783,10 +783,16 @@ fn reweight_row(ix: &[u32], vl: &mut [f64], tv: &[f64], e: &[f64], n: &mut [f64]
     let inv = 1.0 / s;
     vl.iter_mut().for_each(|x| *x *= inv);
     *s_out = s;
-    for (&j, &v) in ix.iter().zip(vl.iter()) {
+    add_row(n, ix, vl, c);
+    true
+}
+
+/// `n_j += c · v_t` over a row's support `ix` and values `vl`, in order.
+#[inline(always)]
+fn add_row(n: &mut [f64], ix: &[u32], vl: &[f64], c: f64) {
+    for (&j, &v) in ix.iter().zip(vl) {
         n[j as usize] += c * v;
     }
-    true
 }
 
 /// [`reweight_row`] on a support of exactly `N` entries: the lengths are constants, so the
@@ -1225,10 +1231,7 @@ impl Sparse {
             // a reselected row (or one whose support lost its mass)
             self.select_row(ctx, u, l, w, cand);
             let (b0, b1) = (u * l, u * l + self.cnt[u]);
-            let n = &mut self.n[..];
-            for (&j, &v) in self.idx[b0..b1].iter().zip(&self.val[b0..b1]) {
-                n[j as usize] += c * v;
-            }
+            add_row(&mut self.n, &self.idx[b0..b1], &self.val[b0..b1], c);
         }
     }
 
@@ -1254,10 +1257,7 @@ impl Sparse {
             self.lse[u] = r.lse[i];
             self.fb[u] = r.fb[i];
             self.cnt[u] = m;
-            let n = &mut self.n[..];
-            for (&j, &v) in self.idx[b0..b0 + m].iter().zip(&self.val[b0..b0 + m]) {
-                n[j as usize] += c * v;
-            }
+            add_row(&mut self.n, &self.idx[b0..b0 + m], &self.val[b0..b0 + m], c);
         }
     }
 
