@@ -130,3 +130,51 @@ def test_refined_birth_candidate_grows_a_stuck_model():
     i = births.index(first_refined)
     assert i > 0 and not births[i - 1]["accepted"] and births[i - 1]["uids"] == first_refined["uids"]
     assert np.all(np.diff(grown.history_["elbo"][1:]) >= -1e-8 * np.abs(grown.history_["elbo"][1:-1]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_birth_histograms_equal_per_document_reference(seed):
+    """The target histograms collected for a birth (one vectorised pass over a batch's
+    documents, in blocks) equal the per-document definition: for each document with
+    ``N_dt > birth_min_count``, its counts times ``pi_dt phi_tv / sum_k pi_dk phi_kv``; the
+    document budget ``birth_max_docs`` cuts the list across batches."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    D, V, K = 60, 40, 7
+    X = sp.random(D, V, density=0.3, random_state=seed, format="csr", data_rvs=lambda n: rng.integers(1, 5, n).astype(float))
+    X.sort_indices()
+    X = X[rng.permutation(D)]
+    alloc = HDPTopicAlloc(0.5, 5.0)
+    model = TopicModel(alloc, ObsModel("mult", {"lam": np.full(V, 0.1)}))
+    S0 = rng.gamma(1.0, 2.0, (K, V))
+    glob = model.stats_from_output(
+        {"n_docs": D, "N": S0.sum(1), "S": S0, "H": np.zeros(K), "P": -rng.random(K) * 20, "P_rem": -30.0, "Q0": 0.0, "Q": np.zeros(K), "Q_rem": 0.0},
+        np.arange(10, 10 + K),
+    )
+    doc_topic = rng.gamma(0.5, 3.0, (D, K)) * (rng.random((D, K)) < 0.6)
+    t_uid, t = 12, 2
+    budget = int((doc_topic[:, t] > 1.0).sum()) - 2  # the budget ends the list inside a batch
+    assert budget >= 4
+    mgr = TopicMoveManager.__new__(TopicMoveManager)
+    mgr.options = {**TopicMoveManager.DEFAULT_OPTIONS, "birth_max_docs": budget}
+    mgr._reset_lap()
+    mgr._birth_target = t_uid
+    half = D // 2
+    mgr._collect_birth(model, glob, X[:half], doc_topic[:half])
+    mgr._collect_birth(model, glob, X[half:], doc_topic[half:])
+    H = mgr._birth_matrix(V)
+
+    a, _ = alloc.doc_prior(glob)
+    lam = model.lam(glob)
+    phi = lam / lam.sum(axis=1, keepdims=True)
+    rows = []
+    for d in np.flatnonzero(doc_topic[:, t] > 1.0)[:budget]:
+        pi = (doc_topic[d] + a) / (doc_topic[d] + a).sum()
+        lo, hi = X.indptr[d], X.indptr[d + 1]
+        w = X.indices[lo:hi]
+        rows.append((w, X.data[lo:hi] * pi[t] * phi[t, w] / (pi @ phi[:, w])))
+    assert mgr._birth_docs == len(rows) == H.shape[0]
+    for i, (w, c) in enumerate(rows):
+        np.testing.assert_array_equal(H.indices[H.indptr[i] : H.indptr[i + 1]], w)
+        np.testing.assert_allclose(H.data[H.indptr[i] : H.indptr[i + 1]], c, rtol=1e-13)

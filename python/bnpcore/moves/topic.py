@@ -438,25 +438,30 @@ class TopicMoveManager:
         theta = doc_topic[docs] + a[None, :]
         pi = theta / theta.sum(axis=1, keepdims=True)
         lam = model.lam(glob)
-        phi = lam / lam.sum(axis=1, keepdims=True)
-        for i, d in enumerate(docs):
-            lo, hi = int(X.indptr[d]), int(X.indptr[d + 1])
-            w = np.asarray(X.indices[lo:hi], dtype=np.int64)
-            num = pi[i, t] * phi[t, w]
-            den = pi[i] @ phi[:, w]
-            self._birth_hist.append((w, X.data[lo:hi] * num / np.maximum(den, 1e-300)))
+        phi_t = np.ascontiguousarray((lam / lam.sum(axis=1, keepdims=True)).T)  # (V, K)
+        lo, hi = np.asarray(X.indptr[docs], dtype=np.int64), np.asarray(X.indptr[docs + 1], dtype=np.int64)
+        lengths = hi - lo
+        # the documents' entries, in their order: entry e of document i is X's entry lo[i] + e
+        at = np.repeat(lo - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(int(lengths.sum()))
+        w = np.asarray(X.indices[at], dtype=np.int64)
+        row = np.repeat(np.arange(docs.size), lengths)
+        den = np.empty(w.size)
+        step = max(1, (1 << 20) // pi.shape[1])  # entries per block: a block's gather stays ~8 MB
+        for s in range(0, w.size, step):
+            e = slice(s, s + step)
+            den[e] = np.einsum("ek,ek->e", pi[row[e]], phi_t[w[e]])
+        num = pi[row, t] * phi_t[w, t]
+        self._birth_hist.append((lengths, w, np.asarray(X.data[at], dtype=np.float64) * num / np.maximum(den, 1e-300)))
         self._birth_docs += docs.size
 
     def _cluster_histograms(self, V: int, J: int, rng) -> np.ndarray:
         """Bregman (KL) k-means of the collected target histograms into ``J`` clusters
         (k-means++ seeding, ``birth_kmeans_iters`` Lloyd iterations); returns the cluster sums
         (J, V)."""
-        from bnpcore._validation import make_csr
         from bnpcore.topic import _kmeanspp_docs
 
-        n = len(self._birth_hist)
-        indptr = np.concatenate([[0], np.cumsum([w.size for w, _ in self._birth_hist])])
-        H = make_csr(np.concatenate([c for _, c in self._birth_hist]), np.concatenate([w for w, _ in self._birth_hist]), indptr, (n, V))
+        H = self._birth_matrix(V)
+        n = H.shape[0]
         J = min(J, n)
         seeds = _kmeanspp_docs(H, J, 0.1, rng)
         from bnpcore.topic import csr_rows_dense
@@ -519,12 +524,12 @@ class TopicMoveManager:
         return S[S.sum(axis=1) > 0]
 
     def _birth_matrix(self, V: int):
-        """The collected target histograms as a CSR matrix (documents × V)."""
+        """The collected target histograms as a CSR matrix (documents × V), in collection order."""
         from bnpcore._validation import make_csr
 
-        n = len(self._birth_hist)
-        indptr = np.concatenate([[0], np.cumsum([w.size for w, _ in self._birth_hist])])
-        return make_csr(np.concatenate([c for _, c in self._birth_hist]), np.concatenate([w for w, _ in self._birth_hist]), indptr, (n, V))
+        lengths = np.concatenate([n for n, _, _ in self._birth_hist])
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        return make_csr(np.concatenate([c for _, _, c in self._birth_hist]), np.concatenate([w for _, w, _ in self._birth_hist]), indptr, (lengths.size, V))
 
     def _evaluate_birth(self, model, state, elbo) -> tuple[int, float]:
         """Split the target into new topics built from the clusters of its histograms, rerun
@@ -532,7 +537,7 @@ class TopicMoveManager:
         accept iff the objective of the resulting summaries is higher."""
         uid = self._birth_target
         G = state.stats
-        if uid not in set(G.uids.tolist()) or len(self._birth_hist) < 2:
+        if uid not in set(G.uids.tolist()) or self._birth_docs < 2:
             return 0, elbo
         t = int(G.positions([uid])[0])
         sums = self._cluster_histograms(G.S.shape[1], int(self.options["birth_n_new"]), state.rng_moves)
