@@ -674,8 +674,9 @@ impl Obs {
 
     /// Per-pair terms of merged clusters: `c(λ̄) − c(λ̄ ⊕ (N_a + N_b, S_a + S_b))` for every
     /// pair `(a[i], b[i])` of positions — [`Self::elbo_data_per_cluster`] of the pooled
-    /// summaries (bit-identical), built a chunk of pairs at a time so that scoring many pairs
-    /// never holds every pooled `S` at once.
+    /// summaries (bit-identical for the Gaussians; for the multinomial equal to round-off, see
+    /// `Mult::c_post_pairs`), built a chunk of pairs at a time so that scoring many pairs never
+    /// holds every pooled `S` at once.
     ///
     /// # Errors
     /// Shape/finiteness errors, a position out of range or `a`, `b` of different lengths, or a

