@@ -112,6 +112,7 @@ def doc_topic_step(
     merge_pairs: Optional[Sequence[tuple[int, int]]] = None,
     usage_threshold: float = 0.01,
     return_doc_topic: bool = False,
+    init_doc_topic: Optional[F64] = None,
     n_threads: Optional[int] = None,
 ) -> dict[str, Any]: ...
 def topic_word_table(lam: F64, *, prior: Optional[F64] = None, n_threads: Optional[int] = None) -> F64: ...

@@ -99,6 +99,53 @@ def test_doc_topic_step_matches_reference(pb):
 
 
 @SETTINGS
+@given(problem)
+def test_warm_started_doc_topic_step_matches_reference(pb):
+    """``init_doc_topic`` (the counts each document's first pass starts from: zeros, random
+    counts, or the cold step's own solution with one topic's column emptied) against the
+    reference; the dense step only."""
+    rng = np.random.default_rng(pb["seed"])
+    V, K = pb["V"], pb["K"]
+    indptr, indices, data = make_corpus(rng, pb["D"], V, fractional=pb["fractional"])
+    lam, _, a, a_rem = make_globals(rng, V, K)
+    if not pb["hdp"]:
+        a, a_rem = np.full(K, 0.7 / K), None
+    table = _core.topic_word_table(lam)
+    kw = dict(alpha_beta_rem=a_rem, max_iter=pb["max_iter"], tol=0.0, restarts=pb["restarts"], restart_max_trials=3, return_doc_topic=True)
+    cold = _core.doc_topic_step(indptr, indices, data, table, a, **kw)
+    inits = [np.zeros((pb["D"], K)), rng.gamma(0.7, 3.0, (pb["D"], K)), cold["doc_topic"].copy()]
+    inits[2][:, int(rng.integers(K))] = 0.0
+    for init in inits:
+        out = _core.doc_topic_step(indptr, indices, data, table, a, init_doc_topic=init, **kw)
+        want = ref.doc_topic_step(indptr, indices, data, ref.topic_word_table(lam), a, init_doc_topic=init, **kw)
+        compare(out, want, KEYS + ("doc_topic",))
+        for key in ("n_iter", "restarts_tried", "restarts_accepted"):
+            assert out[key] == want[key], key
+
+
+def test_warm_start_converges_faster_and_checks_its_input():
+    """From its own solution a document needs far fewer passes than from the prior, and lands on
+    the same summaries to the tolerance; a wrong shape, a negative or NaN count and an L-sparse
+    step are refused, naming ``init_doc_topic``."""
+    rng = np.random.default_rng(5)
+    V, K = 40, 6
+    indptr, indices, data = make_corpus(rng, 30, V, max_types=20)
+    lam, _, a, a_rem = make_globals(rng, V, K)
+    table = _core.topic_word_table(lam)
+    cold = _core.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, tol=1e-9, restarts=False, return_doc_topic=True)
+    warm = _core.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, tol=1e-9, restarts=False, init_doc_topic=cold["doc_topic"])
+    assert warm["n_type_passes"] * 3 < cold["n_type_passes"]
+    np.testing.assert_allclose(warm["N"], cold["N"], rtol=1e-6)
+    bad = {"shape": cold["doc_topic"][:-1], "negative": -cold["doc_topic"], "nan": np.full_like(cold["doc_topic"], np.nan)}
+    for what, init in bad.items():
+        with pytest.raises((ShapeError, DataError), match="init_doc_topic"):
+            _core.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, init_doc_topic=init)
+            pytest.fail(f"a {what} warm start was accepted")
+    with pytest.raises(ParameterError, match="init_doc_topic"):
+        _core.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, init_doc_topic=cold["doc_topic"], top_l=2)
+
+
+@SETTINGS
 @given(
     st.fixed_dictionaries(
         dict(

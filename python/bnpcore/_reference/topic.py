@@ -78,12 +78,14 @@ def doc_objective(C_d, c, r, N, a, a_rem):
     return float(c @ t.sum(axis=1)) - _c_dir(full)
 
 
-def _dense_doc(C_d, c, a, a_rem, opts, counters):
-    """Dense document step (thesis Alg. 5.1) + restart proposals (Alg. 5.2)."""
+def _dense_doc(C_d, c, a, a_rem, opts, counters, init=None):
+    """Dense document step (thesis Alg. 5.1) + restart proposals (Alg. 5.2); ``init`` (K counts)
+    warm-starts the first pass from ``N = init`` instead of the prior."""
     U, K = C_d.shape
     if U == 0:
         return np.zeros((0, K)), np.zeros(K)
-    r = _softmax(C_d + np.log(a))  # cold start: W = C + ln a
+    # cold start: W = C + ln a; warm start: W = C + psi(init + a)
+    r = _softmax(C_d + (np.log(a) if init is None else digamma(init + a)))
     N = c @ r
     for _ in range(opts["max_iter"]):
         r = _softmax(C_d + digamma(N + a))
@@ -246,6 +248,7 @@ def doc_topic_step(
     usage_threshold=0.01,
     return_doc_topic=False,
     return_local=False,
+    init_doc_topic=None,
 ):
     """Document local step of a CSR batch and its summaries (thesis eq. 5.47-5.48).
 
@@ -259,6 +262,7 @@ def doc_topic_step(
     ``P = sum_d psi(theta~) - psi(theta_d.)``, ``Q = sum_d ln Gamma(theta~) + (N_i + N_j -
     theta~)(psi(theta~) - psi(theta_d.))`` with ``theta~ = theta_i + theta_j``.
     With ``return_local``, ``local`` is a list of per-document ``(r, theta)`` (``r`` dense U x K).
+    ``init_doc_topic`` (D x K, dense step only) warm-starts document ``d`` from ``N = init[d]``.
     """
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
@@ -300,8 +304,10 @@ def doc_topic_step(
         w = indices[indptr[d] : indptr[d + 1]]
         c = data[indptr[d] : indptr[d + 1]]
         if top_l is None or top_l >= K:
-            r, N = _dense_doc(C[w], c, a, alpha_beta_rem, opts, counters)
+            r, N = _dense_doc(C[w], c, a, alpha_beta_rem, opts, counters, None if init_doc_topic is None else np.asarray(init_doc_topic, dtype=float)[d])
         else:
+            if init_doc_topic is not None:
+                raise ValueError("init_doc_topic: a warm start is supported by the dense step only")
             r, N = _sparse_doc(C[w], c, a, alpha_beta_rem, int(top_l), opts, counters)
         theta = N + a
         tot = theta.sum() + (0.0 if alpha_beta_rem is None else alpha_beta_rem)

@@ -59,11 +59,13 @@ fn output_dict<'py>(py: Python<'py>, out: DocTopicOutput) -> PyResult<Bound<'py,
 /// `bnpcore::local::doc_topic`). Returns a dict with `n_docs`, `N`, `S` (K × V), `H`, `P`,
 /// `P_rem`, `Q0`, `Q`, `Q_rem`, `doc_usage`, `merge_H`, `merge_P`, `merge_Q`, optionally
 /// `doc_topic` (D × K), and the counters `n_iter`, `n_type_passes`, `restarts_tried`,
-/// `restarts_accepted`.
+/// `restarts_accepted`. `init_doc_topic` (D × K counts, dense steps only) warm-starts every
+/// document from the given `N_dk` instead of the prior.
 #[pyfunction]
 #[pyo3(signature = (indptr, indices, data, exp_elog_phi, alpha_beta, *, alpha_beta_rem = None, max_iter = 100, tol = 0.05,
                     restarts = true, restart_max_trials = 25, restart_iters = 2, restart_min_mass = 0.1, top_l = None,
-                    sparse_eps = 1e-3, merge_pairs = None, usage_threshold = 0.01, return_doc_topic = false, n_threads = None))]
+                    sparse_eps = 1e-3, merge_pairs = None, usage_threshold = 0.01, return_doc_topic = false, init_doc_topic = None,
+                    n_threads = None))]
 fn doc_topic_step<'py>(
     py: Python<'py>,
     indptr: &Bound<'py, PyAny>,
@@ -83,6 +85,7 @@ fn doc_topic_step<'py>(
     merge_pairs: Option<Vec<(usize, usize)>>,
     usage_threshold: f64,
     return_doc_topic: bool,
+    init_doc_topic: Option<PyReadonlyArray2<'py, f64>>,
     n_threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let opts = DocTopicOptions {
@@ -99,14 +102,15 @@ fn doc_topic_step<'py>(
         return_doc_topic,
     };
     let (dat, tab, a) = (data.as_array(), exp_elog_phi.as_array(), alpha_beta.as_array());
+    let init = init_doc_topic.as_ref().map(|x| x.as_array());
     let out = match extract_csr(indptr, indices)? {
         Csr::I32(p, i) => {
             let (p, i) = (p.as_array(), i.as_array());
-            run(py, n_threads, || doc_topic::doc_topic_step(p, i, dat, tab, a, alpha_beta_rem, &opts))?
+            run(py, n_threads, || doc_topic::doc_topic_step_init(p, i, dat, tab, a, alpha_beta_rem, init, &opts))?
         }
         Csr::I64(p, i) => {
             let (p, i) = (p.as_array(), i.as_array());
-            run(py, n_threads, || doc_topic::doc_topic_step(p, i, dat, tab, a, alpha_beta_rem, &opts))?
+            run(py, n_threads, || doc_topic::doc_topic_step_init(p, i, dat, tab, a, alpha_beta_rem, init, &opts))?
         }
     };
     output_dict(py, out)
