@@ -45,7 +45,15 @@ import warnings
 import numpy as np
 
 from bnpcore.algorithms._base import SUBTREE_LEAVES
-from bnpcore.algorithms.executor import SELECT_ROWS, BatchResult, kernel_options, prepare, select_collected_rows, select_output_rows
+from bnpcore.algorithms.executor import (
+    KEEP_DOC_TOPIC,
+    SELECT_ROWS,
+    BatchResult,
+    kernel_options,
+    prepare,
+    select_collected_rows,
+    select_output_rows,
+)
 from bnpcore.exceptions import BackendError, ParameterError, ShapeError
 
 __all__ = ["BACKENDS", "WORKER_TIMEOUT", "DaskBatches", "DaskExecutor", "RemoteMemo", "dask_session", "row_batches_on_dask"]
@@ -154,6 +162,7 @@ def _local_step(model, X, glob, opts, n_threads, b, collect_threshold, memo_uids
         obs_core.check_data(X, f"X (batch {b})")
     X = prepare(model, X)
     out = model.local_step(X, glob, n_threads=n_threads, **kernel_options(opts))
+    keep = out.get("doc_topic") if opts.get(KEEP_DOC_TOPIC) else None
     rows = None
     if collect_threshold is not None and out.get("cols") is not None:
         out, rows = select_collected_rows(out, X, collect_threshold)
@@ -161,9 +170,12 @@ def _local_step(model, X, glob, opts, n_threads, b, collect_threshold, memo_uids
         # a move that reads per-row outputs with their rows (topic and HMM births): only the
         # rows it collects leave the worker
         out, rows = select_output_rows(out, X, opts[SELECT_ROWS])
-    elif opts.get("return_doc_topic") or opts.get("return_resp"):
+    elif (opts.get("return_doc_topic") and keep is None) or opts.get("return_resp"):
         # per-row outputs asked for without a selection: the batch itself travels
         rows = X
+    if keep is not None:  # every row's counts, without the rows (warm starts)
+        out = dict(out)
+        out["doc_topic_all"] = keep
     shape = getattr(getattr(X, "X", X), "shape", None)  # a SeqBatch counts its rows
     n = None if shape is None else int(shape[0])
     if memo_uids is None:

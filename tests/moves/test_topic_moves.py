@@ -178,3 +178,78 @@ def test_birth_histograms_equal_per_document_reference(seed):
     for i, (w, c) in enumerate(rows):
         np.testing.assert_array_equal(H.indices[H.indptr[i] : H.indptr[i + 1]], w)
         np.testing.assert_allclose(H.data[H.indptr[i] : H.indptr[i + 1]], c, rtol=1e-13)
+
+
+def test_warm_starts_of_candidates_follow_the_topics():
+    """A candidate's warm start takes each of its topics' columns of the lap's document-topic
+    counts: a topic merged away this lap adds its column to the topic it went into, a topic the
+    lap did not have starts at zero, and ``extra`` adjusts the result (a birth's split)."""
+    mgr = TopicMoveManager.__new__(TopicMoveManager)
+    mgr.options = dict(TopicMoveManager.DEFAULT_OPTIONS)
+    mgr._reset_lap()
+    rng = np.random.default_rng(0)
+    lap_uids = np.array([3, 5, 7, 9])
+    dts = [rng.gamma(1.0, 2.0, (4, 4)), rng.gamma(1.0, 2.0, (2, 4))]
+    mgr._warm = True
+    mgr._doc_topic = {b: (dt, lap_uids) for b, dt in enumerate(dts)}
+    mgr._merged_into = {5: 3}  # 5 went into 3; 9 is the deleted topic; 11 is new
+    inits = mgr._warm_inits(np.array([3, 7, 11]), 2)
+    for dt, init in zip(dts, inits):
+        np.testing.assert_array_equal(init["init_doc_topic"], np.column_stack([dt[:, 0] + dt[:, 1], dt[:, 2], np.zeros(len(dt))]))
+    halved = mgr._warm_inits(np.array([3, 7, 11]), 2, extra=lambda b, cols: cols / 2)
+    np.testing.assert_array_equal(halved[1]["init_doc_topic"], inits[1]["init_doc_topic"] / 2)
+    assert mgr._warm_inits(np.array([3]), 3) is None  # a batch without counts: every candidate starts cold
+    mgr._warm = False
+    assert mgr._warm_inits(np.array([3]), 2) is None
+
+
+def test_delete_and_birth_candidates_start_from_the_lap(monkeypatch):
+    """In a default fit every delete and birth candidate's document step is warm-started from
+    the lap's counts (one array per batch, the candidate's topics as columns, non-negative): a
+    delete's start drops the deleted topic's counts, a birth's splits the target's count with
+    its new topics and keeps the documents' totals (but for a topic deleted earlier in the same
+    lap). With ``warm_start=False`` they start cold."""
+    from bnpcore.moves import topic as mt
+
+    seen, kind = [], []
+    orig = mt.whole_dataset_passes
+
+    def spy(model, source, executor, glob, n_passes, *, n_threads=None, inits=None):
+        seen.append((kind[-1], glob.K, inits))
+        return orig(model, source, executor, glob, n_passes, n_threads=n_threads, inits=inits)
+
+    def tagged(name, fn):
+        def run(*args, **kwargs):
+            kind.append(name)
+            return fn(*args, **kwargs)
+
+        return run
+
+    monkeypatch.setattr(mt, "whole_dataset_passes", spy)
+    monkeypatch.setattr(TopicMoveManager, "_try_birth", tagged("birth", TopicMoveManager._try_birth))
+    monkeypatch.setattr(TopicMoveManager, "_delete_candidate", tagged("delete", TopicMoveManager._delete_candidate))
+    X, _ = make_bars(n_docs=150, n_tokens=80, random_state=0)
+    kw = dict(n_components=1, n_batches=3, max_laps=6, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = HDPTopicModel(**kw).fit(X)
+    kinds = [r["kind"] for r in m.moves_log_ if r["kind"] != "merge"]
+    assert {"birth", "delete"} <= set(kinds) and len(seen) >= len(kinds)
+    lengths = np.diff(X.indptr)
+    totals = np.add.reduceat(X.data, X.indptr[:-1])[lengths > 0]
+    assert {k for k, _, _ in seen} == {"birth", "delete"}
+    for k, K, inits in seen:
+        assert inits is not None and len(inits) == 3
+        starts = np.concatenate([i["init_doc_topic"] for i in inits])
+        assert starts.shape[1] == K and np.all(starts >= 0) and np.all(np.isfinite(starts))
+        docs = starts.sum(axis=1)[lengths > 0]
+        assert np.all(docs <= totals * (1 + 1e-9))
+        if k == "birth":  # the target's count is split, not lost (a topic deleted earlier in the lap is)
+            assert np.mean(np.isclose(docs, totals, rtol=1e-9)) > 0.8
+        else:
+            assert np.any(docs < totals * (1 - 1e-6))
+    seen.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        HDPTopicModel(move_options={"warm_start": False}, **kw).fit(X)
+    assert seen and all(inits is None for _, _, inits in seen)

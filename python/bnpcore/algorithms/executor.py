@@ -87,9 +87,19 @@ def select_output_rows(out: dict, X, select):
     return out, Xr[rows]
 
 
+#: local-step option of a move that keeps every row's document-topic counts for the lap's
+#: candidates (the topic moves' warm starts): with ``return_doc_topic`` the counts of all rows
+#: come back as ``out["doc_topic_all"]`` even when :data:`SELECT_ROWS` reduces
+#: ``out["doc_topic"]``, and a cluster's executor sends no rows back for them. Not a kernel
+#: option.
+KEEP_DOC_TOPIC = "keep_doc_topic"
+
+_EXECUTOR_KEYS = (SELECT_ROWS, KEEP_DOC_TOPIC)
+
+
 def kernel_options(opts: dict) -> dict:
-    """``opts`` without the executor-level :data:`SELECT_ROWS` entry."""
-    return opts if SELECT_ROWS not in opts else {k: v for k, v in opts.items() if k != SELECT_ROWS}
+    """``opts`` without the executor-level entries (:data:`SELECT_ROWS`, :data:`KEEP_DOC_TOPIC`)."""
+    return opts if not any(k in opts for k in _EXECUTOR_KEYS) else {k: v for k, v in opts.items() if k not in _EXECUTOR_KEYS}
 
 
 def shared_options(model, glob, n_steps: int, *, n_threads=None) -> dict:

@@ -167,25 +167,28 @@ def sum_parts(parts):
     return N, S, H
 
 
-def whole_dataset_passes(model, source, executor, glob, n_passes: int, *, n_threads=None):
+def whole_dataset_passes(model, source, executor, glob, n_passes: int, *, n_threads=None, inits=None):
     """``n_passes`` local-step passes over every batch of ``source`` from the candidate globals
     ``glob``, each pass's summed memos being the next pass's globals (the topic and HMM moves
     judge a candidate by the exact objective of the last pass). Returns the last pass's memos
     and their (batch-order) sum. With a cluster ``executor`` the steps run where the batches
-    are and only summaries come back; without one (None) they run here, one batch at a time."""
+    are and only summaries come back; without one (None) they run here, one batch at a time.
+    ``inits``: per batch, None or keyword options of the first pass's local step (the topic
+    model's warm start ``init_doc_topic``)."""
     from bnpcore.algorithms._base import materialize, sum_memos
     from bnpcore.algorithms.executor import prepare, shared_options
 
     memos, total = None, glob
-    for _ in range(int(n_passes)):
+    for i in range(int(n_passes)):
         if executor is not None:
-            items = [(b, {}) for b in range(len(source))]
+            items = [(b, (inits[b] or {}) if (inits is not None and i == 0) else {}) for b in range(len(source))]
             memos = [r.memo for r in executor.run(model, total, items, n_threads=n_threads, memo_uids=total.uids)]
         else:
             memos = []
             shared = shared_options(model, total, len(source), n_threads=n_threads)
             for b in range(len(source)):
-                out = model.local_step(prepare(model, source.get(b)), total, n_threads=n_threads, **shared)
+                extra = (inits[b] or {}) if (inits is not None and i == 0) else {}
+                out = model.local_step(prepare(model, source.get(b)), total, n_threads=n_threads, **shared, **extra)
                 memos.append(model.stats_from_output(out, total.uids))
         total = materialize(sum_memos(memos))  # memos kept on a cluster's workers are summed there
     return memos, total

@@ -40,6 +40,20 @@ counts and the new topics share the rest. The document step is then rerun on eve
 enlarged set (``birth_passes`` passes) and the proposal is accepted iff the objective of the
 resulting summaries is higher. Merges are evaluated first (their per-batch statistics describe the
 lap's memos), then deletes, then the birth; a topic takes part in at most one move per lap.
+
+**Warm starts** (``warm_start``, on by default). The lap keeps every document's topic counts
+:math:`N_{dk}` (dense document steps; at most :data:`_WARM_MAX_ENTRIES` counts in all, else
+candidates start cold), and a delete or birth candidate's document step starts each document
+from them instead of from the prior: a delete's from the counts without the deleted topic (a
+topic merged this lap carries the counts merged into it), a birth's with the target's count
+split as its summaries are (``birth_keep_fraction`` kept, the rest to the new topics in
+proportion to their mass). Any start gives valid local parameters, so the candidate's
+objective stays exact; the start decides how good the candidate is and how many passes it
+takes. Default fits, cold against warm: candidate passes 20–45 % cheaper (Reuters, gensim's
+Wikipedia sample); the objective ended higher with the warm starts in all four Reuters seeds
+tried (+480 … +4,160 nats: more births accepted) and on the Wikipedia sample (+2,840, and 36 %
+less time). On a Dask cluster the counts travel with the lap's other outputs and the starts
+with the candidate's steps (the same fits as on one machine).
 """
 
 from __future__ import annotations
@@ -57,6 +71,10 @@ __all__ = ["TOPIC_MOVE_KINDS", "TopicMoveConfig", "TopicMoveManager"]
 
 TOPIC_MOVE_KINDS = ("birth", "merge", "delete")
 
+
+#: most document-topic counts (documents × topics, all batches) a lap keeps to warm-start the
+#: document step of its delete and birth candidates (128 MB); beyond, candidates start cold
+_WARM_MAX_ENTRIES = 1 << 24
 
 #: relative shortfall below which a merge candidate's screened objective is not trusted to
 #: reject it (round-off of the per-topic sums is ~1e-13 relative)
@@ -101,7 +119,8 @@ class TopicMoveConfig:
         tries only the first), ``birth_refine_min_share`` (0.25: only for targets holding at
         least this share of the tokens, where a rejected first candidate most likely hides
         structure; on a converged model the second candidate would cost a pass per lap for
-        nothing).
+        nothing), ``warm_start`` (True: delete and birth candidates start each document from
+        the lap's topic counts; module docstring).
     monotone : bool
         Keep a batch's memo when its new summaries lower the objective (module docstring).
     n_threads : int or None
@@ -137,6 +156,7 @@ class TopicMoveManager:
         "birth_keep_fraction": 0.1,
         "birth_refine_iters": 10,
         "birth_refine_min_share": 0.25,
+        "warm_start": True,
     }
     DEFAULT_MAX_PER_LAP: ClassVar[dict] = {"birth": 1, "merge": 25, "delete": 2}
 
@@ -168,6 +188,9 @@ class TopicMoveManager:
         self._birth_target = None
         self._birth_hist: list = []
         self._birth_docs = 0
+        self._warm = False  # this lap keeps the document-topic counts for warm starts
+        self._doc_topic: dict = {}  # b -> (D_b × K counts of the lap, uids of their columns)
+        self._merged_into: dict = {}  # uid merged away this lap -> the uid it went into
 
     def _start(self, kind: str) -> int:
         return int(self.config.start_lap.get(kind, 2))
@@ -187,12 +210,25 @@ class TopicMoveManager:
             self._pairs = self._plan_merges(model, state.stats)
         if "birth" in self.kinds and movable and self._lap >= self._start("birth") and self._source is not None and self._cap("birth") > 0:
             self._birth_target = self._plan_birth(state.stats)
+        deletes = "delete" in self.kinds and self._lap >= self._start("delete") and self._cap("delete") > 0
+        self._warm = bool(
+            self.options["warm_start"]
+            and movable
+            and self._source is not None
+            and model.top_l is None
+            and (deletes or self._birth_target is not None)
+        )
 
     def batch_options(self, model, state, b) -> dict:
         opts = {}
         if self._pairs:
             pos = state.stats.positions([u for pair in self._pairs for u in pair]).reshape(-1, 2)
             opts["merge_pairs"] = [(int(a), int(c)) for a, c in pos]
+        if self._warm:
+            from bnpcore.algorithms.executor import KEEP_DOC_TOPIC
+
+            opts["return_doc_topic"] = True
+            opts[KEEP_DOC_TOPIC] = True
         if self._birth_target is not None:
             from bnpcore.algorithms.executor import SELECT_ROWS
 
@@ -206,6 +242,11 @@ class TopicMoveManager:
     def after_batch(self, model, state, b, out, X=None) -> None:
         if self._birth_target is not None and X is not None and "doc_topic" in out:
             self._collect_birth(model, self._birth_glob, X, out["doc_topic"])
+        if self._warm:
+            dt = np.asarray(out.get("doc_topic_all", out.get("doc_topic")))
+            self._doc_topic[b] = (dt, np.asarray(state.stats.uids).copy())  # a batch redone replaces its counts
+            if sum(v[0].size for v in self._doc_topic.values()) > _WARM_MAX_ENTRIES:  # too large: candidates start cold
+                self._warm, self._doc_topic = False, {}
         if self._pairs:
             self._pair_stats[b] = (np.asarray(out["merge_H"]), np.asarray(out["merge_P"]), np.asarray(out["merge_Q"]))
 
@@ -362,6 +403,7 @@ class TopicMoveManager:
                 touched.update((ua, ub))
                 accepted += 1
                 per_topic = None  # the per-topic terms of the new summaries
+                self._merged_into[ub] = ua
         return accepted, elbo
 
     # ----------------------------------------------------------------- delete
@@ -404,10 +446,34 @@ class TopicMoveManager:
         removed (the first pass uses the current summaries without ``j`` as globals), and
         their sum."""
         saved_top_l = model.top_l
-        memos, total = whole_dataset_passes(model, self._source, self._executor, state.stats.drop([j]), int(self.options["delete_passes"]),
-                                        n_threads=self.n_threads)
+        glob = state.stats.drop([j])
+        memos, total = whole_dataset_passes(model, self._source, self._executor, glob, int(self.options["delete_passes"]),
+                                        n_threads=self.n_threads, inits=self._warm_inits(glob.uids, len(state.memos)))
         model.top_l = saved_top_l
         return memos, total
+
+    def _warm_inits(self, uids, n_batches: int, extra=None):
+        """Per batch, the warm start of a candidate's document step with topics ``uids``: the
+        lap's document-topic counts of each topic (a topic merged this lap gathers the
+        columns merged into it; a topic the lap did not have starts at zero), or
+        ``extra(b, columns)`` adjusting them (a birth's new topics). None where the lap kept
+        no counts (candidates start cold)."""
+        if not self._warm or len(self._doc_topic) != n_batches:
+            return None
+        out = []
+        for b in range(n_batches):
+            dt, lap_uids = self._doc_topic[b]
+            cols = np.zeros((dt.shape[0], len(uids)))
+            where = {int(u): i for i, u in enumerate(uids)}
+            for c, u in enumerate(lap_uids.tolist()):
+                while u not in where and u in self._merged_into:
+                    u = self._merged_into[u]
+                if u in where:
+                    cols[:, where[u]] += dt[:, c]
+            if extra is not None:
+                cols = extra(b, cols)
+            out.append({"init_doc_topic": np.ascontiguousarray(cols)})
+        return out
 
     #: the batch source of the fit and the executor of its local steps (set by the estimator;
     #: delete and birth candidates pass over every batch)
@@ -496,7 +562,20 @@ class TopicMoveManager:
         glob.N = glob.S.sum(axis=1)
         extra = {"P": np.full(J, G["P"][t]), "Q": np.full(J, G["Q"][t])}
         glob = glob.append(N=S_new.sum(axis=1), S=S_new, H=np.zeros(J), uids=new_uids, **extra)
-        memos, glob = whole_dataset_passes(model, self._source, self._executor, glob, int(self.options["birth_passes"]), n_threads=self.n_threads)
+        share = S_new.sum(axis=1) / S_new.sum()
+        target = int(G.uids[t])
+
+        def split(b, cols):
+            # the target keeps `keep` of each document's count, the new topics share the rest
+            i = int(np.flatnonzero(glob.uids == target)[0])
+            moved = (1.0 - keep) * cols[:, i]
+            cols[:, i] -= moved
+            cols[:, -J:] = moved[:, None] * share[None, :]
+            return cols
+
+        inits = self._warm_inits(glob.uids, len(state.memos), extra=split)
+        memos, glob = whole_dataset_passes(model, self._source, self._executor, glob, int(self.options["birth_passes"]), n_threads=self.n_threads,
+                                           inits=inits)
         new = model.elbo(glob)
         return new, memos, new_uids
 
