@@ -69,15 +69,22 @@ problem = st.fixed_dictionaries(
 )
 
 
-@SETTINGS
-@given(problem)
-def test_doc_topic_step_matches_reference(pb):
+def problem_inputs(pb):
+    """The generator, a corpus and the globals (HDP or LDA prior) of a ``problem`` draw."""
     rng = np.random.default_rng(pb["seed"])
     V, K = pb["V"], pb["K"]
-    indptr, indices, data = make_corpus(rng, pb["D"], V, fractional=pb["fractional"])
+    corpus = make_corpus(rng, pb["D"], V, fractional=pb["fractional"])
     lam, _, a, a_rem = make_globals(rng, V, K)
     if not pb["hdp"]:
         a, a_rem = np.full(K, 0.7 / K), None
+    return rng, corpus, lam, a, a_rem
+
+
+@SETTINGS
+@given(problem)
+def test_doc_topic_step_matches_reference(pb):
+    rng, (indptr, indices, data), lam, a, a_rem = problem_inputs(pb)
+    K = pb["K"]
     table = _core.topic_word_table(lam)
     pairs = [tuple(int(x) for x in rng.choice(K, 2, replace=False)) for _ in range(3)] if K > 1 else []
     kw = dict(
@@ -104,12 +111,8 @@ def test_warm_started_doc_topic_step_matches_reference(pb):
     """``init_doc_topic`` (the counts each document's first pass starts from: zeros, random
     counts, or the cold step's own solution with one topic's column emptied) against the
     reference; the dense step only."""
-    rng = np.random.default_rng(pb["seed"])
-    V, K = pb["V"], pb["K"]
-    indptr, indices, data = make_corpus(rng, pb["D"], V, fractional=pb["fractional"])
-    lam, _, a, a_rem = make_globals(rng, V, K)
-    if not pb["hdp"]:
-        a, a_rem = np.full(K, 0.7 / K), None
+    rng, (indptr, indices, data), lam, a, a_rem = problem_inputs(pb)
+    K = pb["K"]
     table = _core.topic_word_table(lam)
     kw = dict(alpha_beta_rem=a_rem, max_iter=pb["max_iter"], tol=0.0, restarts=pb["restarts"], restart_max_trials=3, return_doc_topic=True)
     cold = _core.doc_topic_step(indptr, indices, data, table, a, **kw)

@@ -2112,7 +2112,7 @@ mod tests {
     }
 
     /// Random corpus: (indptr, indices, data, table V×K, a).
-    fn corpus(d: usize, v: usize, k: usize, seed: u64) -> (Vec<i64>, Vec<i64>, Vec<f64>, Array2<f64>, Array1<f64>) {
+    fn corpus(d: usize, v: usize, k: usize, seed: u64) -> Corpus {
         let mut g = Lcg(seed);
         let mut indptr = vec![0i64];
         let (mut ind, mut dat) = (Vec::new(), Vec::new());
@@ -2131,18 +2131,24 @@ mod tests {
         (indptr, ind, dat, tab, a)
     }
 
-    fn run(c: &(Vec<i64>, Vec<i64>, Vec<f64>, Array2<f64>, Array1<f64>), opts: &DocTopicOptions) -> DocTopicOutput {
+    type Corpus = (Vec<i64>, Vec<i64>, Vec<f64>, Array2<f64>, Array1<f64>);
+
+    fn run(c: &Corpus, opts: &DocTopicOptions) -> DocTopicOutput {
+        run_init(c, None, opts).unwrap()
+    }
+
+    fn run_init(c: &Corpus, init: Option<ArrayView2<f64>>, opts: &DocTopicOptions) -> Result<DocTopicOutput> {
         let (ip, ind, dat, tab, a) = c;
-        doc_topic_step(
+        doc_topic_step_init(
             ArrayView1::from(ip.as_slice()),
             ArrayView1::from(ind.as_slice()),
             ArrayView1::from(dat.as_slice()),
             tab.view(),
             a.view(),
             Some(0.3),
+            init,
             opts,
         )
-        .unwrap()
     }
 
     #[test]
@@ -2305,20 +2311,8 @@ mod tests {
     #[test]
     fn warm_start_from_the_solution_takes_fewer_passes() {
         let c = corpus(60, 30, 5, 4);
-        let (ip, ind, dat, tab, a) = &c;
         let opts = DocTopicOptions { tol: 1e-10, restarts: false, return_doc_topic: true, ..Default::default() };
-        let step = |init: Option<ArrayView2<f64>>, opts: &DocTopicOptions| {
-            doc_topic_step_init(
-                ArrayView1::from(ip.as_slice()),
-                ArrayView1::from(ind.as_slice()),
-                ArrayView1::from(dat.as_slice()),
-                tab.view(),
-                a.view(),
-                Some(0.3),
-                init,
-                opts,
-            )
-        };
+        let step = |init: Option<ArrayView2<f64>>, opts: &DocTopicOptions| run_init(&c, init, opts);
         let cold = step(None, &opts).unwrap();
         let dt = cold.doc_topic.clone().unwrap();
         let warm = step(Some(dt.view()), &opts).unwrap();
