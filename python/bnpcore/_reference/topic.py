@@ -163,7 +163,7 @@ def _weights(C_d, P, active):
     return W
 
 
-def _sparse_doc(C_d, c, a, a_rem, L, opts, counters):
+def _sparse_doc(C_d, c, a, a_rem, L, opts, counters, init=None):
     """L-sparse document step (thesis Alg. 7.4) + restarts restricted to the active set.
 
     Full reselection on iterations 1-5 and every 10th, otherwise reweighting on the current
@@ -176,7 +176,7 @@ def _sparse_doc(C_d, c, a, a_rem, L, opts, counters):
         return np.zeros((0, K)), np.zeros(K)
     eps = opts["sparse_eps"]
     active = np.arange(K)
-    P = np.log(a)
+    P = np.log(a) if init is None else digamma(init + a)  # cold: the prior; warm: from init
     r, sel = _select(C_d + P, active, L)
     N = c @ r
     active = _prune(active, N, eps)
@@ -262,7 +262,7 @@ def doc_topic_step(
     ``P = sum_d psi(theta~) - psi(theta_d.)``, ``Q = sum_d ln Gamma(theta~) + (N_i + N_j -
     theta~)(psi(theta~) - psi(theta_d.))`` with ``theta~ = theta_i + theta_j``.
     With ``return_local``, ``local`` is a list of per-document ``(r, theta)`` (``r`` dense U x K).
-    ``init_doc_topic`` (D x K, dense step only) warm-starts document ``d`` from ``N = init[d]``.
+    ``init_doc_topic`` (D x K) warm-starts document ``d`` from ``N = init[d]``.
     """
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
@@ -306,9 +306,7 @@ def doc_topic_step(
         if top_l is None or top_l >= K:
             r, N = _dense_doc(C[w], c, a, alpha_beta_rem, opts, counters, None if init_doc_topic is None else np.asarray(init_doc_topic, dtype=float)[d])
         else:
-            if init_doc_topic is not None:
-                raise ValueError("init_doc_topic: a warm start is supported by the dense step only")
-            r, N = _sparse_doc(C[w], c, a, alpha_beta_rem, int(top_l), opts, counters)
+            r, N = _sparse_doc(C[w], c, a, alpha_beta_rem, int(top_l), opts, counters, None if init_doc_topic is None else np.asarray(init_doc_topic, dtype=float)[d])
         theta = N + a
         tot = theta.sum() + (0.0 if alpha_beta_rem is None else alpha_beta_rem)
         ell = digamma(theta) - digamma(tot)

@@ -514,9 +514,9 @@ _DOC_COMMON = """
     move_options : dict or None
         Advanced move settings, keys of
         :attr:`bnpcore.moves.topic.TopicMoveManager.DEFAULT_OPTIONS` (e.g. ``birth_n_new``,
-        the number of topics a birth proposes, default 10; ``warm_start``, default True: with
-        dense document steps, delete and birth candidates start each document from the lap's
-        topic counts rather than from the prior).
+        the number of topics a birth proposes, default 10; ``warm_start``, default True: delete
+        and birth candidates start each document from the lap's topic counts rather than from
+        the prior).
     top_l : int or None, default=None
         L-sparse document steps: each word type keeps its ``top_l`` most responsible topics
         (thesis Alg. 7.4). None is dense. It pays off when the number of topics is much larger

@@ -42,8 +42,7 @@ resulting summaries is higher. Merges are evaluated first (their per-batch stati
 lap's memos), then deletes, then the birth; a topic takes part in at most one move per lap.
 
 **Warm starts** (``warm_start``, on by default). The lap keeps every document's topic counts
-:math:`N_{dk}` (dense document steps; at most :data:`_WARM_MAX_ENTRIES` counts in all, else
-candidates start cold), and a delete or birth candidate's document step starts each document
+:math:`N_{dk}` (at most :data:`_WARM_MAX_ENTRIES` counts in all, else candidates start cold), and a delete or birth candidate's document step starts each document
 from them instead of from the prior: a delete's from the counts without the deleted topic (a
 topic merged this lap carries the counts merged into it), a birth's with the target's count
 split as its summaries are (``birth_keep_fraction`` kept, the rest to the new topics in
@@ -215,7 +214,6 @@ class TopicMoveManager:
             self.options["warm_start"]
             and movable
             and self._source is not None
-            and model.top_l is None
             and (deletes or self._birth_target is not None)
         )
 

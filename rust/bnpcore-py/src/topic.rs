@@ -59,7 +59,7 @@ fn output_dict<'py>(py: Python<'py>, out: DocTopicOutput) -> PyResult<Bound<'py,
 /// `bnpcore::local::doc_topic`). Returns a dict with `n_docs`, `N`, `S` (K × V), `H`, `P`,
 /// `P_rem`, `Q0`, `Q`, `Q_rem`, `doc_usage`, `merge_H`, `merge_P`, `merge_Q`, optionally
 /// `doc_topic` (D × K), and the counters `n_iter`, `n_type_passes`, `restarts_tried`,
-/// `restarts_accepted`. `init_doc_topic` (D × K counts, dense steps only) warm-starts every
+/// `restarts_accepted`. `init_doc_topic` (D × K counts) warm-starts every
 /// document from the given `N_dk` instead of the prior.
 #[pyfunction]
 #[pyo3(signature = (indptr, indices, data, exp_elog_phi, alpha_beta, *, alpha_beta_rem = None, max_iter = 100, tol = 0.05,

@@ -394,17 +394,14 @@ fn validate<'a, I: CsrIndex>(
     })
 }
 
-/// Check a warm start `init` (D × K counts, finite and ≥ 0) against the batch; dense steps only.
-fn validate_init<'a>(init: &'a ArrayView2<'a, f64>, n_docs: usize, k: usize, opts: &DocTopicOptions) -> Result<&'a [f64]> {
+/// Check a warm start `init` (D × K counts, finite and ≥ 0) against the batch.
+fn validate_init<'a>(init: &'a ArrayView2<'a, f64>, n_docs: usize, k: usize) -> Result<&'a [f64]> {
     if init.dim() != (n_docs, k) {
         return Err(Error::shape("init_doc_topic", format!("({n_docs}, {k})"), format!("{:?}", init.dim())));
     }
     let x = init.as_slice().ok_or_else(|| Error::param("init_doc_topic", "must be a C-contiguous float64 array"))?;
     if x.iter().any(|&n| !(n >= 0.0) || !n.is_finite()) {
         return Err(Error::data("init_doc_topic", "document-topic counts must be finite and >= 0"));
-    }
-    if opts.top_l.is_some_and(|l| l < k) {
-        return Err(Error::param("init_doc_topic", "a warm start is supported by the dense step only (top_l None or >= K)"));
     }
     Ok(x)
 }
@@ -1469,11 +1466,13 @@ fn dense_doc(
 }
 
 /// L-sparse local step of one document (thesis Alg. 7.4); leaves the final state in `cur`.
+#[allow(clippy::too_many_arguments)]
 fn sparse_doc(
     ctx: &DocCtx,
     opts: &DocTopicOptions,
     l: usize,
     first: Option<(&FirstPass, &[usize])>,
+    init: Option<&[f64]>,
     cur: &mut Sparse,
     prop: &mut Sparse,
     w: &mut [f64],
@@ -1482,9 +1481,22 @@ fn sparse_doc(
 ) {
     let (k, nu) = (ctx.k, ctx.words.len());
     cur.reset(k, nu, l);
-    for j in 0..k {
-        cur.p[j] = ctx.a[j].ln();
+    match init {
+        // cold start: the prior's weights (the same for every document: `first` may hold its
+        // selections per word)
+        None => {
+            for j in 0..k {
+                cur.p[j] = ctx.a[j].ln();
+            }
+        }
+        // warm start: the update from the given counts, a full selection per row
+        Some(n0) => {
+            for j in 0..k {
+                cur.p[j] = digamma(n0[j] + ctx.a[j]);
+            }
+        }
     }
+    let first = first.filter(|_| init.is_none());
     if nu == 0 {
         return;
     }
@@ -1825,7 +1837,8 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
             }
             Some(l) => {
                 let (cur, prop) = (&mut sc.sparse.0, &mut sc.sparse.1);
-                sparse_doc(&ctx, opts, l, first.map(|fp| (fp, &sc.words[..])), cur, prop, &mut sc.tmp, &mut sc.cand, &mut part.ctr);
+                let init = b.init.map(|x| &x[d * k..(d + 1) * k]);
+                sparse_doc(&ctx, opts, l, first.map(|fp| (fp, &sc.words[..])), init, cur, prop, &mut sc.tmp, &mut sc.cand, &mut part.ctr);
                 for u in 0..sc.words.len() {
                     let c = ctx.counts[u];
                     let m = cur.cnt[u];
@@ -1895,15 +1908,15 @@ pub fn doc_topic_step<I: CsrIndex>(
     doc_topic_step_init(indptr, indices, data, exp_elog_phi, a, a_rem, None, opts)
 }
 
-/// [`doc_topic_step`] with an optional warm start: `init` (D × K, finite counts ≥ 0, dense
-/// steps only) replaces the cold start of each document — its first pass is the update from
+/// [`doc_topic_step`] with an optional warm start: `init` (D × K, finite counts ≥ 0)
+/// replaces the cold start of each document — its first pass is the update from
 /// `N_dk = init[d, k]` (weights `exp ψ(N_dk + a_k)`) instead of from the prior's `a_k` — and
 /// the iterations, restarts and summaries follow unchanged. A move's candidate started from
 /// the current solution (a topic removed, say) converges in fewer passes than from cold.
 ///
 /// # Errors
-/// Those of [`doc_topic_step`]; `init` of the wrong shape, not contiguous, with a negative or
-/// non-finite entry, or given with an L-sparse step.
+/// Those of [`doc_topic_step`]; `init` of the wrong shape, not contiguous, or with a negative
+/// or non-finite entry.
 #[allow(clippy::too_many_arguments)]
 pub fn doc_topic_step_init<I: CsrIndex>(
     indptr: ArrayView1<I>,
@@ -1917,13 +1930,14 @@ pub fn doc_topic_step_init<I: CsrIndex>(
 ) -> Result<DocTopicOutput> {
     let mut b = validate(&indptr, &indices, &data, &exp_elog_phi, &a, a_rem, opts)?;
     if let Some(x) = init.as_ref() {
-        b.init = Some(validate_init(x, b.indptr.len() - 1, b.k, opts)?);
+        b.init = Some(validate_init(x, b.indptr.len() - 1, b.k)?);
     }
     let (k, v) = (b.k, b.v);
     let n_docs = b.indptr.len() - 1;
     let nm = opts.merge_pairs.len();
     let pool = Pool::default();
-    let first = opts.top_l.filter(|&l| l < k).map(|l| FirstPass::build(&b, l));
+    // with a warm start every document has its own first pass: no shared selections per word
+    let first = opts.top_l.filter(|&l| l < k && b.init.is_none()).map(|l| FirstPass::build(&b, l));
     let part = tree_reduce(n_docs, leaf_docs(n_docs), &|d0, d1| run_leaf(&b, opts, first.as_ref(), d0, d1, &pool), &|x, y| {
         combine(x, y, k, &pool)
     });
@@ -2189,8 +2203,8 @@ mod tests {
                 let ctx = DocCtx { tab: b.tab, k, words: &words[s0..s1], counts: &dat[s0..s1], a: b.a, lga: &b.lga, a_rem: b.a_rem };
                 let (mut c1, mut p1, mut c2, mut p2) = (Sparse::default(), Sparse::default(), Sparse::default(), Sparse::default());
                 let (mut tmp, mut cand, mut ctr) = (vec![0.0; k], Vec::new(), Counters::default());
-                sparse_doc(&ctx, &opts, l, None, &mut c1, &mut p1, &mut tmp, &mut cand, &mut ctr);
-                sparse_doc(&ctx, &opts, l, Some((&fp, &words[s0..s1])), &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
+                sparse_doc(&ctx, &opts, l, None, None, &mut c1, &mut p1, &mut tmp, &mut cand, &mut ctr);
+                sparse_doc(&ctx, &opts, l, Some((&fp, &words[s0..s1])), None, &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
                 let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&c1.n), bits(&c2.n), "l {l} doc {doc}");
                 assert_eq!(c1.objective(&ctx).to_bits(), c2.objective(&ctx).to_bits(), "l {l} doc {doc}");
@@ -2307,7 +2321,9 @@ mod tests {
 
     /// A warm start from the step's own solution converges in a fraction of the cold passes to
     /// the same counts; a warm start from zero counts is another first pass than the cold one
-    /// (weights `exp ψ(a_k)`, not `a_k`); a wrong shape and an L-sparse step are refused.
+    /// (weights `exp ψ(a_k)`, not `a_k`); a wrong shape is refused. L-sparse steps also converge
+    /// in fewer passes, to nearly the same counts (the cold run's final supports, reweighted
+    /// since its last full reselection, need not be a fixed point of a full reselection).
     #[test]
     fn warm_start_from_the_solution_takes_fewer_passes() {
         let c = corpus(60, 30, 5, 4);
@@ -2325,7 +2341,18 @@ mod tests {
         let first = step(None, &DocTopicOptions { max_iter: 0, ..opts.clone() }).unwrap();
         assert!(from_zero.n.iter().zip(first.n.iter()).any(|(x, y)| (x - y).abs() > 1e-9));
         assert!(step(Some(dt.slice(ndarray::s![..10, ..])), &opts).is_err());
-        assert!(step(Some(dt.view()), &DocTopicOptions { top_l: Some(2), ..opts.clone() }).is_err());
+        // L-sparse: the warm first pass selects every row's support from the given counts
+        let sparse = DocTopicOptions { top_l: Some(2), ..opts.clone() };
+        let (cold, dt) = {
+            let c = step(None, &sparse).unwrap();
+            let dt = c.doc_topic.clone().unwrap();
+            (c, dt)
+        };
+        let warm = step(Some(dt.view()), &sparse).unwrap();
+        assert!(2 * warm.n_type_passes < cold.n_type_passes, "{} vs {}", warm.n_type_passes, cold.n_type_passes);
+        for j in 0..5 {
+            assert!((warm.n[j] - cold.n[j]).abs() < 1e-3 * (1.0 + cold.n[j]), "L-sparse, topic {j}");
+        }
     }
 
     #[test]
@@ -2349,7 +2376,7 @@ mod tests {
             let mut ctr = Counters::default();
             let (mut acc, mut tmp, mut cand) = (vec![0.0; 6], vec![0.0; 6], Vec::new());
             dense_doc(&ctx, &opts, None, &mut c1, &mut p1, &mut acc, &mut tmp, &mut ctr);
-            sparse_doc(&ctx, &opts, 6, None, &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
+            sparse_doc(&ctx, &opts, 6, None, None, &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
             for j in 0..6 {
                 assert!((c1.n[j] - c2.n[j]).abs() < 1e-12 * (1.0 + c1.n[j]), "doc {d} topic {j}");
             }
