@@ -75,3 +75,25 @@ def test_warm_start_with_automatic_batches():
     fit_quietly(m, X)
     assert len(m.state_.memos) == auto_n_batches(20_000) == 4
     assert m.history_["lap"][-1] == m.history_["lap"].size
+
+
+def test_hdp_topic_model_lap_limit_follows_the_algorithm():
+    """``max_laps=None`` (the HDP topic model's default) is 200 laps for full and memoized
+    learning, whose moves keep finding topics for a while, and 100 for the stochastic
+    algorithms; a given value is used as it is, and the fit stops there with a warning."""
+    import warnings
+
+    from bnpcore import ConvergenceWarning, FiniteTopicModel, HDPTopicModel
+    from bnpcore.datasets import make_bars
+
+    assert HDPTopicModel().max_laps is None and FiniteTopicModel().max_laps == 100
+    limits = {alg: HDPTopicModel(algorithm=alg)._max_laps() for alg in ("full", "memoized", "stochastic", "truncation_free")}
+    assert limits == {"full": 200, "memoized": 200, "stochastic": 100, "truncation_free": 100}
+    assert HDPTopicModel(max_laps=7)._max_laps() == 7
+    X, _ = make_bars(n_docs=60, n_tokens=40, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        m = HDPTopicModel(max_laps=3, tol=0, random_state=0).fit(X)
+    assert m.n_iter_ == 3 and any("3 laps" in str(w.message) for w in caught)
+    with pytest.raises(ValueError, match="max_laps"):
+        FiniteTopicModel(max_laps=None).fit(X)

@@ -157,11 +157,18 @@ class VBEstimator(BaseEstimator):
         a family whose data may be re-iterable corpora narrows it)."""
         return is_one_shot(X)
 
+    #: whether ``max_laps=None`` (a family's own default, :meth:`_max_laps`) is allowed
+    _max_laps_auto = False
+
+    def _max_laps(self) -> int:
+        """The lap limit of a fit (``max_laps``; a family with ``_max_laps_auto`` resolves None)."""
+        return int(self.max_laps)
+
     # --------------------------------------------------------------- validation
     def _validate_engine_params(self) -> None:
         check_param("algorithm", self.algorithm, kind="str", options=(*ALGORITHMS, *self._extra_algorithms, "auto"))
         check_param("n_batches", self.n_batches, kind="int", low=1, low_inclusive=True, allow_none=True)
-        check_param("max_laps", self.max_laps, kind="int", low=1, low_inclusive=True)
+        check_param("max_laps", self.max_laps, kind="int", low=1, low_inclusive=True, allow_none=self._max_laps_auto)
         check_param("min_laps", self.min_laps, kind="int", low=1, low_inclusive=True)
         check_param("tol", self.tol, kind="real", low=0, low_inclusive=True)
         check_param("init_subsample", self.init_subsample, kind="int", low=1, low_inclusive=True)
@@ -227,7 +234,7 @@ class VBEstimator(BaseEstimator):
     def _fit_config(self) -> FitConfig:
         return FitConfig(
             algorithm=self._algorithm(),
-            max_laps=int(self.max_laps),
+            max_laps=self._max_laps(),
             min_laps=int(self.min_laps),
             tol=float(self.tol),
             top_l=self.top_l,
@@ -392,7 +399,7 @@ class VBEstimator(BaseEstimator):
             # workers; the sequential one needs G after every batch, so its memos come here
             executor = DaskExecutor(client, source, keep_memos=self._schedule() == "parallel")
         try:
-            self._run(model, source, self.max_laps, executor=executor)
+            self._run(model, source, self._max_laps(), executor=executor)
         finally:
             if executor is not None:
                 self._localize_memos()

@@ -174,10 +174,10 @@ class TruncationFreeMixin:
         config = self._tf_config()
         st = self.state_
         tf = state_from_stats(st.stats, st.truncation_free)
-        bar = self._progress(int(self.max_laps), unit="pass")
+        bar = self._progress(self._max_laps(), unit="pass")
         laps = 0
         try:
-            for _ in range(int(self.max_laps)):
+            for _ in range(self._max_laps()):
                 clock = Clock()
                 run_pass(tf, corpus, config, st.rng_order)
                 self._tf_record(tf, config, clock.lap(), eval_X)
