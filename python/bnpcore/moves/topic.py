@@ -459,10 +459,10 @@ class TopicMoveManager:
         if not self._warm or len(self._doc_topic) != n_batches:
             return None
         out = []
+        where = {int(u): i for i, u in enumerate(uids)}
         for b in range(n_batches):
             dt, lap_uids = self._doc_topic[b]
             cols = np.zeros((dt.shape[0], len(uids)))
-            where = {int(u): i for i, u in enumerate(uids)}
             for c, u in enumerate(lap_uids.tolist()):
                 while u not in where and u in self._merged_into:
                     u = self._merged_into[u]
@@ -561,13 +561,12 @@ class TopicMoveManager:
         extra = {"P": np.full(J, G["P"][t]), "Q": np.full(J, G["Q"][t])}
         glob = glob.append(N=S_new.sum(axis=1), S=S_new, H=np.zeros(J), uids=new_uids, **extra)
         share = S_new.sum(axis=1) / S_new.sum()
-        target = int(G.uids[t])
 
         def split(b, cols):
-            # the target keeps `keep` of each document's count, the new topics share the rest
-            i = int(np.flatnonzero(glob.uids == target)[0])
-            moved = (1.0 - keep) * cols[:, i]
-            cols[:, i] -= moved
+            # the target (position t here too: the new topics are appended) keeps `keep` of
+            # each document's count, the new topics share the rest
+            moved = (1.0 - keep) * cols[:, t]
+            cols[:, t] -= moved
             cols[:, -J:] = moved[:, None] * share[None, :]
             return cols
 

@@ -1390,6 +1390,15 @@ fn n_used(n: &[f64], min_mass: f64) -> usize {
     n.iter().filter(|&&x| x > min_mass).count()
 }
 
+/// The log weights `p` of a document's first pass: cold, the prior's `ln a_k`; warm, the
+/// update `ψ(N_dk + a_k)` from the given counts.
+fn start_weights(p: &mut [f64], a: &[f64], init: Option<&[f64]>) {
+    match init {
+        None => p.iter_mut().zip(a).for_each(|(p, &a)| *p = a.ln()),
+        Some(n0) => p.iter_mut().zip(a).zip(n0).for_each(|((p, &a), &n)| *p = digamma(n + a)),
+    }
+}
+
 /// Dense local step of one document; leaves the final state in `cur`.
 fn dense_doc(
     ctx: &DocCtx,
@@ -1403,20 +1412,7 @@ fn dense_doc(
 ) {
     let (k, nu) = (ctx.k, ctx.words.len());
     cur.reset(k, nu);
-    match init {
-        // cold start: the first pass weighs topic k by the prior's a_k
-        None => {
-            for j in 0..k {
-                cur.p[j] = ctx.a[j].ln();
-            }
-        }
-        // warm start: the first pass is the update from the given counts N_dk
-        Some(n0) => {
-            for j in 0..k {
-                cur.p[j] = digamma(n0[j] + ctx.a[j]);
-            }
-        }
-    }
+    start_weights(&mut cur.p, ctx.a, init);
     if nu == 0 {
         return;
     }
@@ -1481,21 +1477,9 @@ fn sparse_doc(
 ) {
     let (k, nu) = (ctx.k, ctx.words.len());
     cur.reset(k, nu, l);
-    match init {
-        // cold start: the prior's weights (the same for every document: `first` may hold its
-        // selections per word)
-        None => {
-            for j in 0..k {
-                cur.p[j] = ctx.a[j].ln();
-            }
-        }
-        // warm start: the update from the given counts, a full selection per row
-        Some(n0) => {
-            for j in 0..k {
-                cur.p[j] = digamma(n0[j] + ctx.a[j]);
-            }
-        }
-    }
+    start_weights(&mut cur.p, ctx.a, init);
+    // the cold start's weights are the same for every document (`first` may hold its selections
+    // per word); a warm start selects each row from its own counts
     let first = first.filter(|_| init.is_none());
     if nu == 0 {
         return;
