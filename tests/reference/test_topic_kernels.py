@@ -310,6 +310,44 @@ def test_tiny_priors_and_zero_table_entries_stay_finite():
         compare(out, want, ("N", "S", "H"), rtol=1e-8)
 
 
+@pytest.mark.parametrize("max_iter", [0, 1, 5])
+def test_dense_entropy_of_extreme_rows_matches_reference(max_iter):
+    """The dense step's entropy (summed from ``S`` times the table's logarithms and per-document
+    terms, not from ``r ln r`` per token) equals the reference's ``-sum c r ln r`` on rows the
+    decomposition must not touch: a word no topic emits (its table row all zeros: uniform
+    responsibilities), rows whose sums fall below the log-domain threshold (entries ~1e-290),
+    zero table entries, priors down to 1e-300 and warm starts from zero counts (log weights
+    ~ -1e300, where ``p - L`` would lose every digit if the shift were not taken out)."""
+    rng = np.random.default_rng(11)
+    indptr, indices, data = make_corpus(rng, 40, 12)
+    K = 5
+    table = rng.random((12, K))
+    table[rng.random((12, K)) < 0.3] = 0.0
+    table[3] = 0.0
+    table[5] = 1e-290 * rng.random(K)
+    table[7, :2] = 1e-295
+    inits = (None, np.zeros((40, K)), rng.gamma(0.5, 2.0, (40, K)))
+    for a in (np.array([0.3, 1e-300, 0.5, 2.0, 1e-10]), np.full(K, 1e-300)):
+        for init in inits:
+            if init is not None and not init.any() and a.max() < 1e-200:
+                continue  # every log weight ~ -1e300: the reference's C + psi loses the table (below)
+            kw = dict(alpha_beta_rem=0.2, max_iter=max_iter, tol=0.0, restarts=True, restart_max_trials=3, init_doc_topic=init,
+                      merge_pairs=[(0, 1), (2, 4)])
+            out = _core.doc_topic_step(indptr, indices, data, table, a, **kw)
+            want = ref.doc_topic_step(indptr, indices, data, table, a, **kw)
+            for key in ("N", "S", "H", "merge_H"):
+                assert np.all(np.isfinite(out[key])), key
+            compare(out, want, ("N", "S", "H", "merge_H"), rtol=1e-9)
+    # equal log weights of -1e300 (zero counts, equal priors of 1e-300), first pass only: the
+    # responsibilities are the table's rows normalised (uniform where a row is all zeros)
+    out = _core.doc_topic_step(indptr, indices, data, table, np.full(K, 1e-300), alpha_beta_rem=0.2, max_iter=0, restarts=False,
+                               init_doc_topic=inits[1])
+    tot = table.sum(axis=1, keepdims=True)
+    r = np.where(tot > 0, table / np.where(tot > 0, tot, 1.0), 1.0 / K)[indices]
+    H = -(data[:, None] * np.where(r > 0, r * np.log(np.where(r > 0, r, 1.0)), 0.0)).sum(axis=0)
+    assert close(out["N"], data @ r, 1e-9) and close(out["H"], H, 1e-9), (out["H"], H)
+
+
 def test_top_l_at_least_k_is_the_dense_step():
     """P6 at the API: top_l >= K runs the dense kernel (bit-identical); in the reference, the
     L-sparse step with L = K and eps = 0 equals the dense step."""

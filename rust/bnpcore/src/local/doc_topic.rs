@@ -289,6 +289,10 @@ pub fn topic_word_table(lam: ArrayView2<f64>, prior: Option<ArrayView1<f64>>) ->
     Ok(out)
 }
 
+/// Distinct words per parallel chunk of the dense entropy's table term (fixed: the result does
+/// not depend on the threads).
+const ENTROPY_CHUNK: usize = 512;
+
 /// Entries of the topic-word table within this fraction of their prior pseudo-count take the
 /// first-order expansion of the digamma ([`topic_word_table`]).
 pub const NEAR_PRIOR_TABLE: f64 = 1e-9;
@@ -768,24 +772,23 @@ impl Dense {
     }
 
     /// Responsibilities of a fallback row, in the log domain, into `out`; returns the lse.
+    /// The log weights enter shifted by `m` (as in a pass): with log weights of −1e300 (zero
+    /// counts and priors of 1e-300) `ln E + p` would lose the table's every digit.
     fn log_row(&self, ctx: &DocCtx, u: usize, out: &mut [f64]) -> f64 {
         let row = ctx.row(u);
         for j in 0..ctx.k {
-            out[j] = ln_or_neg_inf(row[j]) + self.p[j];
+            out[j] = ln_or_neg_inf(row[j]) + (self.p[j] - self.m);
         }
-        softmax_log(out)
+        softmax_log(out) + self.m
     }
 
-    /// Responsibilities of row `u` of the last pass into `out`.
+    /// Responsibilities of an ordinary (not log-domain) row `u` of the last pass into `out`.
     fn resp(&self, ctx: &DocCtx, u: usize, out: &mut [f64]) {
-        if self.fb[u] {
-            self.log_row(ctx, u, out);
-        } else {
-            let row = ctx.row(u);
-            let inv = 1.0 / self.s[u];
-            for j in 0..ctx.k {
-                out[j] = row[j] * self.e[j] * inv;
-            }
+        debug_assert!(!self.fb[u]);
+        let row = ctx.row(u);
+        let inv = 1.0 / self.s[u];
+        for j in 0..ctx.k {
+            out[j] = row[j] * self.e[j] * inv;
         }
     }
 }
@@ -1721,6 +1724,8 @@ struct Scratch {
     sparse: (Sparse, Sparse),
     acc: Vec<f64>,
     tmp: Vec<f64>,
+    /// dense entropy: `Σ_u c_u L_u r_uj` of the document
+    lw: Vec<f64>,
     cand: Vec<u32>,
     words: Vec<usize>,
 }
@@ -1775,6 +1780,7 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
         sparse: (Sparse::default(), Sparse::default()),
         acc: vec![0.0; k],
         tmp: vec![0.0; k],
+        lw: vec![0.0; k],
         cand: Vec::with_capacity(k),
         words: Vec::new(),
     };
@@ -1796,16 +1802,38 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
             None => {
                 let (cur, prop) = (&mut sc.dense.0, &mut sc.dense.1);
                 dense_doc(&ctx, opts, b.init.map(|x| &x[d * k..(d + 1) * k]), cur, prop, &mut sc.acc, &mut sc.tmp, &mut part.ctr);
+                // entropy without a logarithm per (word, topic): on an ordinary row
+                // `r_uj = E_uj e_j / s_u` with `e_j = exp(δ_j)`, `δ_j = p_j − m`, so
+                // `Σ_u c_u r_uj ln r_uj = Σ_u c_u r_uj ln E_uj + δ_j N_dj − Σ_u c_u r_uj ln s_u`:
+                // the first sum from `S` and the table's logarithms once per distinct word of the
+                // batch (`doc_topic_step_init`), the others per document below. A log-domain row
+                // adds `c r (ln r − ln E)` directly (or `c r ln r` where `E` is 0: only in a row
+                // no topic emits, whose responsibilities are uniform).
+                let (nn, lw) = (&mut sc.acc, &mut sc.lw);
+                nn.fill(0.0);
+                lw.fill(0.0);
                 for u in 0..sc.words.len() {
-                    cur.resp(&ctx, u, &mut sc.tmp);
                     let c = ctx.counts[u];
                     let base = pos[sc.words[u]] as usize * k;
                     let srow = &mut part.s_rows[base..base + k];
-                    for j in 0..k {
-                        let r = sc.tmp[j];
-                        srow[j] += c * r;
-                        if r > 0.0 {
-                            part.h[j] -= c * r * r.ln();
+                    if cur.fb[u] {
+                        cur.log_row(&ctx, u, &mut sc.tmp);
+                        let row = ctx.row(u);
+                        for j in 0..k {
+                            let r = sc.tmp[j];
+                            srow[j] += c * r;
+                            if r > 0.0 {
+                                part.h[j] -= c * r * if row[j] > 0.0 { r.ln() - row[j].ln() } else { r.ln() };
+                            }
+                        }
+                    } else {
+                        cur.resp(&ctx, u, &mut sc.tmp);
+                        let cl = c * cur.s[u].ln();
+                        for j in 0..k {
+                            let r = sc.tmp[j];
+                            srow[j] += c * r;
+                            nn[j] += c * r;
+                            lw[j] += cl * r;
                         }
                     }
                     for (m, &(x, y)) in opts.merge_pairs.iter().enumerate() {
@@ -1813,6 +1841,12 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
                         if rt > 0.0 {
                             part.mh[m] -= c * rt * rt.ln();
                         }
+                    }
+                }
+                for j in 0..k {
+                    if nn[j] > 0.0 {
+                        // `δ_j` as the last pass computed it (`Dense::pass`)
+                        part.h[j] -= (cur.p[j] - cur.m) * nn[j] - lw[j];
                     }
                 }
                 let n = std::mem::take(&mut cur.n);
@@ -1949,6 +1983,34 @@ pub fn doc_topic_step_init<I: CsrIndex>(
             restarts_accepted: 0,
         });
     };
+    let mut part = part;
+    if !part.words.is_empty() {
+        // the dense entropy's `Σ_dv c_dv r_dvj ln E_vj` part (`run_leaf`): `S` of the batch's
+        // words times the table's logarithms, a logarithm per distinct word and topic instead
+        // of per token and topic; fixed chunks summed in order (the same bits for any threads)
+        let (words, rows, tab) = (&part.words, &part.s_rows, b.tab);
+        let chunk = |c: usize| {
+            let mut acc = vec![0.0; k];
+            for i in c * ENTROPY_CHUNK..((c + 1) * ENTROPY_CHUNK).min(words.len()) {
+                let w = words[i] as usize;
+                let (srow, trow) = (&rows[i * k..(i + 1) * k], &tab[w * k..(w + 1) * k]);
+                for j in 0..k {
+                    // a zero entry of the table has no responsibility (or, in a row no topic
+                    // emits, its entropy was added directly)
+                    if srow[j] > 0.0 && trow[j] > 0.0 {
+                        acc[j] += srow[j] * trow[j].ln();
+                    }
+                }
+            }
+            acc
+        };
+        let parts: Vec<Vec<f64>> = (0..words.len().div_ceil(ENTROPY_CHUNK)).into_par_iter().map(chunk).collect();
+        for acc in parts {
+            for j in 0..k {
+                part.h[j] -= acc[j];
+            }
+        }
+    }
     let mut s = Array2::<f64>::zeros((k, v));
     for (&key, &x) in part.s_keys.iter().zip(&part.s_vals) {
         s[[(key & 0xffff_ffff) as usize, (key >> 32) as usize]] = x;
