@@ -304,8 +304,8 @@ struct Batch<'a, I> {
     data: &'a [f64],
     tab: &'a [f64],
     a: &'a [f64],
-    /// `ln Γ(a_k)`: a document's objective term of a topic it does not use
-    lga: Vec<f64>,
+    /// per topic `ln Γ(a_k)`, `ψ(a_k)`, `ψ'(a_k)` ([`PriorK`])
+    pk: Vec<PriorK>,
     a_rem: Option<f64>,
     k: usize,
     v: usize,
@@ -384,18 +384,7 @@ fn validate<'a, I: CsrIndex>(
             return Err(Error::param("merge_pairs", format!("pair ({p}, {q}) needs two distinct topics < {k}")));
         }
     }
-    Ok(Batch {
-        indptr: offs,
-        indices: ind,
-        data: dat,
-        tab,
-        a: a_s,
-        lga: a_s.iter().map(|&x| gammaln(x)).collect(),
-        a_rem,
-        k,
-        v,
-        init: None,
-    })
+    Ok(Batch { indptr: offs, indices: ind, data: dat, tab, a: a_s, pk: prior_terms(a_s), a_rem, k, v, init: None })
 }
 
 /// Check a warm start `init` (D × K counts, finite and ≥ 0) against the batch.
@@ -667,12 +656,64 @@ struct DocCtx<'a> {
     words: &'a [usize],
     counts: &'a [f64],
     a: &'a [f64],
-    /// `ln Γ(a_k)` (the objective's term of a topic with `N_dk = 0`)
-    lga: &'a [f64],
+    /// the prior's `ln Γ(a_k)`, `ψ(a_k)`, `ψ'(a_k)` ([`DocCtx::psi`], [`DocCtx::lgamma`])
+    pk: &'a [PriorK],
     a_rem: Option<f64>,
 }
 
+/// Per topic, the document prior's `ln a_k` (a cold first pass's log weight), `ln Γ(a_k)`,
+/// `ψ(a_k)`, `ψ'(a_k)` and the largest count
+/// `N_dk` whose `ψ(N_dk + a_k)` and `ln Γ(N_dk + a_k)` are taken from them by expansion
+/// ([`DocCtx::psi`]).
+#[derive(Clone, Copy, Debug)]
+struct PriorK {
+    lna: f64,
+    lga: f64,
+    psa: f64,
+    tga: f64,
+    near: f64,
+}
+
+/// [`PriorK`] of every topic: the expansion is used for `N_dk ≤ 10⁻⁹ a_k` (the bound of
+/// [`NEAR_PRIOR_TABLE`]), never when `ψ'(a_k)` overflows (`a_k` below ~1e-154).
+fn prior_terms(a: &[f64]) -> Vec<PriorK> {
+    a.iter()
+        .map(|&x| {
+            let tga = trigamma(x);
+            PriorK { lna: x.ln(), lga: gammaln(x), psa: digamma(x), tga, near: if tga.is_finite() { NEAR_PRIOR_TABLE * x } else { -1.0 } }
+        })
+        .collect()
+}
+
 impl DocCtx<'_> {
+    /// `ψ(n + a_j)`. A topic a document does not use has `N_dk` near 0 (often 1e-50): for
+    /// `n ≤ 10⁻⁹ a_j` it is `ψ(a_j) + ψ'(a_j) n`, whose remainder `|ψ''| n²/2 ≤ (1/a³ +
+    /// 1/(2a²)) n²` is below the digamma's own rounding (as in [`topic_word_table`]): one
+    /// multiply-add instead of a digamma's recurrence, for most of the `K` topics of a pass.
+    #[inline]
+    fn psi(&self, j: usize, n: f64) -> f64 {
+        let pk = &self.pk[j];
+        if n <= pk.near {
+            pk.psa + pk.tga * n
+        } else {
+            digamma(n + self.a[j])
+        }
+    }
+
+    /// `ln Γ(n + a_j)`: exactly `ln Γ(a_j)` at `n = 0`; `ln Γ(a_j) + ψ(a_j) n + ψ'(a_j) n²/2`
+    /// for `n ≤ 10⁻⁹ a_j` (remainder `|ψ''| n³/6`, below 1e-27 relative).
+    #[inline]
+    fn lgamma(&self, j: usize, n: f64) -> f64 {
+        let pk = &self.pk[j];
+        if n == 0.0 {
+            pk.lga
+        } else if n <= pk.near {
+            pk.lga + n * (pk.psa + 0.5 * pk.tga * n)
+        } else {
+            gammaln(n + self.a[j])
+        }
+    }
+
     #[inline]
     fn row(&self, u: usize) -> &[f64] {
         let v = self.words[u];
@@ -687,7 +728,7 @@ impl DocCtx<'_> {
             let th = n[k] + self.a[k];
             tot += th;
             // an unused topic's term is `ln Γ(a_k)` (`th` is `a_k` exactly): precomputed
-            val += if n[k] == 0.0 { self.lga[k] } else { gammaln(th) };
+            val += self.lgamma(k, n[k]);
             if n[k] > 0.0 {
                 val -= n[k] * p[k];
             }
@@ -1345,7 +1386,7 @@ impl FirstPass {
         let parts = words
             .par_chunks(Self::CHUNK)
             .map(|ws| {
-                let ctx = DocCtx { tab: b.tab, k, words: ws, counts: &[], a: b.a, lga: &b.lga, a_rem: b.a_rem };
+                let ctx = DocCtx { tab: b.tab, k, words: ws, counts: &[], a: b.a, pk: &b.pk, a_rem: b.a_rem };
                 let mut sp = Sparse::default();
                 sp.reset(k, ws.len(), l);
                 for j in 0..k {
@@ -1395,10 +1436,10 @@ fn n_used(n: &[f64], min_mass: f64) -> usize {
 
 /// The log weights `p` of a document's first pass: cold, the prior's `ln a_k`; warm, the
 /// update `ψ(N_dk + a_k)` from the given counts.
-fn start_weights(p: &mut [f64], a: &[f64], init: Option<&[f64]>) {
+fn start_weights(p: &mut [f64], ctx: &DocCtx, init: Option<&[f64]>) {
     match init {
-        None => p.iter_mut().zip(a).for_each(|(p, &a)| *p = a.ln()),
-        Some(n0) => p.iter_mut().zip(a).zip(n0).for_each(|((p, &a), &n)| *p = digamma(n + a)),
+        None => p.iter_mut().zip(ctx.pk).for_each(|(p, pk)| *p = pk.lna),
+        Some(n0) => p.iter_mut().zip(n0).enumerate().for_each(|(j, (p, &n))| *p = ctx.psi(j, n)),
     }
 }
 
@@ -1415,7 +1456,7 @@ fn dense_doc(
 ) {
     let (k, nu) = (ctx.k, ctx.words.len());
     cur.reset(k, nu);
-    start_weights(&mut cur.p, ctx.a, init);
+    start_weights(&mut cur.p, ctx, init);
     if nu == 0 {
         return;
     }
@@ -1425,7 +1466,7 @@ fn dense_doc(
     for _ in 0..opts.max_iter {
         old.copy_from_slice(&cur.n);
         for j in 0..k {
-            cur.p[j] = digamma(cur.n[j] + ctx.a[j]);
+            cur.p[j] = ctx.psi(j, cur.n[j]);
         }
         cur.pass(ctx, acc, tmp);
         ctr.iters += 1;
@@ -1446,7 +1487,7 @@ fn dense_doc(
         prop.n[j] = 0.0;
         for _ in 0..opts.restart_iters {
             for t in 0..k {
-                prop.p[t] = digamma(prop.n[t] + ctx.a[t]);
+                prop.p[t] = ctx.psi(t, prop.n[t]);
             }
             prop.pass(ctx, acc, tmp);
             ctr.passes += nu as u64;
@@ -1480,7 +1521,7 @@ fn sparse_doc(
 ) {
     let (k, nu) = (ctx.k, ctx.words.len());
     cur.reset(k, nu, l);
-    start_weights(&mut cur.p, ctx.a, init);
+    start_weights(&mut cur.p, ctx, init);
     // the cold start's weights are the same for every document (`first` may hold its selections
     // per word); a warm start selects each row from its own counts
     let first = first.filter(|_| init.is_none());
@@ -1497,7 +1538,7 @@ fn sparse_doc(
     for it in 1..=opts.max_iter {
         old.copy_from_slice(&cur.n);
         for &j in &cur.active {
-            cur.p[j as usize] = digamma(cur.n[j as usize] + ctx.a[j as usize]);
+            cur.p[j as usize] = ctx.psi(j as usize, cur.n[j as usize]);
         }
         cur.pass(ctx, l, if it <= 5 || it % 10 == 0 { Reselect::All } else { Reselect::None }, w, cand);
         ctr.iters += 1;
@@ -1524,7 +1565,7 @@ fn sparse_doc(
         }
         for it in 0..opts.restart_iters {
             for &t in &prop.active {
-                prop.p[t as usize] = digamma(prop.n[t as usize] + ctx.a[t as usize]);
+                prop.p[t as usize] = ctx.psi(t as usize, prop.n[t as usize]);
             }
             prop.pass(ctx, l, if it == 0 { Reselect::Containing(j as u32) } else { Reselect::None }, w, cand);
             ctr.passes += nu as u64;
@@ -1694,10 +1735,10 @@ fn doc_summaries(ctx: &DocCtx, n: &[f64], opts: &DocTopicOptions, part: &mut Par
     part.q0 -= gammaln(tot);
     for j in 0..k {
         let th = n[j] + ctx.a[j];
-        let ell = digamma(th) - psi_tot;
+        let ell = ctx.psi(j, n[j]) - psi_tot;
         part.n[j] += n[j];
         part.p[j] += ell;
-        part.q[j] += gammaln(th) + (n[j] - th) * ell;
+        part.q[j] += ctx.lgamma(j, n[j]) + (n[j] - th) * ell;
         if n[j] > opts.usage_threshold {
             part.usage[j] += 1.0;
         }
@@ -1797,7 +1838,7 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
         if iota.len() < sc.words.len() {
             iota.extend(iota.len()..sc.words.len());
         }
-        let ctx = DocCtx { tab: &rows, k, words: &iota[..sc.words.len()], counts: &b.data[s0..s1], a: b.a, lga: &b.lga, a_rem: b.a_rem };
+        let ctx = DocCtx { tab: &rows, k, words: &iota[..sc.words.len()], counts: &b.data[s0..s1], a: b.a, pk: &b.pk, a_rem: b.a_rem };
         match sparse_l {
             None => {
                 let (cur, prop) = (&mut sc.dense.0, &mut sc.dense.1);
@@ -2246,7 +2287,7 @@ mod tests {
             let fp = FirstPass::build(&b, l);
             for doc in 0..d {
                 let (s0, s1) = (ip[doc] as usize, ip[doc + 1] as usize);
-                let ctx = DocCtx { tab: b.tab, k, words: &words[s0..s1], counts: &dat[s0..s1], a: b.a, lga: &b.lga, a_rem: b.a_rem };
+                let ctx = DocCtx { tab: b.tab, k, words: &words[s0..s1], counts: &dat[s0..s1], a: b.a, pk: &b.pk, a_rem: b.a_rem };
                 let (mut c1, mut p1, mut c2, mut p2) = (Sparse::default(), Sparse::default(), Sparse::default(), Sparse::default());
                 let (mut tmp, mut cand, mut ctr) = (vec![0.0; k], Vec::new(), Counters::default());
                 sparse_doc(&ctx, &opts, l, None, None, &mut c1, &mut p1, &mut tmp, &mut cand, &mut ctr);
@@ -2415,7 +2456,7 @@ mod tests {
                 words: &words[s0..s1],
                 counts: &dat[s0..s1],
                 a: a.as_slice().unwrap(),
-                lga: &a.iter().map(|&x| gammaln(x)).collect::<Vec<_>>(),
+                pk: &prior_terms(a.as_slice().unwrap()),
                 a_rem: None,
             };
             let (mut c1, mut p1, mut c2, mut p2) = (Dense::default(), Dense::default(), Sparse::default(), Sparse::default());
@@ -2427,6 +2468,28 @@ mod tests {
                 assert!((c1.n[j] - c2.n[j]).abs() < 1e-12 * (1.0 + c1.n[j]), "doc {d} topic {j}");
             }
         }
+    }
+
+    #[test]
+    fn near_prior_digamma_and_gammaln_match_the_direct_functions() {
+        let a = [1e-300, 1e-160, 1e-150, 1e-3, 0.05, 1.4616321449683622, 3.0, 250.0];
+        let pk = prior_terms(&a);
+        let ctx = DocCtx { tab: &[], k: a.len(), words: &[], counts: &[], a: &a, pk: &pk, a_rem: None };
+        for (j, &x) in a.iter().enumerate() {
+            for f in [0.0, 1e-300, 1e-20, 1e-12, 3e-10, 1e-9, 1e-9 * (1.0 + 1e-12), 1e-6, 0.5, 2.0] {
+                let n = f * x;
+                let (want_psi, want_lg) = (digamma(n + x), gammaln(n + x));
+                let (got_psi, got_lg) = (ctx.psi(j, n), ctx.lgamma(j, n));
+                // at the direct functions' rounding: relative, or absolute where the value is
+                // below 1 (near the digamma's root 1.4616 its terms of size ~3 cancel)
+                assert!((got_psi - want_psi).abs() <= 2e-15 * want_psi.abs().max(1.0), "psi a={x} n={n}: {got_psi} vs {want_psi}");
+                assert!((got_lg - want_lg).abs() <= 2e-15 * want_lg.abs().max(1.0), "lgamma a={x} n={n}: {got_lg} vs {want_lg}");
+                assert!(got_psi.is_finite() && got_lg.is_finite());
+            }
+        }
+        // the expansion is used where it applies, and not where the trigamma overflows
+        assert!(pk[3].near > 0.0 && pk[0].near < 0.0);
+        assert_eq!(ctx.lgamma(0, 0.0), gammaln(1e-300));
     }
 
     #[test]
@@ -2443,7 +2506,7 @@ mod tests {
                 words: &words[s0..s1],
                 counts: &dat[s0..s1],
                 a: a.as_slice().unwrap(),
-                lga: &a.iter().map(|&x| gammaln(x)).collect::<Vec<_>>(),
+                pk: &prior_terms(a.as_slice().unwrap()),
                 a_rem: Some(0.2),
             };
             let mut vals = Vec::new();
