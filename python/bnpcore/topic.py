@@ -294,11 +294,24 @@ class TopicModel:
         ...).
     """
 
+    #: the last topic table is kept for reuse while it has at most this many entries (K × V;
+    #: the table and its Dirichlet parameters: twice as many doubles)
+    TABLE_CACHE_MAX_ENTRIES = 1 << 24
+
     def __init__(self, alloc, obs, top_l=None, doc_options=None):
         self.alloc = alloc
         self.obs = obs
         self.top_l = top_l
         self.doc_options = dict(doc_options or {})
+        #: (uids, λ̂, table) of the last table computed (:meth:`topic_table`)
+        self._table_cache = None
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_table_cache"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._table_cache = None
 
     @property
     def prior_lam(self) -> np.ndarray:
@@ -316,7 +329,7 @@ class TopicModel:
         scoring). Other options go to :func:`bnpcore._core.doc_topic_step`."""
         K = glob.K
         if table is None:
-            table = _core.topic_word_table(self.lam(glob), prior=self.prior_lam, n_threads=n_threads)
+            table = self.topic_table(glob, n_threads=n_threads)
         a, a_rem = self.alloc.doc_prior(glob)
         opts = dict(self.doc_options)
         opts.update(options)
@@ -329,7 +342,40 @@ class TopicModel:
         r"""The options of :meth:`local_step` that depend on the globals only (the topic table
         :math:`\exp\mathbb E[\ln\phi]`), for several batches stepped against the same globals
         (:func:`bnpcore.algorithms.executor.shared_options`)."""
-        return {"table": _core.topic_word_table(self.lam(glob), prior=self.prior_lam, n_threads=n_threads)}
+        return {"table": self.topic_table(glob, n_threads=n_threads)}
+
+    def topic_table(self, glob: SuffStats, *, n_threads=None) -> np.ndarray:
+        r"""The topic table :math:`\exp\mathbb E[\ln\phi_{kv}]` (V × K, C order) of the globals
+        ``glob``: :func:`bnpcore._core.topic_word_table` of :math:`\hat\lambda=\bar\lambda+S`.
+
+        The columns of topics whose :math:`\hat\lambda_k` equals, element for element, that of
+        the same topic (uid) in the last table computed are copied from it; the others are
+        computed. Every entry depends on its own topic's row only, so a copied column is the
+        column a recomputation gives, bit for bit. A move's candidates share most topics with
+        the summaries they are judged against (a delete all but one, a birth all but its
+        target), and several candidates are judged against the same summaries, so most of
+        their tables cost a copy instead of :math:`KV` digammas."""
+        lam = self.lam(glob)
+        K, V = lam.shape
+        uids = np.asarray(glob.uids, dtype=np.int64)
+        old = self._table_cache
+        table = None
+        if old is not None and K and old[1].shape[1] == V:
+            pos = {u: i for i, u in enumerate(old[0].tolist())}
+            src = np.array([pos.get(u, -1) for u in uids.tolist()], dtype=np.int64)
+            same = src >= 0
+            for k in np.flatnonzero(same):
+                same[k] = np.array_equal(lam[k], old[1][src[k]])
+            if same.any():
+                table = np.empty((V, K))
+                table[:, same] = old[2][:, src[same]]
+                if not same.all():
+                    new = ~same
+                    table[:, new] = _core.topic_word_table(np.ascontiguousarray(lam[new]), prior=self.prior_lam, n_threads=n_threads)
+        if table is None:
+            table = _core.topic_word_table(lam, prior=self.prior_lam, n_threads=n_threads)
+        self._table_cache = (uids.copy(), lam, table) if K * V <= self.TABLE_CACHE_MAX_ENTRIES else None
+        return table
 
     @staticmethod
     def stats_from_output(out: dict, uids) -> SuffStats:

@@ -629,3 +629,51 @@ def test_bad_inputs_raise_clear_errors():
     # empty batch: zero summaries of the right shapes
     out = _call(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0), table, a, return_doc_topic=True)
     assert out["n_docs"] == 0 and out["S"].shape == (3, 10) and out["doc_topic"].shape == (0, 3)
+
+
+def test_topic_table_reuses_columns_bit_for_bit(monkeypatch):
+    """``TopicModel.topic_table`` copies the columns of topics whose Dirichlet row is unchanged
+    (same uid, same values) from the last table and computes the rest: every result equals a
+    fresh ``topic_word_table`` bit for bit, and only the changed topics are computed."""
+    from bnpcore.obs import ObsModel
+    from bnpcore.stats import SuffStats
+    from bnpcore.topic import HDPTopicAlloc, TopicModel
+
+    rng = np.random.default_rng(5)
+    V, K = 40, 6
+    prior = rng.uniform(0.05, 0.5, V)
+    model = TopicModel(HDPTopicAlloc(), ObsModel("mult", {"lam": prior}))
+    S = rng.gamma(0.3, 4.0, (K, V)) * (rng.random((K, V)) < 0.5)
+    uids = np.arange(10, 10 + K)
+
+    def stats(S, uids):
+        return SuffStats(S.sum(axis=1), S, np.zeros(len(uids)), 0.0, np.asarray(uids, dtype=np.int64))
+
+    computed = []
+    real = _core.topic_word_table
+    monkeypatch.setattr(_core, "topic_word_table", lambda lam, **kw: computed.append(lam.shape[0]) or real(lam, **kw))
+    S2 = S.copy()
+    S2[2, 5] += 1.0  # topic 12 changes
+    S3 = np.vstack([S2[[4, 0, 1]], rng.gamma(0.3, 4.0, (1, V))])  # reordered, one new topic
+    cases = [
+        (S, uids, K),  # nothing cached: every topic
+        (np.delete(S, 3, axis=0), np.delete(uids, 3), 0),  # a delete: a copy
+        (S2, uids, 2),  # against the last table (without topic 13): topics 12 and 13
+        (S3, [14, 10, 11, 99], 1),  # the new topic only
+        (S3, [14, 10, 11, 98], 1),  # same values, another uid: computed
+    ]
+    for Sc, u, n_new in cases:
+        computed.clear()
+        got = model.topic_table(stats(Sc, u))
+        assert sum(computed) == n_new
+        want = real(np.ascontiguousarray(prior[None, :] + Sc), prior=prior)
+        assert got.flags.c_contiguous and np.array_equal(got, want)
+    # another vocabulary size: computed afresh
+    computed.clear()
+    model.obs = ObsModel("mult", {"lam": prior[:30]})
+    got = model.topic_table(stats(S[:, :30], uids))
+    assert sum(computed) == K and np.array_equal(got, real(np.ascontiguousarray(prior[None, :30] + S[:, :30]), prior=prior[:30]))
+    # the cache does not travel (a cluster's workers get the model without it)
+    import pickle
+
+    assert model._table_cache is not None and pickle.loads(pickle.dumps(model))._table_cache is None
