@@ -1615,14 +1615,34 @@ fn add_into(a: &mut [f64], b: &[f64]) {
     }
 }
 
-/// Large `f64` buffers of one call, reused across leaves and merges: the dense `S` rows of a
-/// leaf are `words × K` (tens of MB at large K), and allocating them afresh for every leaf and
-/// merge faults their pages in and unmaps them again (TLB shootdowns on every core). Only
-/// where memory comes from changes: every buffer is cleared before use.
-#[derive(Default)]
+/// Large `f64` buffers reused across leaves, merges and calls: the dense `S` rows of a leaf
+/// are `words × K` (tens of MB at large K), and allocating them afresh for every leaf and
+/// merge faults their pages in and unmaps them again (TLB shootdowns on every core) — on a
+/// warm-started step, whose documents converge in a pass or two, that was a third of the
+/// time. Only where memory comes from changes: every buffer is cleared before use. The
+/// process keeps one pool ([`POOL`]), trimmed to [`POOL_KEEP_BYTES`] after every call.
 struct Pool(Mutex<Vec<Vec<f64>>>);
 
+/// The buffers kept between calls of the document step.
+static POOL: Pool = Pool(Mutex::new(Vec::new()));
+
+/// At most this many bytes of buffers stay in [`POOL`] between calls (the smallest go first).
+const POOL_KEEP_BYTES: usize = 128 << 20;
+
 impl Pool {
+    /// Drop kept buffers, smallest first, until at most `bytes` remain.
+    fn trim(&self, bytes: usize) {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.sort_by_key(|v| std::cmp::Reverse(v.capacity()));
+        let mut total: usize = kept.iter().map(|v| v.capacity() * std::mem::size_of::<f64>()).sum();
+        while total > bytes {
+            match kept.pop() {
+                Some(v) => total -= v.capacity() * std::mem::size_of::<f64>(),
+                None => break,
+            }
+        }
+    }
+
     /// An empty buffer, with capacity for `cap` values when a kept one has it.
     fn take(&self, cap: usize) -> Vec<f64> {
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -1994,14 +2014,12 @@ pub fn doc_topic_step_init<I: CsrIndex>(
     let (k, v) = (b.k, b.v);
     let n_docs = b.indptr.len() - 1;
     let nm = opts.merge_pairs.len();
-    let pool = Pool::default();
+    let pool = &POOL;
     // with a warm start every document has its own first pass: no shared selections per word
     let first = opts.top_l.filter(|&l| l < k && b.init.is_none()).map(|l| FirstPass::build(&b, l));
-    let part = tree_reduce(n_docs, leaf_docs(n_docs), &|d0, d1| run_leaf(&b, opts, first.as_ref(), d0, d1, &pool), &|x, y| {
-        combine(x, y, k, &pool)
-    });
+    let part =
+        tree_reduce(n_docs, leaf_docs(n_docs), &|d0, d1| run_leaf(&b, opts, first.as_ref(), d0, d1, pool), &|x, y| combine(x, y, k, pool));
     drop(first);
-    drop(pool);
     let Some(part) = part else {
         return Ok(DocTopicOutput {
             n_docs: 0,
@@ -2062,6 +2080,8 @@ pub fn doc_topic_step_init<I: CsrIndex>(
             s[[j, w as usize]] = row[j];
         }
     }
+    pool.give(std::mem::take(&mut part.s_rows));
+    pool.trim(POOL_KEEP_BYTES);
     let doc_topic = if opts.return_doc_topic {
         Some(Array2::from_shape_vec((n_docs, k), part.doc_topic).map_err(|e| Error::Numerical { what: e.to_string() })?)
     } else {
@@ -2404,6 +2424,40 @@ mod tests {
         assert_eq!(one.q0.to_bits(), three.q0.to_bits());
         assert_eq!(one.h, three.h);
         assert_eq!(one.merge_q, three.merge_q);
+    }
+
+    /// The buffers kept between calls ([`POOL`]) are large enough to be reused by the next
+    /// call, of another shape: each call's summaries are the same bits whatever ran before.
+    #[test]
+    fn buffers_kept_between_calls_do_not_change_results() {
+        fn dense_corpus(d: usize, v: usize, k: usize, per_doc: usize, seed: u64) -> Corpus {
+            let mut g = Lcg(seed);
+            let (mut indptr, mut ind, mut dat) = (vec![0i64], Vec::new(), Vec::new());
+            for _ in 0..d {
+                for _ in 0..per_doc {
+                    ind.push((g.next() * v as f64) as i64);
+                    dat.push(1.0 + (g.next() * 3.0).floor());
+                }
+                indptr.push(ind.len() as i64);
+            }
+            let mut lam = Array2::<f64>::zeros((k, v));
+            lam.mapv_inplace(|_| 0.05 + 3.0 * g.next() * g.next());
+            let tab = topic_word_table(lam.view(), None).unwrap();
+            let a = Array::from_iter((0..k).map(|_| 0.02 + g.next()));
+            (indptr, ind, dat, tab, a)
+        }
+        let (x, y) = (dense_corpus(400, 4000, 40, 150, 1), dense_corpus(300, 6000, 24, 200, 2));
+        let opts = DocTopicOptions { max_iter: 3, ..Default::default() };
+        let fresh_x = run(&x, &opts);
+        assert!(POOL.0.lock().unwrap().iter().any(|b| b.capacity() >= 1 << 16), "large buffers are kept");
+        let fresh_y = run(&y, &opts);
+        for (c, want) in [(&x, &fresh_x), (&y, &fresh_y), (&x, &fresh_x)] {
+            let got = run(c, &opts);
+            assert_eq!(got.s, want.s);
+            assert_eq!(got.h, want.h);
+            assert_eq!(got.n, want.n);
+            assert_eq!(got.q0.to_bits(), want.q0.to_bits());
+        }
     }
 
     /// A warm start from the step's own solution converges in a fraction of the cold passes to
