@@ -1809,7 +1809,8 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
     }
     let nm = opts.merge_pairs.len();
     // L-sparse: contributions to `S` as (key, value) in document order, summed per key below
-    let mut trip: Vec<(u64, f64)> = Vec::new();
+    // (reserved for every entry the leaf can have: growing by doubling copied it several times)
+    let mut trip: Vec<(u64, f64)> = Vec::with_capacity(sparse_l.map_or(0, |l| (b.indptr[d1] - b.indptr[d0]) * l));
     let mut part = Partial {
         n_docs: d1 - d0,
         s_rows: if sparse {
@@ -1950,6 +1951,8 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
     // a stable sort keeps each key's contributions in document order: the same sums, in the
     // same order, as adding them into dense rows
     trip.sort_by_key(|e| e.0);
+    part.s_keys.reserve(trip.len());
+    part.s_vals.reserve(trip.len());
     for (key, x) in trip {
         if part.s_keys.last() == Some(&key) {
             *part.s_vals.last_mut().expect("same length") += x;
