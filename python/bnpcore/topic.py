@@ -306,6 +306,11 @@ class TopicModel:
         #: (uids, λ̂, table) of the last table computed (:meth:`topic_table`)
         self._table_cache = None
 
+    def clear_caches(self) -> None:
+        """Drop the last topic table (:meth:`topic_table`): the fit ends (a fitted model does not
+        keep 2 K V numbers it no longer needs)."""
+        self._table_cache = None
+
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k != "_table_cache"}
 

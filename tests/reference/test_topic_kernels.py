@@ -677,3 +677,5 @@ def test_topic_table_reuses_columns_bit_for_bit(monkeypatch):
     import pickle
 
     assert model._table_cache is not None and pickle.loads(pickle.dumps(model))._table_cache is None
+    model.clear_caches()  # what the engine does when a fit ends
+    assert model._table_cache is None

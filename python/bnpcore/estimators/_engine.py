@@ -471,8 +471,12 @@ class VBEstimator(BaseEstimator):
         finally:
             if bar is not None:
                 bar.close()
-            # the memo of data terms serves the fit only; a fitted model does not keep it
+            # the memo of data terms (and the topic model's last topic table) serve the fit
+            # only; a fitted model does not keep them
             model.obs.core.clear_term_cache()
+            clear = getattr(model, "clear_caches", None)
+            if clear is not None:
+                clear()
         self._finalize(model)
         self.converged_ = converged
         self.n_iter_ = st.lap - lap0
