@@ -2237,14 +2237,20 @@ mod tests {
 
     /// Random corpus: (indptr, indices, data, table V×K, a).
     fn corpus(d: usize, v: usize, k: usize, seed: u64) -> Corpus {
+        corpus_of(d, v, k, seed, None, 4.0)
+    }
+
+    /// Random corpus with `per_doc` entries per document (None: 0–7 at random) and counts
+    /// `1 + ⌊span · U⌋`.
+    fn corpus_of(d: usize, v: usize, k: usize, seed: u64, per_doc: Option<usize>, span: f64) -> Corpus {
         let mut g = Lcg(seed);
         let mut indptr = vec![0i64];
         let (mut ind, mut dat) = (Vec::new(), Vec::new());
         for _ in 0..d {
-            let u = (g.next() * 8.0) as usize;
+            let u = per_doc.unwrap_or_else(|| (g.next() * 8.0) as usize);
             for _ in 0..u {
                 ind.push((g.next() * v as f64) as i64);
-                dat.push(1.0 + (g.next() * 4.0).floor());
+                dat.push(1.0 + (g.next() * span).floor());
             }
             indptr.push(ind.len() as i64);
         }
@@ -2433,23 +2439,7 @@ mod tests {
     /// call, of another shape: each call's summaries are the same bits whatever ran before.
     #[test]
     fn buffers_kept_between_calls_do_not_change_results() {
-        fn dense_corpus(d: usize, v: usize, k: usize, per_doc: usize, seed: u64) -> Corpus {
-            let mut g = Lcg(seed);
-            let (mut indptr, mut ind, mut dat) = (vec![0i64], Vec::new(), Vec::new());
-            for _ in 0..d {
-                for _ in 0..per_doc {
-                    ind.push((g.next() * v as f64) as i64);
-                    dat.push(1.0 + (g.next() * 3.0).floor());
-                }
-                indptr.push(ind.len() as i64);
-            }
-            let mut lam = Array2::<f64>::zeros((k, v));
-            lam.mapv_inplace(|_| 0.05 + 3.0 * g.next() * g.next());
-            let tab = topic_word_table(lam.view(), None).unwrap();
-            let a = Array::from_iter((0..k).map(|_| 0.02 + g.next()));
-            (indptr, ind, dat, tab, a)
-        }
-        let (x, y) = (dense_corpus(400, 4000, 40, 150, 1), dense_corpus(300, 6000, 24, 200, 2));
+        let (x, y) = (corpus_of(400, 4000, 40, 1, Some(150), 3.0), corpus_of(300, 6000, 24, 2, Some(200), 3.0));
         let opts = DocTopicOptions { max_iter: 3, ..Default::default() };
         let fresh_x = run(&x, &opts);
         assert!(POOL.0.lock().unwrap().iter().any(|b| b.capacity() >= 1 << 16), "large buffers are kept");
