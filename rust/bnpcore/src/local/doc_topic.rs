@@ -1799,12 +1799,26 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
     let (mut words, mut pos) = (Vec::<u32>::new(), Vec::<u32>::new());
     if !sparse {
         let (lo, hi) = (b.indptr[d0], b.indptr[d1]);
-        words.extend(b.indices[lo..hi].iter().map(|w| w.fast() as u32));
-        words.sort_unstable();
-        words.dedup();
         pos.resize(b.v, u32::MAX);
-        for (i, &w) in words.iter().enumerate() {
-            pos[w as usize] = i as u32;
+        if (hi - lo) * 8 >= b.v {
+            // many tokens for the vocabulary: mark the leaf's words in `pos`, then read them
+            // off in order — the sorted distinct words without sorting the tokens
+            for w in &b.indices[lo..hi] {
+                pos[w.fast()] = 0;
+            }
+            for (w, p) in pos.iter_mut().enumerate() {
+                if *p == 0 {
+                    *p = words.len() as u32;
+                    words.push(w as u32);
+                }
+            }
+        } else {
+            words.extend(b.indices[lo..hi].iter().map(|w| w.fast() as u32));
+            words.sort_unstable();
+            words.dedup();
+            for (i, &w) in words.iter().enumerate() {
+                pos[w as usize] = i as u32;
+            }
         }
     }
     let nm = opts.merge_pairs.len();
