@@ -75,12 +75,15 @@
 //! `Q_rem = Σ_d [ln Γ(θ_d,rem) − θ_d,rem E[ln π_d,rem]]`, the document-usage counts
 //! `#{d : N_dk > 0.01}`, and for requested merge pairs `(a, b)` the merged entropy, `P` and `Q`
 //! of thesis §5.5.1 (`r̃ = r_a + r_b`, `θ̃ = θ_a + θ_b`). Everything is additive over documents.
+//! The dense step sums `H_k` without a logarithm per token and topic: on an ordinary row
+//! `ln r = ln E + (p − m) − ln s`, so `H_k` is `S` times the table's logarithms (once per
+//! distinct word of the batch) plus per-document terms (`run_leaf`).
 //!
 //! **Parallelism.** Documents are split into fixed leaves ([`leaf_docs`], a function of `D`
 //! only) reduced by the fixed binary tree of [`crate::parallel`], so results are bit-identical
 //! for any thread count. A dense leaf keeps `S` as dense rows over its own sorted vocabulary
-//! (buffers reused through a per-call pool, so leaves and merges do not fault pages in and
-//! unmap them again); an L-sparse leaf keeps `(word, topic)`-sorted entries, summed per key in
+//! (buffers reused through a pool kept between calls, so leaves and merges do not fault pages
+//! in and unmap them again); an L-sparse leaf keeps `(word, topic)`-sorted entries, summed per key in
 //! document order, and merges add equal keys — the same additions, in the same order, as dense
 //! rows. No leaf allocates `K × V`.
 
