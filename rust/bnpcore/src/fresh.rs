@@ -31,7 +31,7 @@
 //! row kernel computes the log weights (`K` dot products), the responsibilities and their
 //! entropies, and adds `r_nk w_n φ(x_n)` to the accumulators, all on data in L1. The
 //! full-covariance Gaussian's tables centre the rows at the prior mean while its summaries do
-//! not: the centred sums are converted once per step ([`recentre`]) instead of building a
+//! not: the centred sums are converted once per step (`recentre`) instead of building a
 //! second feature vector per row. Rows are reduced over the fixed leaves of
 //! [`crate::parallel`], so results are bit-identical for any number of threads, and the AVX2
 //! and portable builds of the kernel perform the same floating-point operations in the same
@@ -735,7 +735,7 @@ enum AccMode<'t> {
     /// the same features
     Same,
     /// full-covariance Gaussian: the tables centre the rows at `c`, the summaries do not;
-    /// accumulate the centred features and recentre the sums once ([`recentre`])
+    /// accumulate the centred features and recentre the sums once (`recentre`)
     Recentre(&'t [f64]),
     /// unrelated feature maps: compute the summary features of every row
     Separate,

@@ -10,7 +10,7 @@
 //!   for a batch, immediately reduced to additive summaries (never returned unless asked for);
 //! * **summarize**: weighted sufficient statistics `(N_k, S_k)`, additive over disjoint data;
 //! * **global step**: the posterior `prior ⊕ (N, S)` ([`obs::ObsModel::posterior`]);
-//! * **ELBO** from summaries only ([`obs::ObsModel::elbo_data`], [`alloc`]).
+//! * **ELBO** from summaries only ([`obs::Obs::elbo_data`], [`alloc`]).
 //!
 //! Global parameters are represented as *effective summaries* `(N_eff, S_eff)`: every posterior of
 //! the conjugate exponential families used here is `prior ⊕ (N_eff, S_eff)` in natural coordinates,

@@ -32,8 +32,8 @@
 //!   `Σ_{j=0}^K [−c_Dir(θ̂_j) + Σ_ℓ (M_jℓ + α_j β_ℓ + κ[j≥1]δ_jℓ − θ̂_jℓ) P_jℓ]`;
 //! * top-level surrogate (thesis Eq. 6.28; sticky Eq. 6.33 corrected as above), with the bound
 //!   `c_Dir(α b) ≥ K ln α + Σ_ℓ ln b_ℓ` (and its sticky form with the concavity step):
-//!   `K ln α_0 + K² ln α + [κ>0](K(ln κ − ln(α+κ)) + (ln(α+κ) − ln κ) Σ_{k≤K} β_k)
-//!    + Σ_k [c_Beta(1, γ) − c_Beta(a_k, b_k) + (a¹_k − a_k) E ln u_k + (a⁰_k − b_k) E ln(1 − u_k)]`.
+//!   `K ln α_0 + K² ln α + 1{κ>0} (K(ln κ − ln(α+κ)) + (ln(α+κ) − ln κ) Σ_{k≤K} β_k)`
+//!   `+ Σ_k [c_Beta(1, γ) − c_Beta(a_k, b_k) + (a¹_k − a_k) E ln u_k + (a⁰_k − b_k) E ln(1 − u_k)]`.
 //!
 //! # Finite HMM
 //!

@@ -16,7 +16,7 @@
 //! restricted steps as in Hughes thesis ch. 4 with L-sparse rows). `L ≥ K` runs the dense kernel, so it reproduces
 //! the dense result exactly. For the zero-mean Gaussian at large `K`, the sparse rows' candidate
 //! clusters come from a single-precision GEMM with a rigorous error bound and their log weights
-//! are recomputed in double precision ([`cand32`]): the same top `L`, about twice as fast.
+//! are recomputed in double precision (`cand32`): the same top `L`, about twice as fast.
 //!
 //! Work is organised for speed: every model's log-likelihood and statistic are linear in a
 //! feature map `φ` ([`crate::obs::FeatureMap`]; the `vech` form for Gaussians), so per tile of
@@ -33,7 +33,7 @@
 //! ([`local_step`]: tiles, leaves, the reduction tree); each code path of a tile is its own
 //! module: `dense` (dense rows), `sparse` (L-sparse rows; selection in [`top_l`], the f32
 //! candidates in `cand32`) and `proposal` (restricted steps of births and deletes). A tile
-//! function takes the step-wide [`LocalContext`] and the tile's `Tile` instead of a long list of
+//! function takes the step-wide `LocalContext` and the tile's `Tile` instead of a long list of
 //! arguments. The allocation model enters only through [`SegmentWeights`]: for mixtures one
 //! `E[ln π]` vector added to every row (the document and sequence steps will add their own
 //! modules beside these).

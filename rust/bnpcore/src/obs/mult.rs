@@ -115,7 +115,7 @@ impl Mult {
 
     /// `c_Dir(λ̄ + (S_a + S_b)⁺)` of every pair `(a[i], b[i])` of rows of `s`: the value of
     /// [`ObsModel::c_post_from_stats`] on the pooled rows, without pooling them and with far
-    /// fewer log-gammas. A word where both summaries are tiny (at most [`NEAR_PRIOR`]` · λ̄_v`,
+    /// fewer log-gammas. A word where both summaries are tiny (at most `NEAR_PRIOR · λ̄_v`,
     /// the usual case) takes the expansion around the prior; a word where one is tiny, the
     /// second-order expansion `ln Γ(λ̂ + y) = ln Γ(λ̂) + y (ψ(λ̂) + y ψ'(λ̂)/2)` around the other
     /// topic's posterior `λ̂ = λ̄_v + x`, whose three values are computed once per topic and word
@@ -128,7 +128,7 @@ impl Mult {
     /// pooled summary is above the threshold). With the per-topic values, a pair of
     /// non-negative rows whose lists hold fewer than half of the words between them (topics of
     /// a large vocabulary use a small part of it) is summed over the two lists only
-    /// ([`Mult::c_post_pair_sparse`]; the same value to round-off): scoring every pair of 57
+    /// (`Mult::c_post_pair_sparse`; the same value to round-off): scoring every pair of 57
     /// topics over 16,172 words (gensim's Wikipedia sample) took 96 ms word by word and 40 ms so.
     pub fn c_post_pairs(&self, s: ArrayView2<f64>, a: &[usize], b: &[usize]) -> Vec<f64> {
         let k = s.nrows();
@@ -187,7 +187,7 @@ impl Mult {
     }
 
     /// [`Mult::c_post_pair`] summed over the two topics' lists only, for rows without negative
-    /// entries. A word listed by neither topic (both summaries at most [`NEAR_PRIOR`]` · λ̄_v`)
+    /// entries. A word listed by neither topic (both summaries at most `NEAR_PRIOR · λ̄_v`)
     /// contributes `ln Γ(λ̄_v) + (x + y) ψ(λ̄_v) + (x + y)² ψ'(λ̄_v)/2` to `Σ ln Γ`; all of it but
     /// the cross term `2xy ψ'(λ̄_v)/2` is a per-topic sum ([`TopicValues`]), so the pair starts
     /// from `Σ_v ln Γ(λ̄_v)` plus both topics' sums and corrects the words of the lists. The cross
