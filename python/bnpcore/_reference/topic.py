@@ -300,13 +300,14 @@ def doc_topic_step(
     )
     doc_topic = np.zeros((D, K))
     local = []
+    init = None if init_doc_topic is None else np.asarray(init_doc_topic, dtype=float)
     for d in range(D):
         w = indices[indptr[d] : indptr[d + 1]]
         c = data[indptr[d] : indptr[d + 1]]
         if top_l is None or top_l >= K:
-            r, N = _dense_doc(C[w], c, a, alpha_beta_rem, opts, counters, None if init_doc_topic is None else np.asarray(init_doc_topic, dtype=float)[d])
+            r, N = _dense_doc(C[w], c, a, alpha_beta_rem, opts, counters, None if init is None else init[d])
         else:
-            r, N = _sparse_doc(C[w], c, a, alpha_beta_rem, int(top_l), opts, counters, None if init_doc_topic is None else np.asarray(init_doc_topic, dtype=float)[d])
+            r, N = _sparse_doc(C[w], c, a, alpha_beta_rem, int(top_l), opts, counters, None if init is None else init[d])
         theta = N + a
         tot = theta.sum() + (0.0 if alpha_beta_rem is None else alpha_beta_rem)
         ell = digamma(theta) - digamma(tot)

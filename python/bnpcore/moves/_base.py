@@ -180,15 +180,15 @@ def whole_dataset_passes(model, source, executor, glob, n_passes: int, *, n_thre
 
     memos, total = None, glob
     for i in range(int(n_passes)):
+        # per batch, the options of this pass's local step (the warm starts: first pass only)
+        extra = [(inits[b] or {}) if (inits is not None and i == 0) else {} for b in range(len(source))]
         if executor is not None:
-            items = [(b, (inits[b] or {}) if (inits is not None and i == 0) else {}) for b in range(len(source))]
-            memos = [r.memo for r in executor.run(model, total, items, n_threads=n_threads, memo_uids=total.uids)]
+            memos = [r.memo for r in executor.run(model, total, list(enumerate(extra)), n_threads=n_threads, memo_uids=total.uids)]
         else:
             memos = []
             shared = shared_options(model, total, len(source), n_threads=n_threads)
             for b in range(len(source)):
-                extra = (inits[b] or {}) if (inits is not None and i == 0) else {}
-                out = model.local_step(prepare(model, source.get(b)), total, n_threads=n_threads, **shared, **extra)
+                out = model.local_step(prepare(model, source.get(b)), total, n_threads=n_threads, **shared, **extra[b])
                 memos.append(model.stats_from_output(out, total.uids))
         total = materialize(sum_memos(memos))  # memos kept on a cluster's workers are summed there
     return memos, total

@@ -307,7 +307,7 @@ struct Batch<'a, I> {
     data: &'a [f64],
     tab: &'a [f64],
     a: &'a [f64],
-    /// per topic `ln Γ(a_k)`, `ψ(a_k)`, `ψ'(a_k)` ([`PriorK`])
+    /// the prior's per-topic constants ([`PriorK`])
     pk: Vec<PriorK>,
     a_rem: Option<f64>,
     k: usize,
@@ -659,15 +659,14 @@ struct DocCtx<'a> {
     words: &'a [usize],
     counts: &'a [f64],
     a: &'a [f64],
-    /// the prior's `ln Γ(a_k)`, `ψ(a_k)`, `ψ'(a_k)` ([`DocCtx::psi`], [`DocCtx::lgamma`])
+    /// the prior's per-topic constants ([`PriorK`]; [`DocCtx::psi`], [`DocCtx::lgamma`])
     pk: &'a [PriorK],
     a_rem: Option<f64>,
 }
 
 /// Per topic, the document prior's `ln a_k` (a cold first pass's log weight), `ln Γ(a_k)`,
-/// `ψ(a_k)`, `ψ'(a_k)` and the largest count
-/// `N_dk` whose `ψ(N_dk + a_k)` and `ln Γ(N_dk + a_k)` are taken from them by expansion
-/// ([`DocCtx::psi`]).
+/// `ψ(a_k)`, `ψ'(a_k)` and the largest count `N_dk` whose `ψ(N_dk + a_k)` and
+/// `ln Γ(N_dk + a_k)` are taken from them by expansion ([`DocCtx::psi`]).
 #[derive(Clone, Copy, Debug)]
 struct PriorK {
     lna: f64,
@@ -2040,7 +2039,7 @@ pub fn doc_topic_step_init<I: CsrIndex>(
     let part =
         tree_reduce(n_docs, leaf_docs(n_docs), &|d0, d1| run_leaf(&b, opts, first.as_ref(), d0, d1, pool), &|x, y| combine(x, y, k, pool));
     drop(first);
-    let Some(part) = part else {
+    let Some(mut part) = part else {
         return Ok(DocTopicOutput {
             n_docs: 0,
             n: Array1::zeros(k),
@@ -2062,7 +2061,6 @@ pub fn doc_topic_step_init<I: CsrIndex>(
             restarts_accepted: 0,
         });
     };
-    let mut part = part;
     if !part.words.is_empty() {
         // the dense entropy's `Σ_dv c_dv r_dvj ln E_vj` part (`run_leaf`): `S` of the batch's
         // words times the table's logarithms, a logarithm per distinct word and topic instead
