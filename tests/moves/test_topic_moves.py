@@ -253,3 +253,30 @@ def test_delete_and_birth_candidates_start_from_the_lap(monkeypatch):
         warnings.simplefilter("ignore", ConvergenceWarning)
         HDPTopicModel(move_options={"warm_start": False}, **kw).fit(X)
     assert seen and all(inits is None for _, _, inits in seen)
+
+
+def test_deletes_skip_topics_that_many_documents_use():
+    """A topic used by more than ``delete_max_usage`` of the documents is not a delete
+    candidate. On the bars from one topic the births find the ten bars, each used by about a
+    sixth of the documents: with the limit off they are tried (a whole-corpus pass each) and
+    rejected; with the default only the rarely used topics are tried and the fit is the same. Every logged
+    delete carries the share of the documents using its target, which is the lap's
+    ``doc_usage`` over its documents."""
+    X, _ = make_bars(n_docs=400, random_state=0)
+    kw = dict(n_batches=2, max_laps=8, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        loose = HDPTopicModel(move_options={"delete_max_usage": 1.0}, **kw).fit(X)
+        default = HDPTopicModel(**kw).fit(X)
+    broad = [r for r in loose.moves_log_ if r["kind"] == "delete" and r["doc_share"] > 0.15]
+    assert loose.n_components_ == 10 and len(broad) >= 4 and not any(r["accepted"] for r in broad)
+    deletes = [r for r in default.moves_log_ if r["kind"] == "delete"]
+    assert deletes and all(0 <= r["doc_share"] <= 0.15 for r in deletes)  # the rarely used ones are still tried
+    assert default.n_components_ == 10 and default.elbo_ == pytest.approx(loose.elbo_, rel=1e-12)
+    # the share is the lap's document-usage counts over the documents
+    mgr = TopicMoveManager.__new__(TopicMoveManager)
+    mgr._reset_lap()
+    mgr._deletes = True
+    mgr._usage = {0: (np.array([3.0, 0.0, 5.0]), np.array([4, 6, 8]), 10.0), 1: (np.array([1.0, 2.0, 5.0]), np.array([4, 6, 8]), 6.0)}
+    assert mgr._usage_shares(2) == {4: 0.25, 6: 0.125, 8: 0.625}
+    assert mgr._usage_shares(3) is None  # a batch without counts: no screen
