@@ -280,3 +280,25 @@ def test_deletes_skip_topics_that_many_documents_use():
     mgr._usage = {0: (np.array([3.0, 0.0, 5.0]), np.array([4, 6, 8]), 10.0), 1: (np.array([1.0, 2.0, 5.0]), np.array([4, 6, 8]), 6.0)}
     assert mgr._usage_shares(2) == {4: 0.25, 6: 0.125, 8: 0.625}
     assert mgr._usage_shares(3) is None  # a batch without counts: no screen
+
+
+def test_kept_counts_stay_under_their_cap(monkeypatch):
+    """The lap keeps document-topic counts for warm starts up to ``_WARM_MAX_ENTRIES`` in all;
+    a batch visited again replaces its counts (not counted twice); past the cap every count is
+    dropped and candidates start cold."""
+    import types
+
+    from bnpcore.moves import topic as mt
+
+    monkeypatch.setattr(mt, "_WARM_MAX_ENTRIES", 100)
+    mgr = TopicMoveManager(mt.TopicMoveConfig())
+    mgr._warm = True
+    state = types.SimpleNamespace(stats=types.SimpleNamespace(uids=np.arange(5)))
+    for _ in range(3):
+        mgr.after_batch(None, state, 0, {"doc_topic": np.ones((12, 5))})
+    assert mgr._warm and mgr._doc_topic_entries == 60
+    mgr.after_batch(None, state, 1, {"doc_topic": np.ones((8, 5))})  # 100: at the cap
+    assert mgr._warm and mgr._warm_inits(np.arange(5), 2) is not None
+    mgr.after_batch(None, state, 2, {"doc_topic": np.ones((1, 5))})  # 105: past it
+    assert not mgr._warm and mgr._doc_topic == {} and mgr._doc_topic_entries == 0
+    assert mgr._warm_inits(np.arange(5), 3) is None

@@ -199,6 +199,7 @@ class TopicMoveManager:
         self._birth_docs = 0
         self._warm = False  # this lap keeps the document-topic counts for warm starts
         self._doc_topic: dict = {}  # b -> (D_b × K counts of the lap, uids of their columns)
+        self._doc_topic_entries = 0  # counts kept in _doc_topic
         self._merged_into: dict = {}  # uid merged away this lap -> the uid it went into
         self._deletes = False  # deletes are evaluated at the end of this lap
         self._usage: dict = {}  # b -> (documents using each topic, uids of the lap, documents)
@@ -255,9 +256,11 @@ class TopicMoveManager:
             self._collect_birth(model, self._birth_glob, X, out["doc_topic"])
         if self._warm:
             dt = np.asarray(out.get("doc_topic_all", out.get("doc_topic")))
+            old = self._doc_topic.get(b)
             self._doc_topic[b] = (dt, np.asarray(state.stats.uids).copy())  # a batch redone replaces its counts
-            if sum(v[0].size for v in self._doc_topic.values()) > _WARM_MAX_ENTRIES:  # too large: candidates start cold
-                self._warm, self._doc_topic = False, {}
+            self._doc_topic_entries += dt.size - (0 if old is None else old[0].size)
+            if self._doc_topic_entries > _WARM_MAX_ENTRIES:  # too large: candidates start cold
+                self._warm, self._doc_topic, self._doc_topic_entries = False, {}, 0
         if self._pairs:
             self._pair_stats[b] = (np.asarray(out["merge_H"]), np.asarray(out["merge_P"]), np.asarray(out["merge_Q"]))
         if self._deletes and "doc_usage" in out:
