@@ -302,3 +302,22 @@ def test_kept_counts_stay_under_their_cap(monkeypatch):
     mgr.after_batch(None, state, 2, {"doc_topic": np.ones((1, 5))})  # 105: past it
     assert not mgr._warm and mgr._doc_topic == {} and mgr._doc_topic_entries == 0
     assert mgr._warm_inits(np.arange(5), 3) is None
+
+
+def test_a_rejected_merge_pair_waits_for_the_next_accepted_move():
+    """A merge pair rejected at some structure (the moves accepted so far) is not evaluated
+    again until a move of any kind is accepted: on the bars, whose ten topics are found early,
+    the rejected pairs are not re-tracked lap after lap."""
+    X, _ = make_bars(n_docs=400, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = HDPTopicModel(n_batches=2, max_laps=12, tol=0, random_state=0).fit(X)
+    laps_with_accept = sorted({r["lap"] for r in m.moves_log_ if r["accepted"]})
+    seen = set()
+    merges = [r for r in m.moves_log_ if r["kind"] == "merge"]
+    for r in merges:
+        version = sum(lap < r["lap"] for lap in laps_with_accept)  # moves are accepted at a lap's end
+        key = (tuple(sorted(r["uids"])), version)
+        assert key not in seen, f"pair {key[0]} evaluated twice at structure {version}"
+        seen.add(key)
+    assert merges and m.n_iter_ > laps_with_accept[-1] + 3  # laps enough to re-track a pair
