@@ -338,18 +338,19 @@ def test_warm_start_three_plus_three_is_six(bars, moves, tmp_path):
 
 
 def test_rejected_merge_pairs_carry_over_save_load(bars, tmp_path):
-    """The merge pairs rejected since the last accepted move (not planned again until the next
-    one) are part of the fit state: with some pending after lap 3, 3 laps + save + load + 3
-    laps equal the 6-lap run."""
+    """The merge pairs ranked at the current structure and those rejected since (not planned
+    again until the next accepted move) are part of the fit state: with some pending after
+    lap 3, 3 laps + save + load + 3 laps equal the 6-lap run."""
     X, _ = bars
     kw = dict(n_components=12, n_batches=3, tol=0, random_state=1)
     six = _fit(HDPTopicModel(max_laps=6, **kw), X)
     three = _fit(HDPTopicModel(max_laps=3, **kw), X)
-    assert three.state_.moves_state["merge_failed"]
+    assert three.state_.moves_state["merge_failed"] and three.state_.moves_state["merge_plan"]
     path = tmp_path / "m.bnp"
     three.save(path)
     loaded = bnpcore.load(path)
-    assert loaded.state_.moves_state["merge_failed"] == three.state_.moves_state["merge_failed"]
+    for key in ("merge_failed", "merge_plan", "merge_plan_version"):
+        assert loaded.state_.moves_state[key] == three.state_.moves_state[key]
     loaded.set_params(warm_start=True)
     _fit(loaded, X)
     np.testing.assert_array_equal(loaded.history_["elbo"], six.history_["elbo"])

@@ -304,14 +304,24 @@ def test_kept_counts_stay_under_their_cap(monkeypatch):
     assert mgr._warm_inits(np.arange(5), 3) is None
 
 
-def test_a_rejected_merge_pair_waits_for_the_next_accepted_move():
-    """A merge pair rejected at some structure (the moves accepted so far) is not evaluated
-    again until a move of any kind is accepted: on the bars, whose ten topics are found early,
-    the rejected pairs are not re-tracked lap after lap."""
+def test_a_rejected_merge_pair_waits_for_the_next_accepted_move(monkeypatch):
+    """Merge pairs are ranked once per structure (the moves accepted so far), and a pair
+    rejected at some structure is not evaluated again until a move of any kind is accepted: on
+    the bars, whose ten topics are found early, the rejected pairs are not re-tracked lap after
+    lap."""
+    ranked = []
+    orig = TopicMoveManager._plan_merges
+
+    def spy(self, model, G):
+        ranked.append(self.structure_version)
+        return orig(self, model, G)
+
+    monkeypatch.setattr(TopicMoveManager, "_plan_merges", spy)
     X, _ = make_bars(n_docs=400, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         m = HDPTopicModel(n_batches=2, max_laps=12, tol=0, random_state=0).fit(X)
+    assert ranked and len(ranked) == len(set(ranked)) and len(ranked) < m.n_iter_ - 3
     laps_with_accept = sorted({r["lap"] for r in m.moves_log_ if r["accepted"]})
     seen = set()
     merges = [r for r in m.moves_log_ if r["kind"] == "merge"]
@@ -321,3 +331,26 @@ def test_a_rejected_merge_pair_waits_for_the_next_accepted_move():
         assert key not in seen, f"pair {key[0]} evaluated twice at structure {version}"
         seen.add(key)
     assert merges and m.n_iter_ > laps_with_accept[-1] + 3  # laps enough to re-track a pair
+
+
+def test_move_state_round_trip():
+    """Everything the topic moves carry between laps comes back from ``get_state`` through
+    ``set_state``: the structure version, failed delete and birth targets, the merge plan of the
+    current structure and its rejected pairs (a state without the merge keys, as older files
+    have, starts with neither)."""
+    from bnpcore.moves.topic import TopicMoveConfig
+
+    a = TopicMoveManager(TopicMoveConfig())
+    a.structure_version = 4
+    a.delete_failed, a.birth_failed = {7: 4, 9: 2}, {3: 4}
+    a.merge_plan = (4, [(5, 2), (3, 8)])
+    a.merge_failed = {(2, 5)}
+    b = TopicMoveManager(TopicMoveConfig())
+    b.set_state(a.get_state())
+    for name in ("structure_version", "delete_failed", "birth_failed", "merge_plan", "merge_failed"):
+        assert getattr(b, name) == getattr(a, name), name
+    assert b.get_state() == a.get_state()
+    old = {k: v for k, v in a.get_state().items() if not k.startswith("merge")}
+    c = TopicMoveManager(TopicMoveConfig())
+    c.set_state(old)
+    assert c.merge_plan is None and c.merge_failed == set() and c.structure_version == 4

@@ -22,16 +22,18 @@ step computes, per batch and pair, the merged entropy, :math:`P` and :math:`Q` o
 :math:`\tilde r=r_A+r_B`, :math:`\tilde\theta=\theta_A+\theta_B` (``merge_H``, ``merge_P``,
 ``merge_Q``). These are the exact summaries of the merged local parameters, so the merged
 objective (with its own optimal sticks) is exact. Pairs are accepted greedily; a pair touching
-a topic that already merged this lap is skipped. A pair rejected since the last accepted move
-(of any kind) is dropped from the plan until the next one, as failed delete and birth targets
-are: in the default fits of Lee (seeds 0–1), Reuters (0–1) and the Wikipedia sample (0), no
-accepted merge (18–48 per fit, of 1,400–2,300 pairs evaluated) had failed at the same
-structure before, while a pair rejected once was otherwise tracked lap after lap, its merged
-entropy, ``P`` and ``Q`` costing the document step of every lap (on the bars, 25 pairs at
-K = 10 made a lap's document step 60 % dearer). Its slot is not given to the next-ranked pair:
-that changes which merges are tried (three of ten fits measured took other paths, −168 to
-+142 nats) and costs the same as before; without refilling, every fit measured ended exactly
-where it did, sooner (``docs/topic_models.md``).
+a topic that already merged this lap is skipped.
+
+The pairs are ranked once per structure — at the first lap that plans merges after a move was
+accepted (of any kind; and at the first such lap of the fit) — and each is tried at most once
+per structure: a rejected pair waits for the next accepted move, as failed delete and birth
+targets do, and its slot stays empty. Re-ranking every lap re-tracked the same pairs lap after
+lap (their merged entropy, ``P`` and ``Q`` cost the document step of every lap: on the bars,
+25 pairs at K = 10, 60 % of a lap's step) and scored every pair of topics each time; the pairs
+it added at an unchanged structure (2–7 laps in each of four fits measured) were never accepted, and in the default
+fits of Lee (seeds 0–1), Reuters (0–1) and the Wikipedia sample (0) no accepted merge had been
+rejected at the same structure before. Ten default fits end exactly where they did, sooner
+(``docs/topic_models.md``).
 
 **Delete** (thesis §5.5.2, whole-dataset version). The candidate removes topic :math:`j`: the
 document step is rerun on every batch with the remaining :math:`K-1` topics (globals from the
@@ -196,6 +198,8 @@ class TopicMoveManager:
         self.birth_failed: dict = {}
         #: uid pairs (smaller first) whose merge was rejected at the current structure version
         self.merge_failed: set = set()
+        #: (structure version, uid pairs ranked at its first lap that planned merges) or None
+        self.merge_plan = None
         self._reset_lap()
 
     def _reset_lap(self):
@@ -230,7 +234,7 @@ class TopicMoveManager:
         self._guard = self.config.monotone and self._exact and lap_top_l == state.last_top_l
         movable = self._exact and model.alloc.nested and not state.frozen
         if "merge" in self.kinds and movable and self._lap >= self._start("merge"):
-            self._pairs = self._plan_merges(model, state.stats)
+            self._pairs = self._planned_merges(model, state.stats)
         if "birth" in self.kinds and movable and self._lap >= self._start("birth") and self._source is not None and self._cap("birth") > 0:
             self._birth_target = self._plan_birth(state.stats)
         deletes = "delete" in self.kinds and self._lap >= self._start("delete") and self._cap("delete") > 0
@@ -319,6 +323,8 @@ class TopicMoveManager:
             "delete_failed": {str(k): int(v) for k, v in self.delete_failed.items()},
             "birth_failed": {str(k): int(v) for k, v in self.birth_failed.items()},
             "merge_failed": [[int(a), int(b)] for a, b in sorted(self.merge_failed)],
+            "merge_plan_version": -1 if self.merge_plan is None else int(self.merge_plan[0]),
+            "merge_plan": [] if self.merge_plan is None else [[int(a), int(b)] for a, b in self.merge_plan[1]],
         }
 
     def set_state(self, state) -> None:
@@ -328,6 +334,8 @@ class TopicMoveManager:
         self.delete_failed = {int(k): int(v) for k, v in (state.get("delete_failed") or {}).items()}
         self.birth_failed = {int(k): int(v) for k, v in (state.get("birth_failed") or {}).items()}
         self.merge_failed = {(int(a), int(b)) for a, b in (state.get("merge_failed") or [])}
+        version = int(state.get("merge_plan_version", -1))
+        self.merge_plan = None if version < 0 else (version, [(int(a), int(b)) for a, b in (state.get("merge_plan") or [])])
 
     # ---------------------------------------------------------------- helpers
     def _log(self, state, kind, uids, before, after, accepted, **extra):
@@ -347,11 +355,19 @@ class TopicMoveManager:
         return accepts(before, after, float(self.options["accept_rtol"]))
 
     # ------------------------------------------------------------------ merge
+    def _planned_merges(self, model, G) -> list:
+        """This lap's merge pairs: the pairs ranked (:meth:`_plan_merges`) at the first lap of
+        the current structure version that planned merges, without those rejected since
+        (module docstring)."""
+        if self.merge_plan is None or self.merge_plan[0] != self.structure_version:
+            self.merge_plan = (self.structure_version, self._plan_merges(model, G))
+        present = set(G.uids.tolist())
+        return [(a, b) for a, b in self.merge_plan[1] if (min(a, b), max(a, b)) not in self.merge_failed and a in present and b in present]
+
     def _plan_merges(self, model, G) -> list:
         """Up to ``max_per_lap["merge"]`` pairs ranked by the exact change of the data term
-        (at most ``merge_max_per_topic`` pairs per topic), without the pairs rejected since the
-        last accepted move; beyond ``merge_max_scored_pairs`` pairs only neighbour pairs
-        (:func:`bnpcore.moves.merge.neighbour_pairs`) are ranked."""
+        (at most ``merge_max_per_topic`` pairs per topic); beyond ``merge_max_scored_pairs``
+        pairs only neighbour pairs (:func:`bnpcore.moves.merge.neighbour_pairs`) are ranked."""
         K = G.K
         cap = self._cap("merge")
         if K < 2 or cap < 1:
@@ -379,7 +395,7 @@ class TopicMoveManager:
             per_topic[b] += 1
             if len(pairs) >= cap:
                 break
-        return [(ua, ub) for ua, ub in pairs if (min(ua, ub), max(ua, ub)) not in self.merge_failed]
+        return pairs
 
     @staticmethod
     def _merge_stats(s, a: int, b: int, H, P, Q):
