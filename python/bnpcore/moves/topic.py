@@ -28,12 +28,12 @@ The pairs are ranked once per structure — at the first lap that plans merges a
 accepted (of any kind; and at the first such lap of the fit) — and each is tried at most once
 per structure: a rejected pair waits for the next accepted move, as failed delete and birth
 targets do, and its slot stays empty. Re-ranking every lap re-tracked the same pairs lap after
-lap (their merged entropy, ``P`` and ``Q`` cost the document step of every lap: on the bars,
-25 pairs at K = 10, 60 % of a lap's step) and scored every pair of topics each time; the pairs
-it added at an unchanged structure (2–7 laps in each of four fits measured) were never accepted, and in the default
-fits of Lee (seeds 0–1), Reuters (0–1) and the Wikipedia sample (0) no accepted merge had been
-rejected at the same structure before. Ten default fits end exactly where they did, sooner
-(``docs/topic_models.md``).
+lap (their merged entropy, ``P`` and ``Q`` cost the document step of every lap: on the bars, 25
+pairs at K = 10, 60 % of a lap's step) and scored every pair of topics each time; the pairs it
+added at an unchanged structure (2–7 laps in each of four fits measured) were never accepted,
+and in the default fits of Lee (seeds 0–1), Reuters (0–1) and the Wikipedia sample (0) no
+accepted merge had been rejected at the same structure before. Ten default fits end exactly
+where they did, sooner (``docs/topic_models.md``).
 
 **Delete** (thesis §5.5.2, whole-dataset version). The candidate removes topic :math:`j`: the
 document step is rerun on every batch with the remaining :math:`K-1` topics (globals from the
