@@ -246,8 +246,14 @@ def test_delete_and_birth_candidates_start_from_the_lap(monkeypatch):
         assert np.all(docs <= totals * (1 + 1e-9))
         if k == "birth":  # the target's count is split, not lost (a topic deleted earlier in the lap is)
             assert np.mean(np.isclose(docs, totals, rtol=1e-9)) > 0.8
+            assert all("restart_mask" not in i for i in inits)
         else:
             assert np.any(docs < totals * (1 - 1e-6))
+            # restart proposals only in the documents that used the deleted topic (their start
+            # lacks its count, above 0.01); most documents did not
+            mask = np.concatenate([i["restart_mask"] for i in inits])
+            assert mask.dtype == bool and mask.shape == (starts.shape[0],) and 0 < mask.sum() < 0.5 * mask.size
+            assert np.all((totals - docs)[mask[lengths > 0]] > 0.01 * (1 - 1e-9))
     seen.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

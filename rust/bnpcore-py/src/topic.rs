@@ -60,10 +60,11 @@ fn output_dict<'py>(py: Python<'py>, out: DocTopicOutput) -> PyResult<Bound<'py,
 /// `P_rem`, `Q0`, `Q`, `Q_rem`, `doc_usage`, `merge_H`, `merge_P`, `merge_Q`, optionally
 /// `doc_topic` (D × K), and the counters `n_iter`, `n_type_passes`, `restarts_tried`,
 /// `restarts_accepted`. `init_doc_topic` (D × K counts) warm-starts every
-/// document from the given `N_dk` instead of the prior.
+/// document from the given `N_dk` instead of the prior; `restart_mask` (D booleans) limits the
+/// restart proposals to the documents it marks.
 #[pyfunction]
 #[pyo3(signature = (indptr, indices, data, exp_elog_phi, alpha_beta, *, alpha_beta_rem = None, max_iter = 100, tol = 0.05,
-                    restarts = true, restart_max_trials = 25, restart_iters = 2, restart_min_mass = 0.1, top_l = None,
+                    restarts = true, restart_mask = None, restart_max_trials = 25, restart_iters = 2, restart_min_mass = 0.1, top_l = None,
                     sparse_eps = 1e-3, merge_pairs = None, usage_threshold = 0.01, return_doc_topic = false, init_doc_topic = None,
                     n_threads = None))]
 fn doc_topic_step<'py>(
@@ -77,6 +78,7 @@ fn doc_topic_step<'py>(
     max_iter: usize,
     tol: f64,
     restarts: bool,
+    restart_mask: Option<PyReadonlyArray1<'py, bool>>,
     restart_max_trials: usize,
     restart_iters: usize,
     restart_min_mass: f64,
@@ -92,6 +94,7 @@ fn doc_topic_step<'py>(
         max_iter,
         tol,
         restarts,
+        restart_mask: restart_mask.map(|m| m.as_array().to_vec()),
         restart_max_trials,
         restart_iters,
         restart_min_mass,

@@ -156,6 +156,11 @@ pub struct DocTopicOptions {
     pub tol: f64,
     /// Try restart proposals after convergence.
     pub restarts: bool,
+    /// With `restarts`, per document of the batch whether its restart proposals are tried
+    /// (`None`: every document's). A move's candidate that starts each document from the
+    /// lap's solution can skip them where the lap already tried them at nearly the same
+    /// globals.
+    pub restart_mask: Option<Vec<bool>>,
     /// At most this many restart proposals per document (thesis: 25).
     pub restart_max_trials: usize,
     /// Forward iterations of each restart proposal (≥ 1; thesis ch. 7: 2).
@@ -180,6 +185,7 @@ impl Default for DocTopicOptions {
             max_iter: 100,
             tol: 0.05,
             restarts: true,
+            restart_mask: None,
             restart_max_trials: 25,
             restart_iters: 2,
             restart_min_mass: 0.1,
@@ -378,6 +384,11 @@ fn validate<'a, I: CsrIndex>(
     }
     if opts.restarts && opts.restart_iters == 0 {
         return Err(Error::param("restart_iters", "must be >= 1"));
+    }
+    if let Some(m) = &opts.restart_mask {
+        if m.len() != offs.len() - 1 {
+            return Err(Error::shape("restart_mask", format!("({},)", offs.len() - 1), format!("({},)", m.len())));
+        }
     }
     if !opts.restart_min_mass.is_finite() || !opts.usage_threshold.is_finite() {
         return Err(Error::param("restart_min_mass", "thresholds must be finite"));
@@ -1446,9 +1457,11 @@ fn start_weights(p: &mut [f64], ctx: &DocCtx, init: Option<&[f64]>) {
 }
 
 /// Dense local step of one document; leaves the final state in `cur`.
+#[allow(clippy::too_many_arguments)]
 fn dense_doc(
     ctx: &DocCtx,
     opts: &DocTopicOptions,
+    restart: bool,
     init: Option<&[f64]>,
     cur: &mut Dense,
     prop: &mut Dense,
@@ -1477,7 +1490,7 @@ fn dense_doc(
             break;
         }
     }
-    if !opts.restarts {
+    if !(opts.restarts && restart) {
         return;
     }
     let mut l_cur = ctx.objective(&cur.n, &cur.p, cur.lse_sum(ctx));
@@ -1512,6 +1525,7 @@ fn dense_doc(
 fn sparse_doc(
     ctx: &DocCtx,
     opts: &DocTopicOptions,
+    restart: bool,
     l: usize,
     first: Option<(&FirstPass, &[usize])>,
     init: Option<&[f64]>,
@@ -1551,7 +1565,7 @@ fn sparse_doc(
             break;
         }
     }
-    if !opts.restarts {
+    if !(opts.restarts && restart) {
         return;
     }
     let mut l_cur = cur.objective(ctx);
@@ -1876,10 +1890,11 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
             iota.extend(iota.len()..sc.words.len());
         }
         let ctx = DocCtx { tab: &rows, k, words: &iota[..sc.words.len()], counts: &b.data[s0..s1], a: b.a, pk: &b.pk, a_rem: b.a_rem };
+        let restart = opts.restart_mask.as_ref().is_none_or(|m| m[d]);
         match sparse_l {
             None => {
                 let (cur, prop) = (&mut sc.dense.0, &mut sc.dense.1);
-                dense_doc(&ctx, opts, b.init.map(|x| &x[d * k..(d + 1) * k]), cur, prop, &mut sc.acc, &mut sc.tmp, &mut part.ctr);
+                dense_doc(&ctx, opts, restart, b.init.map(|x| &x[d * k..(d + 1) * k]), cur, prop, &mut sc.acc, &mut sc.tmp, &mut part.ctr);
                 // entropy without a logarithm per (word, topic): on an ordinary row
                 // `r_uj = E_uj e_j / s_u` with `e_j = exp(δ_j)`, `δ_j = p_j − m`, so
                 // `Σ_u c_u r_uj ln r_uj = Σ_u c_u r_uj ln E_uj + δ_j N_dj − Σ_u c_u r_uj ln s_u`:
@@ -1933,8 +1948,8 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
             }
             Some(l) => {
                 let (cur, prop) = (&mut sc.sparse.0, &mut sc.sparse.1);
-                let init = b.init.map(|x| &x[d * k..(d + 1) * k]);
-                sparse_doc(&ctx, opts, l, first.map(|fp| (fp, &sc.words[..])), init, cur, prop, &mut sc.tmp, &mut sc.cand, &mut part.ctr);
+                let (init, fp) = (b.init.map(|x| &x[d * k..(d + 1) * k]), first.map(|fp| (fp, &sc.words[..])));
+                sparse_doc(&ctx, opts, restart, l, fp, init, cur, prop, &mut sc.tmp, &mut sc.cand, &mut part.ctr);
                 for u in 0..sc.words.len() {
                     let c = ctx.counts[u];
                     let m = cur.cnt[u];
@@ -2334,8 +2349,8 @@ mod tests {
                 let ctx = DocCtx { tab: b.tab, k, words: &words[s0..s1], counts: &dat[s0..s1], a: b.a, pk: &b.pk, a_rem: b.a_rem };
                 let (mut c1, mut p1, mut c2, mut p2) = (Sparse::default(), Sparse::default(), Sparse::default(), Sparse::default());
                 let (mut tmp, mut cand, mut ctr) = (vec![0.0; k], Vec::new(), Counters::default());
-                sparse_doc(&ctx, &opts, l, None, None, &mut c1, &mut p1, &mut tmp, &mut cand, &mut ctr);
-                sparse_doc(&ctx, &opts, l, Some((&fp, &words[s0..s1])), None, &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
+                sparse_doc(&ctx, &opts, true, l, None, None, &mut c1, &mut p1, &mut tmp, &mut cand, &mut ctr);
+                sparse_doc(&ctx, &opts, true, l, Some((&fp, &words[s0..s1])), None, &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
                 let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&c1.n), bits(&c2.n), "l {l} doc {doc}");
                 assert_eq!(c1.objective(&ctx).to_bits(), c2.objective(&ctx).to_bits(), "l {l} doc {doc}");
@@ -2524,8 +2539,8 @@ mod tests {
             let (mut c1, mut p1, mut c2, mut p2) = (Dense::default(), Dense::default(), Sparse::default(), Sparse::default());
             let mut ctr = Counters::default();
             let (mut acc, mut tmp, mut cand) = (vec![0.0; 6], vec![0.0; 6], Vec::new());
-            dense_doc(&ctx, &opts, None, &mut c1, &mut p1, &mut acc, &mut tmp, &mut ctr);
-            sparse_doc(&ctx, &opts, 6, None, None, &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
+            dense_doc(&ctx, &opts, true, None, &mut c1, &mut p1, &mut acc, &mut tmp, &mut ctr);
+            sparse_doc(&ctx, &opts, true, 6, None, None, &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
             for j in 0..6 {
                 assert!((c1.n[j] - c2.n[j]).abs() < 1e-12 * (1.0 + c1.n[j]), "doc {d} topic {j}");
             }
@@ -2577,7 +2592,7 @@ mod tests {
                 let (mut cur, mut prop) = (Dense::default(), Dense::default());
                 let mut ctr = Counters::default();
                 let (mut acc, mut tmp) = (vec![0.0; 8], vec![0.0; 8]);
-                dense_doc(&ctx, &opts, None, &mut cur, &mut prop, &mut acc, &mut tmp, &mut ctr);
+                dense_doc(&ctx, &opts, true, None, &mut cur, &mut prop, &mut acc, &mut tmp, &mut ctr);
                 accepted += ctr.accepted;
                 vals.push(ctx.objective(&cur.n, &cur.p, cur.lse_sum(&ctx)));
             }
