@@ -897,8 +897,11 @@ enum Reselect {
 }
 
 /// A reselection scans the whole `K`-wide row (contiguous, eight weights per step) instead of
-/// gathering the active topics' entries once `DENSE_COLLECT · |A_d| ≥ K`.
-const DENSE_COLLECT: usize = 4;
+/// gathering the active topics' entries once `DENSE_COLLECT · |A_d| ≥ K`. Both select the same
+/// entries; which is faster was measured (`benches/bench_doc_topic.py`'s corpus, `top_l=8`, one
+/// thread): 2 against 4, K = 100 / 400 / 800: 3.26 → 3.10 s, 5.16 → 4.93 s, 6.45 → 6.31 s; 1, 3
+/// and 8 were slower than 2, the whole row always (∞) much slower (6.95 s at K = 400).
+const DENSE_COLLECT: usize = 2;
 
 /// Largest `L` for which the top-L selection uses the threshold scan.
 const SCAN_MAX_L: usize = 32;
