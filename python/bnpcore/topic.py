@@ -372,8 +372,9 @@ class TopicModel:
             for k in np.flatnonzero(same):
                 same[k] = np.array_equal(lam[k], old[1][src[k]])
             if same.any():
-                table = np.empty((V, K))
-                table[:, same] = old[2][:, src[same]]
+                # one contiguous gather of every column (a placeholder where a column is new:
+                # overwritten below); assigning into the selected columns instead was 10× slower
+                table = np.take(old[2], np.where(same, src, 0), axis=1)
                 if not same.all():
                     new = ~same
                     table[:, new] = _core.topic_word_table(np.ascontiguousarray(lam[new]), prior=self.prior_lam, n_threads=n_threads)
