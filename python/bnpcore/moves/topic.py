@@ -49,7 +49,7 @@ and rejected by 50,000 nats, a whole-corpus pass apiece (``docs/topic_models.md`
 candidate's documents start from the lap's counts (warm starts, below), and only those that
 used the target (count above 0.01) try restart proposals (``restart_mask`` of the document
 step): the others' restarts were tried by the lap at nearly the same globals, and were a third
-of a delete candidate's passes for nothing (ten default fits ended within 6 nats of where they
+of a delete candidate's passes for nothing (nine default fits ended within 6 nats of where they
 did). Deletes need every batch to be revisitable (no frozen memos).
 
 **Birth** (thesis §5.5.3, whole-dataset version). The target is the largest topic that has not
