@@ -106,6 +106,11 @@ _USED = 0.01
 _SCREEN_MARGIN = 1e-8
 
 
+def _pair_key(a: int, b: int) -> tuple:
+    """A merge pair of uids as :attr:`TopicMoveManager.merge_failed` keeps it (smaller first)."""
+    return (min(a, b), max(a, b))
+
+
 def _merged_data_terms(core, N, S, a, b):
     """The data terms of the topics ``a[i]`` and ``b[i]`` pooled (positions in ``N``, ``S``)."""
     return core.elbo_data_per_pair(np.ascontiguousarray(N), np.ascontiguousarray(S), np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
@@ -277,17 +282,18 @@ class TopicMoveManager:
     def after_batch(self, model, state, b, out, X=None) -> None:
         if self._birth_target is not None and X is not None and "doc_topic" in out:
             self._collect_birth(model, self._birth_glob, X, out["doc_topic"])
+        uids = np.asarray(state.stats.uids).copy()  # the columns of this batch's counts
         if self._warm:
             dt = np.asarray(out.get("doc_topic_all", out.get("doc_topic")))
             old = self._doc_topic.get(b)
-            self._doc_topic[b] = (dt, np.asarray(state.stats.uids).copy())  # a batch redone replaces its counts
+            self._doc_topic[b] = (dt, uids)  # a batch redone replaces its counts
             self._doc_topic_entries += dt.size - (0 if old is None else old[0].size)
             if self._doc_topic_entries > _WARM_MAX_ENTRIES:  # too large: candidates start cold
                 self._warm, self._doc_topic, self._doc_topic_entries = False, {}, 0
         if self._pairs:
             self._pair_stats[b] = (np.asarray(out["merge_H"]), np.asarray(out["merge_P"]), np.asarray(out["merge_Q"]))
         if self._deletes and "doc_usage" in out:
-            self._usage[b] = (np.asarray(out["doc_usage"], dtype=np.float64), np.asarray(state.stats.uids).copy(), float(out["n_docs"]))
+            self._usage[b] = (np.asarray(out["doc_usage"], dtype=np.float64), uids, float(out["n_docs"]))
 
     @property
     def guards_batches(self) -> bool:
@@ -312,7 +318,7 @@ class TopicMoveManager:
         if self._pairs and not self._stale and len(self._pair_stats) == len(state.memos):
             n, elbo = self._evaluate_merges(model, state, elbo, touched)
             accepted += n
-        if "delete" in self.kinds and self._exact and self._lap >= self._start("delete") and model.alloc.nested and not state.frozen:
+        if self._deletes:
             n, elbo = self._evaluate_deletes(model, state, elbo, touched)
             accepted += n
         if self._birth_target is not None and self._birth_target not in touched:
@@ -370,7 +376,7 @@ class TopicMoveManager:
         if self.merge_plan is None or self.merge_plan[0] != self.structure_version:
             self.merge_plan = (self.structure_version, self._plan_merges(model, G))
         present = set(G.uids.tolist())
-        return [(a, b) for a, b in self.merge_plan[1] if (min(a, b), max(a, b)) not in self.merge_failed and a in present and b in present]
+        return [(a, b) for a, b in self.merge_plan[1] if _pair_key(a, b) not in self.merge_failed and a in present and b in present]
 
     def _plan_merges(self, model, G) -> list:
         """Up to ``max_per_lap["merge"]`` pairs ranked by the exact change of the data term
@@ -452,7 +458,7 @@ class TopicMoveManager:
             ok = self._accepts(elbo, new)
             self._log(state, "merge", [ua, ub], elbo, new, ok)
             if not ok:
-                self.merge_failed.add((min(ua, ub), max(ua, ub)))
+                self.merge_failed.add(_pair_key(ua, ub))
             if ok:
                 state.memos = memos
                 state.recompute_total()
@@ -508,7 +514,7 @@ class TopicMoveManager:
         over the batches, divided by their documents); None unless every batch reported its
         counts this lap. Topics merged or born after the lap's steps are not in it (a merged
         topic is not a delete candidate in the lap of its merge)."""
-        if not self._deletes or len(self._usage) != n_batches:
+        if len(self._usage) != n_batches:
             return None
         used: dict = {}
         docs = 0.0
