@@ -610,6 +610,92 @@ unsafe fn collect_at_floor_avx512(row: &[f64], e: &[f64], floor: f64, col: &mut 
     true
 }
 
+/// Append `(act[t], row[act[t]] ea[t])` for every `t` at `ids`/`ws[c..]`, branch-free (an
+/// entry is kept, and `c` advanced past it, iff its weight is at least `floor`); returns the
+/// new `c`. The buffers need `act.len()` slots from `c`.
+#[inline(always)]
+fn append_at_floor(row: &[f64], act: &[u32], ea: &[f64], floor: f64, ids: &mut [u32], ws: &mut [f64], mut c: usize) -> usize {
+    for (&j, &e) in act.iter().zip(ea) {
+        let x = row[j as usize] * e;
+        ids[c] = j;
+        ws[c] = x;
+        c += usize::from(x >= floor);
+    }
+    c
+}
+
+/// Collect, in the order of `act`, every `(j, row_j ea_t)` (`j = act[t]`) whose weight is at
+/// least `floor` into `col` (cleared first), eight topics at a time without checking the room
+/// inside an octet (the buffers have eight slots of slack). False, with `col` not to be used,
+/// when more than `CAP - 8` entries are kept before some octet (the caller then ranks every
+/// active topic instead).
+fn collect_active(row: &[f64], act: &[u32], ea: &[f64], floor: f64, col: &mut Collected) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl") {
+        // SAFETY: the CPU supports AVX-512F and VL (checked just above).
+        return unsafe { collect_active_avx512(row, act, ea, floor, col) };
+    }
+    collect_active_scalar(row, act, ea, floor, col)
+}
+
+/// [`collect_active`] without vectors.
+fn collect_active_scalar(row: &[f64], act: &[u32], ea: &[f64], floor: f64, col: &mut Collected) -> bool {
+    let n = act.len().min(ea.len());
+    col.c = 0;
+    let mut t = 0;
+    while t < n {
+        if col.c > Collected::CAP - 8 {
+            return false;
+        }
+        let end = (t + 8).min(n);
+        col.c = append_at_floor(row, &act[t..end], &ea[t..end], floor, &mut col.ids, &mut col.w, col.c);
+        t = end;
+    }
+    true
+}
+
+/// [`collect_active`] on AVX-512: a whole octet's table entries read one by one into an array
+/// (the hardware gather was slower), then weighed, compared, packed to the front of a register
+/// and stored whole, as in [`collect_at_floor_avx512`]; the same entries in the same order.
+/// (The branch-free scalar append of [`append_at_floor`] for the last, partial octet.)
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl")]
+unsafe fn collect_active_avx512(row: &[f64], act: &[u32], ea: &[f64], floor: f64, col: &mut Collected) -> bool {
+    use std::arch::x86_64::*;
+    let n = act.len().min(ea.len());
+    let f = _mm512_set1_pd(floor);
+    let mut c = 0;
+    let mut t = 0;
+    while t < n {
+        if c > Collected::CAP - 8 {
+            col.c = c;
+            return false;
+        }
+        if n - t < 8 {
+            c = append_at_floor(row, &act[t..n], &ea[t..n], floor, &mut col.ids, &mut col.w, c);
+            break;
+        }
+        let mut g = [0.0f64; 8];
+        for (gi, &j) in g.iter_mut().zip(&act[t..t + 8]) {
+            *gi = row[j as usize];
+        }
+        // SAFETY: AVX-512F/VL are enabled (the caller checked); the loads read `t..t + 8 ≤ n`
+        // of `act` and `ea` and the array `g`; the stores write 8 entries from `c ≤ CAP - 8`
+        // (checked above) into buffers of `CAP + 8`.
+        unsafe {
+            let w = _mm512_mul_pd(_mm512_loadu_pd(g.as_ptr()), _mm512_loadu_pd(ea.as_ptr().add(t)));
+            let mask = _mm512_cmp_pd_mask::<_CMP_GE_OQ>(w, f);
+            let ids = _mm256_loadu_si256(act.as_ptr().add(t) as *const __m256i);
+            _mm512_storeu_pd(col.w.as_mut_ptr().add(c), _mm512_maskz_compress_pd(mask, w));
+            _mm256_storeu_si256(col.ids.as_mut_ptr().add(c) as *mut __m256i, _mm256_maskz_compress_epi32(mask, ids));
+            c += mask.count_ones() as usize;
+        }
+        t += 8;
+    }
+    col.c = c;
+    true
+}
+
 /// [`collect_at_floor`] on AVX, over the whole octets of `row` and `e` (the caller passes them).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
@@ -1204,16 +1290,8 @@ impl Sparse {
                 }
             } else if floor > 0.0 {
                 // one loop: weight, compare, branch-free append of the entries at the floor
-                let col = &mut self.col;
-                col.clear();
-                let mut t = 0;
-                while t < act.len() && col.room() >= 1 {
-                    let x = row[act[t] as usize] * ea[t];
-                    col.push(act[t], x, x >= floor);
-                    t += 1;
-                }
-                if t == act.len() {
-                    done = Some(col.take(l, ix, vl));
+                if collect_active(row, act, ea, floor, &mut self.col) {
+                    done = Some(self.col.take(l, ix, vl));
                 }
             }
             match done {
@@ -2230,6 +2308,42 @@ mod tests {
             if ok {
                 assert_eq!(col.c, Collected::CAP - 3);
                 assert!((0..col.c).all(|t| col.ids[t] == t as u32 && col.w[t] == 1.0));
+            }
+        }
+    }
+
+    /// The active-set collect (the dispatched one and the one without vectors) keeps exactly
+    /// the entries at or above the floor, in the order of the active set, or reports an
+    /// overflow only when more than `CAP - 8` pass.
+    #[test]
+    fn collect_active_matches_a_filter() {
+        let mut g = Lcg(5);
+        for case in 0..3000 {
+            let k = 1 + (g.next() * if case % 3 == 0 { 600.0 } else { 60.0 }) as usize;
+            let row: Vec<f64> = (0..k).map(|_| if g.next() < 0.1 { 0.0 } else { (g.next() * 4.0).floor() / 4.0 }).collect();
+            // a random subset of the topics, ascending or not
+            let mut act: Vec<u32> = (0..k as u32).filter(|_| g.next() < 0.7).collect();
+            if case % 2 == 1 {
+                act.reverse();
+            }
+            let ea: Vec<f64> = act.iter().map(|_| if g.next() < 0.3 { 0.0 } else { g.next() }).collect();
+            let floor = if case % 4 == 0 && !act.is_empty() { row[act[0] as usize] * ea[0] } else { 0.01 + g.next() * 0.5 };
+            let want: Vec<(u32, u64)> = act
+                .iter()
+                .zip(&ea)
+                .filter(|&(&j, &e)| row[j as usize] * e >= floor)
+                .map(|(&j, &e)| (j, (row[j as usize] * e).to_bits()))
+                .collect();
+            type Collect = fn(&[f64], &[u32], &[f64], f64, &mut Collected) -> bool;
+            for (name, f) in [("dispatched", collect_active as Collect), ("scalar", collect_active_scalar as Collect)] {
+                let mut col = Collected { c: 5, ..Collected::default() };
+                if f(&row, &act, &ea, floor, &mut col) {
+                    assert!(col.c <= Collected::CAP, "case {case} {name}: {} entries", col.c);
+                    let got: Vec<(u32, u64)> = (0..col.c).map(|t| (col.ids[t], col.w[t].to_bits())).collect();
+                    assert_eq!(got, want, "case {case} {name}");
+                } else {
+                    assert!(want.len() > Collected::CAP - 8, "case {case} {name}: {} entries", want.len());
+                }
             }
         }
     }
