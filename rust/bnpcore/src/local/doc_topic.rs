@@ -1144,7 +1144,8 @@ fn scan_top(ids: &[u32], w: &[f64], l: usize, ix: &mut [u32], vl: &mut [f64], co
 
 /// Entries at or above a lower bound of the `l`-th largest weight, in ascending index order
 /// (a buffer kept across rows: no per-row initialisation). The buffers hold `CAP` entries and
-/// eight more of slack for the whole-register stores of [`collect_at_floor_avx512`].
+/// eight more of slack for the appends of whole octets ([`collect_at_floor_avx512`],
+/// [`collect_active`]), which write eight slots whatever they keep.
 #[derive(Clone)]
 struct Collected {
     ids: Vec<u32>,
@@ -1373,7 +1374,7 @@ impl Sparse {
                     done = Some(self.col.take(l, ix, vl));
                 }
             } else if floor > 0.0 {
-                // one loop: weight, compare, branch-free append of the entries at the floor
+                // the active topics' weights, eight at a time, the entries at the floor appended
                 if collect_active(row, act, ea, floor, &mut self.col) {
                     done = Some(self.col.take(l, ix, vl));
                 }
