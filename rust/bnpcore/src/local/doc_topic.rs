@@ -571,39 +571,30 @@ fn dense_row_sums_impl(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn dense_row_sums_avx512(
-    row: &[f64],
-    e: &[f64],
-    inv: f64,
-    c: f64,
-    cl: f64,
-    out: &mut [f64],
-    srow: &mut [f64],
-    nn: &mut [f64],
-    lw: &mut [f64],
-) {
-    dense_row_sums_impl(row, e, inv, c, cl, out, srow, nn, lw)
+/// [`dense_row_sums_impl`] compiled with the given target features (`unsafe`: the CPU must have
+/// them).
+macro_rules! dense_row_sums_with {
+    ($name:ident, $features:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        #[allow(clippy::too_many_arguments)]
+        unsafe fn $name(
+            row: &[f64],
+            e: &[f64],
+            inv: f64,
+            c: f64,
+            cl: f64,
+            out: &mut [f64],
+            srow: &mut [f64],
+            nn: &mut [f64],
+            lw: &mut [f64],
+        ) {
+            dense_row_sums_impl(row, e, inv, c, cl, out, srow, nn, lw)
+        }
+    };
 }
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn dense_row_sums_avx(
-    row: &[f64],
-    e: &[f64],
-    inv: f64,
-    c: f64,
-    cl: f64,
-    out: &mut [f64],
-    srow: &mut [f64],
-    nn: &mut [f64],
-    lw: &mut [f64],
-) {
-    dense_row_sums_impl(row, e, inv, c, cl, out, srow, nn, lw)
-}
+dense_row_sums_with!(dense_row_sums_avx512, "avx512f");
+dense_row_sums_with!(dense_row_sums_avx, "avx");
 
 /// [`dense_row_sums_impl`] with the widest vectors available (element by element, no FMA: the
 /// same bits everywhere).
