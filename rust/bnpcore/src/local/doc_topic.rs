@@ -2648,12 +2648,27 @@ mod tests {
                         fb1 = true;
                     }
                 }
-                let (mut s2, mut acc2) = (vec![0.0; rows], vec![0.5; k]);
-                let fb2 = dense_sweep(&tab, k, &words, &counts, &e, &mut s2, &mut acc2);
                 let bits = |x: &[f64]| x.iter().map(|y| y.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&s1), bits(&s2), "k {k} rows {rows}");
-                assert_eq!(bits(&acc1), bits(&acc2), "k {k} rows {rows}");
-                assert_eq!(fb1, fb2);
+                // the dispatched sweep, and each vector width this CPU has
+                type Sweep = unsafe fn(&[f64], usize, &[usize], &[f64], &[f64], &mut [f64], &mut [f64]) -> bool;
+                let mut sweeps: Vec<(&str, Sweep)> = vec![("dispatched", dense_sweep as Sweep)];
+                #[cfg(target_arch = "x86_64")]
+                {
+                    if std::is_x86_feature_detected!("avx") {
+                        sweeps.push(("avx", dense_sweep_avx as Sweep));
+                    }
+                    if std::is_x86_feature_detected!("avx512f") {
+                        sweeps.push(("avx512", dense_sweep_avx512 as Sweep));
+                    }
+                }
+                for (name, f) in sweeps {
+                    let (mut s2, mut acc2) = (vec![0.0; rows], vec![0.5; k]);
+                    // SAFETY: each instance is listed only when the CPU has its features.
+                    let fb2 = unsafe { f(&tab, k, &words, &counts, &e, &mut s2, &mut acc2) };
+                    assert_eq!(bits(&s1), bits(&s2), "k {k} rows {rows} {name}");
+                    assert_eq!(bits(&acc1), bits(&acc2), "k {k} rows {rows} {name}");
+                    assert_eq!(fb1, fb2, "{name}");
+                }
             }
         }
     }
@@ -2668,14 +2683,28 @@ mod tests {
             let e: Vec<f64> = (0..k).map(|_| g.next()).collect();
             let (inv, c, cl) = (1.0 / (0.1 + g.next()), 1.0 + (g.next() * 4.0).floor(), g.next() - 0.5);
             let start: Vec<f64> = (0..k).map(|_| g.next()).collect();
-            let (mut out, mut srow, mut nn, mut lw) = (vec![0.0; k], start.clone(), start.clone(), start.clone());
-            dense_row_sums(&row, &e, inv, c, cl, &mut out, &mut srow, &mut nn, &mut lw);
-            for j in 0..k {
-                let r = row[j] * e[j] * inv;
-                assert_eq!(out[j].to_bits(), r.to_bits(), "k {k} j {j}");
-                assert_eq!(srow[j].to_bits(), (start[j] + c * r).to_bits());
-                assert_eq!(nn[j].to_bits(), (start[j] + c * r).to_bits());
-                assert_eq!(lw[j].to_bits(), (start[j] + cl * r).to_bits());
+            type Sums = unsafe fn(&[f64], &[f64], f64, f64, f64, &mut [f64], &mut [f64], &mut [f64], &mut [f64]);
+            let mut fns: Vec<(&str, Sums)> = vec![("dispatched", dense_row_sums as Sums)];
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx") {
+                    fns.push(("avx", dense_row_sums_avx as Sums));
+                }
+                if std::is_x86_feature_detected!("avx512f") {
+                    fns.push(("avx512", dense_row_sums_avx512 as Sums));
+                }
+            }
+            for (name, f) in fns {
+                let (mut out, mut srow, mut nn, mut lw) = (vec![0.0; k], start.clone(), start.clone(), start.clone());
+                // SAFETY: each instance is listed only when the CPU has its features.
+                unsafe { f(&row, &e, inv, c, cl, &mut out, &mut srow, &mut nn, &mut lw) };
+                for j in 0..k {
+                    let r = row[j] * e[j] * inv;
+                    assert_eq!(out[j].to_bits(), r.to_bits(), "k {k} j {j} {name}");
+                    assert_eq!(srow[j].to_bits(), (start[j] + c * r).to_bits(), "{name}");
+                    assert_eq!(nn[j].to_bits(), (start[j] + c * r).to_bits(), "{name}");
+                    assert_eq!(lw[j].to_bits(), (start[j] + cl * r).to_bits(), "{name}");
+                }
             }
         }
     }
