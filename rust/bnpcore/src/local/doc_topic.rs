@@ -2626,6 +2626,25 @@ mod tests {
     /// The paired dense sweep against the row-by-row loop (`dot`, then `axpy` for a usable
     /// sum): the same sums, the same accumulator bits and the same verdict, for K = 1 … 19,
     /// odd and even numbers of rows, with unusable rows (all-zero table rows) among them.
+    /// A dispatched function and each of its AVX and AVX-512 instances this CPU can run, by name,
+    /// as function pointers of type `$ty`.
+    macro_rules! instances {
+        ($ty:ty, $dispatched:expr, $avx:expr, $avx512:expr) => {{
+            #[allow(unused_mut)]
+            let mut v: Vec<(&str, $ty)> = vec![("dispatched", $dispatched as $ty)];
+            #[cfg(target_arch = "x86_64")]
+            {
+                if std::is_x86_feature_detected!("avx") {
+                    v.push(("avx", $avx as $ty));
+                }
+                if std::is_x86_feature_detected!("avx512f") {
+                    v.push(("avx512", $avx512 as $ty));
+                }
+            }
+            v
+        }};
+    }
+
     #[test]
     fn paired_dense_sweep_matches_row_by_row() {
         let mut g = Lcg(31);
@@ -2651,17 +2670,7 @@ mod tests {
                 let bits = |x: &[f64]| x.iter().map(|y| y.to_bits()).collect::<Vec<_>>();
                 // the dispatched sweep, and each vector width this CPU has
                 type Sweep = unsafe fn(&[f64], usize, &[usize], &[f64], &[f64], &mut [f64], &mut [f64]) -> bool;
-                let mut sweeps: Vec<(&str, Sweep)> = vec![("dispatched", dense_sweep as Sweep)];
-                #[cfg(target_arch = "x86_64")]
-                {
-                    if std::is_x86_feature_detected!("avx") {
-                        sweeps.push(("avx", dense_sweep_avx as Sweep));
-                    }
-                    if std::is_x86_feature_detected!("avx512f") {
-                        sweeps.push(("avx512", dense_sweep_avx512 as Sweep));
-                    }
-                }
-                for (name, f) in sweeps {
+                for (name, f) in instances!(Sweep, dense_sweep, dense_sweep_avx, dense_sweep_avx512) {
                     let (mut s2, mut acc2) = (vec![0.0; rows], vec![0.5; k]);
                     // SAFETY: each instance is listed only when the CPU has its features.
                     let fb2 = unsafe { f(&tab, k, &words, &counts, &e, &mut s2, &mut acc2) };
@@ -2684,17 +2693,7 @@ mod tests {
             let (inv, c, cl) = (1.0 / (0.1 + g.next()), 1.0 + (g.next() * 4.0).floor(), g.next() - 0.5);
             let start: Vec<f64> = (0..k).map(|_| g.next()).collect();
             type Sums = unsafe fn(&[f64], &[f64], f64, f64, f64, &mut [f64], &mut [f64], &mut [f64], &mut [f64]);
-            let mut fns: Vec<(&str, Sums)> = vec![("dispatched", dense_row_sums as Sums)];
-            #[cfg(target_arch = "x86_64")]
-            {
-                if std::is_x86_feature_detected!("avx") {
-                    fns.push(("avx", dense_row_sums_avx as Sums));
-                }
-                if std::is_x86_feature_detected!("avx512f") {
-                    fns.push(("avx512", dense_row_sums_avx512 as Sums));
-                }
-            }
-            for (name, f) in fns {
+            for (name, f) in instances!(Sums, dense_row_sums, dense_row_sums_avx, dense_row_sums_avx512) {
                 let (mut out, mut srow, mut nn, mut lw) = (vec![0.0; k], start.clone(), start.clone(), start.clone());
                 // SAFETY: each instance is listed only when the CPU has its features.
                 unsafe { f(&row, &e, inv, c, cl, &mut out, &mut srow, &mut nn, &mut lw) };
