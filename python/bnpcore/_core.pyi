@@ -7,6 +7,8 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
+#: a document uses topic k when N_dk exceeds this (default ``usage_threshold`` of doc_topic_step)
+DOC_USAGE_THRESHOLD: float
 
 F64 = npt.NDArray[np.float64]
 
@@ -111,7 +113,7 @@ def doc_topic_step(
     top_l: Optional[int] = None,
     sparse_eps: float = 1e-3,
     merge_pairs: Optional[Sequence[tuple[int, int]]] = None,
-    usage_threshold: float = 0.01,
+    usage_threshold: Optional[float] = None,
     return_doc_topic: bool = False,
     init_doc_topic: Optional[F64] = None,
     n_threads: Optional[int] = None,

@@ -320,6 +320,10 @@ def test_count_identities(seed, K, sparse):
     assert np.all(out["H"] >= -1e-12)
     # theta_d. = T_d + alpha after the step, so Q0 = -sum_d ln Gamma(T_d + alpha)
     assert close(out["Q0"], -gammaln(T + alpha).sum())
+    # documents using each topic: N_dk above the threshold (by default the one the moves read)
+    np.testing.assert_array_equal(out["doc_usage"], (out["doc_topic"] > _core.DOC_USAGE_THRESHOLD).sum(axis=0))
+    half = _core.doc_topic_step(indptr, indices, data, table, a, alpha_beta_rem=a_rem, top_l=2 if sparse else None, usage_threshold=0.5)
+    np.testing.assert_array_equal(half["doc_usage"], (out["doc_topic"] > 0.5).sum(axis=0))
 
 
 def test_tiny_priors_and_zero_table_entries_stay_finite():

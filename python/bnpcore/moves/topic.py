@@ -84,6 +84,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from bnpcore import _core
 from bnpcore.algorithms._base import materialize, memo_map, sum_memos
 from bnpcore.moves._base import ACCEPT_RTOL, accepts, whole_dataset_passes
 from bnpcore.moves.merge import neighbour_pairs
@@ -97,9 +98,9 @@ TOPIC_MOVE_KINDS = ("birth", "merge", "delete")
 #: document step of its delete and birth candidates (128 MB); beyond, candidates start cold
 _WARM_MAX_ENTRIES = 1 << 24
 
-#: a document uses a topic when its count there exceeds this (the document step's
-#: ``usage_threshold``)
-_USED = 0.01
+#: a document uses a topic when its count there exceeds this (the document step's default
+#: ``usage_threshold``, which the lap's ``doc_usage`` counts use)
+_USED = _core.DOC_USAGE_THRESHOLD
 
 #: relative shortfall below which a merge candidate's screened objective is not trusted to
 #: reject it (round-off of the per-topic sums is ~1e-13 relative)
@@ -685,7 +686,6 @@ class TopicMoveManager:
         after the birth's pass, and a fit from one topic on Reuters never grew
         (``benches/bench_truncation_free.py``). The LDA iterations give the candidates soft,
         overlapping supports. Returns the refined sums, empty topics removed."""
-        from bnpcore import _core
 
         H = self._birth_matrix(sums.shape[1])
         J = sums.shape[0]

@@ -61,11 +61,12 @@ fn output_dict<'py>(py: Python<'py>, out: DocTopicOutput) -> PyResult<Bound<'py,
 /// `doc_topic` (D × K), and the counters `n_iter`, `n_type_passes`, `restarts_tried`,
 /// `restarts_accepted`. `init_doc_topic` (D × K counts) warm-starts every
 /// document from the given `N_dk` instead of the prior; `restart_mask` (D booleans) limits the
-/// restart proposals to the documents it marks.
+/// restart proposals to the documents it marks. `usage_threshold` defaults to
+/// `DOC_USAGE_THRESHOLD`.
 #[pyfunction]
 #[pyo3(signature = (indptr, indices, data, exp_elog_phi, alpha_beta, *, alpha_beta_rem = None, max_iter = 100, tol = 0.05,
                     restarts = true, restart_mask = None, restart_max_trials = 25, restart_iters = 2, restart_min_mass = 0.1, top_l = None,
-                    sparse_eps = 1e-3, merge_pairs = None, usage_threshold = 0.01, return_doc_topic = false, init_doc_topic = None,
+                    sparse_eps = 1e-3, merge_pairs = None, usage_threshold = None, return_doc_topic = false, init_doc_topic = None,
                     n_threads = None))]
 fn doc_topic_step<'py>(
     py: Python<'py>,
@@ -85,7 +86,7 @@ fn doc_topic_step<'py>(
     top_l: Option<usize>,
     sparse_eps: f64,
     merge_pairs: Option<Vec<(usize, usize)>>,
-    usage_threshold: f64,
+    usage_threshold: Option<f64>,
     return_doc_topic: bool,
     init_doc_topic: Option<PyReadonlyArray2<'py, f64>>,
     n_threads: Option<usize>,
@@ -101,7 +102,7 @@ fn doc_topic_step<'py>(
         top_l,
         sparse_eps,
         merge_pairs: merge_pairs.unwrap_or_default(),
-        usage_threshold,
+        usage_threshold: usage_threshold.unwrap_or(DocTopicOptions::default().usage_threshold),
         return_doc_topic,
     };
     let (dat, tab, a) = (data.as_array(), exp_elog_phi.as_array(), alpha_beta.as_array());
@@ -260,6 +261,7 @@ fn lda_elbo_doc(
 /// Register the topic-model functions on the extension module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(doc_topic_step, m)?)?;
+    m.add("DOC_USAGE_THRESHOLD", DocTopicOptions::default().usage_threshold)?;
     m.add_function(wrap_pyfunction!(topic_word_table, m)?)?;
     m.add_function(wrap_pyfunction!(hdp_beta_from_rho, m)?)?;
     m.add_function(wrap_pyfunction!(hdp_rho_from_beta, m)?)?;

@@ -1618,7 +1618,8 @@ fn start_weights(p: &mut [f64], ctx: &DocCtx, init: Option<&[f64]>) {
     }
 }
 
-/// Dense local step of one document; leaves the final state in `cur`.
+/// Dense local step of one document (restart proposals after convergence when `restart`);
+/// leaves the final state in `cur`.
 #[allow(clippy::too_many_arguments)]
 fn dense_doc(
     ctx: &DocCtx,
@@ -1652,7 +1653,7 @@ fn dense_doc(
             break;
         }
     }
-    if !(opts.restarts && restart) {
+    if !restart {
         return;
     }
     let mut l_cur = ctx.objective(&cur.n, &cur.p, cur.lse_sum(ctx));
@@ -1682,7 +1683,8 @@ fn dense_doc(
     }
 }
 
-/// L-sparse local step of one document (thesis Alg. 7.4); leaves the final state in `cur`.
+/// L-sparse local step of one document (thesis Alg. 7.4; restart proposals when `restart`);
+/// leaves the final state in `cur`.
 #[allow(clippy::too_many_arguments)]
 fn sparse_doc(
     ctx: &DocCtx,
@@ -1727,7 +1729,7 @@ fn sparse_doc(
             break;
         }
     }
-    if !(opts.restarts && restart) {
+    if !restart {
         return;
     }
     let mut l_cur = cur.objective(ctx);
@@ -2052,7 +2054,8 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
             iota.extend(iota.len()..sc.words.len());
         }
         let ctx = DocCtx { tab: &rows, k, words: &iota[..sc.words.len()], counts: &b.data[s0..s1], a: b.a, pk: &b.pk, a_rem: b.a_rem };
-        let restart = opts.restart_mask.as_ref().is_none_or(|m| m[d]);
+        // restart proposals for this document: on, and the mask (if any) marks it
+        let restart = opts.restarts && opts.restart_mask.as_ref().is_none_or(|m| m[d]);
         match sparse_l {
             None => {
                 let (cur, prop) = (&mut sc.dense.0, &mut sc.dense.1);
@@ -2555,8 +2558,20 @@ mod tests {
                 let ctx = DocCtx { tab: b.tab, k, words: &words[s0..s1], counts: &dat[s0..s1], a: b.a, pk: &b.pk, a_rem: b.a_rem };
                 let (mut c1, mut p1, mut c2, mut p2) = (Sparse::default(), Sparse::default(), Sparse::default(), Sparse::default());
                 let (mut tmp, mut cand, mut ctr) = (vec![0.0; k], Vec::new(), Counters::default());
-                sparse_doc(&ctx, &opts, true, l, None, None, &mut c1, &mut p1, &mut tmp, &mut cand, &mut ctr);
-                sparse_doc(&ctx, &opts, true, l, Some((&fp, &words[s0..s1])), None, &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
+                sparse_doc(&ctx, &opts, opts.restarts, l, None, None, &mut c1, &mut p1, &mut tmp, &mut cand, &mut ctr);
+                sparse_doc(
+                    &ctx,
+                    &opts,
+                    opts.restarts,
+                    l,
+                    Some((&fp, &words[s0..s1])),
+                    None,
+                    &mut c2,
+                    &mut p2,
+                    &mut tmp,
+                    &mut cand,
+                    &mut ctr,
+                );
                 let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&c1.n), bits(&c2.n), "l {l} doc {doc}");
                 assert_eq!(c1.objective(&ctx).to_bits(), c2.objective(&ctx).to_bits(), "l {l} doc {doc}");
@@ -2795,8 +2810,8 @@ mod tests {
             let (mut c1, mut p1, mut c2, mut p2) = (Dense::default(), Dense::default(), Sparse::default(), Sparse::default());
             let mut ctr = Counters::default();
             let (mut acc, mut tmp, mut cand) = (vec![0.0; 6], vec![0.0; 6], Vec::new());
-            dense_doc(&ctx, &opts, true, None, &mut c1, &mut p1, &mut acc, &mut tmp, &mut ctr);
-            sparse_doc(&ctx, &opts, true, 6, None, None, &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
+            dense_doc(&ctx, &opts, opts.restarts, None, &mut c1, &mut p1, &mut acc, &mut tmp, &mut ctr);
+            sparse_doc(&ctx, &opts, opts.restarts, 6, None, None, &mut c2, &mut p2, &mut tmp, &mut cand, &mut ctr);
             for j in 0..6 {
                 assert!((c1.n[j] - c2.n[j]).abs() < 1e-12 * (1.0 + c1.n[j]), "doc {d} topic {j}");
             }
@@ -2848,7 +2863,7 @@ mod tests {
                 let (mut cur, mut prop) = (Dense::default(), Dense::default());
                 let mut ctr = Counters::default();
                 let (mut acc, mut tmp) = (vec![0.0; 8], vec![0.0; 8]);
-                dense_doc(&ctx, &opts, true, None, &mut cur, &mut prop, &mut acc, &mut tmp, &mut ctr);
+                dense_doc(&ctx, &opts, opts.restarts, None, &mut cur, &mut prop, &mut acc, &mut tmp, &mut ctr);
                 accepted += ctr.accepted;
                 vals.push(ctx.objective(&cur.n, &cur.p, cur.lse_sum(&ctx)));
             }
