@@ -366,7 +366,8 @@ def check_lengths(lengths, n_rows: int, name: str = "lengths", rows_name: str = 
     Raises
     ------
     ShapeError
-        If ``lengths`` is not 1-D or empty, or does not sum to ``n_rows``.
+        If ``lengths`` is not 1-D or empty, has an entry above ``n_rows``, or does not sum to
+        ``n_rows``.
     DataError
         If an entry is not a positive integer.
     """
@@ -388,6 +389,9 @@ def check_lengths(lengths, n_rows: int, name: str = "lengths", rows_name: str = 
     if arr.min() < 1:
         i = int(np.flatnonzero(arr < 1)[0])
         raise DataError(f"`{name}` must hold positive integers (every sequence has at least one row); {name}[{i}] = {arr[i]}")
+    if arr.max() > n_rows:  # before the cast and the sum, which could wrap around
+        i = int(np.argmax(arr))
+        raise ShapeError(f"`{name}` must not exceed the {n_rows} rows of `{rows_name}`; {name}[{i}] = {arr[i]}")
     out = arr.astype(np.int64)
     total = int(out.sum())
     if total != n_rows:

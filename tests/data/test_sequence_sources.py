@@ -134,6 +134,10 @@ def expect(exc_type, match, fn, *args, **kwargs):
         ([True, True], DataError, r"`lengths` must hold integers, got dtype bool"),
         (["19", "19"], DataError, r"`lengths` must hold integers"),
         ([19 + 0j, 19], DataError, r"`lengths` must hold integers"),
+        # entries whose int64 sum wraps around to the number of rows
+        ([2**62] * 4 + [38], ShapeError, r"must not exceed the 38 rows of `X`; lengths\[0\] = 4611686018427387904"),
+        (np.array([2**64 - 1, 39], dtype=np.uint64), ShapeError, r"lengths\[0\] = 18446744073709551615"),
+        ([1e30, 1.0], ShapeError, r"lengths\[0\] = 1e\+30"),
     ],
 )
 def test_bad_lengths(lengths, exc_type, match):
