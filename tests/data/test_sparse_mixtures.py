@@ -118,3 +118,38 @@ def test_bad_sparse_rows_are_clear_errors():
         DPMixture(obs="bern").fit(sp.csr_array(X))
     with pytest.raises(DataError, match="dense"):
         DPMixture(obs="gauss").fit(sp.csr_array(X))
+
+
+class _Reiterable:
+    """A re-iterable collection of batches (a new pass on every ``iter``)."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def __iter__(self):
+        return iter(self.parts)
+
+
+@pytest.mark.parametrize("obs", ["mult", "bern"])
+@pytest.mark.parametrize("wrap", [list, _Reiterable])
+def test_batches_of_sparse_rows_fit_like_dense_batches_and_stay_sparse(obs, wrap):
+    """A list (or re-iterable) of scipy.sparse batches, in mixed formats: the fit of the same
+    batches given dense, and every batch reaches the local step as CSR rows."""
+    X, _ = _corpus(n=240, V=60, seed=5, binary=obs == "bern")
+    kw = dict(obs=obs, n_components=3, algorithm="memoized", max_laps=5, random_state=0)
+    a = _fit(DPMixture(**kw), [X[:80], X[80:170], X[170:]])
+    parts = [sp.csr_matrix(X[:80]), sp.coo_array(X[80:170]), sp.csc_matrix(X[170:])]
+    b = _fit(DPMixture(**kw), wrap(parts))
+    np.testing.assert_allclose(b.history_["elbo"], a.history_["elbo"], rtol=1e-10)
+    src = b._make_source(wrap(parts))
+    for i, (lo, hi) in enumerate([(0, 80), (80, 170), (170, 240)]):
+        batch = src.get(i)
+        assert sp.issparse(batch) and batch.format == "csr"
+        np.testing.assert_array_equal(batch.toarray(), X[lo:hi])
+
+
+@pytest.mark.parametrize("wrap", [list, _Reiterable])
+def test_gaussian_mixture_refuses_batches_of_sparse_rows(wrap):
+    X = np.random.default_rng(0).standard_normal((40, 3))
+    with pytest.raises(DataError, match=r"obs='gauss' needs dense batches; batch 1 of `X` is a scipy.sparse matrix"):
+        DPMixture(obs="gauss", n_components=2, algorithm="memoized").fit(wrap([X[:20], sp.csr_array(X[20:])]))

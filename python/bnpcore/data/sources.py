@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 
-from bnpcore._validation import check_array
+from bnpcore._validation import DENSIFIED_SPARSE_OBS, check_array
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
 
 __all__ = ["ArrayBatches", "ListBatches", "NpyFile", "is_batch_list", "make_batches", "open_npy", "open_npy_rows"]
@@ -150,17 +150,29 @@ def _sparse(X) -> bool:
     return hasattr(X, "tocsr") and hasattr(X, "nnz")
 
 
-class _Checked:
-    """Per-batch validation: float64 conversion, finiteness, then the model's support check."""
+def _sparse_batches(flags, obs) -> bool:
+    """Whether any batch is scipy.sparse (``flags``: one bool per batch); an error at once when
+    ``obs`` is a model that needs dense data, rather than when the batch is first read."""
+    if any(flags) and obs is not None and obs not in DENSIFIED_SPARSE_OBS:
+        b = list(flags).index(True)
+        raise DataError(f"obs={obs!r} needs dense batches; batch {b} of `X` is a scipy.sparse matrix: use .toarray() if it fits in memory")
+    return any(flags)
 
-    def __init__(self, n_features=None, check_data=None):
+
+class _Checked:
+    """Per-batch validation: float64 conversion, finiteness, then the model's support check.
+    With ``obs``, scipy.sparse batches are refused for the Gaussian models and kept sparse
+    (validated as counts) for ``mult``/``bern`` (:func:`~bnpcore._validation.check_array`)."""
+
+    def __init__(self, n_features=None, check_data=None, obs=None):
         self.n_features = n_features
         self.check_data = check_data
+        self.obs = obs
 
     def __call__(self, Xb, name: str, b: int) -> np.ndarray:
         try:
-            out = check_array(Xb, name=name, n_features=self.n_features)
-            if self.check_data is not None:
+            out = check_array(Xb, name=name, n_features=self.n_features, obs=self.obs, keep_sparse=self.obs is not None)
+            if self.check_data is not None and isinstance(out, np.ndarray):  # sparse rows: checked above
                 self.check_data(out, name)
         except ValueError as exc:
             raise type(exc)(f"{exc} [batch {b}]") from None
@@ -270,6 +282,10 @@ class ListBatches:
     one batch, kept by reference and read when visited (paths are memory-mapped on every visit,
     so nothing stays resident between visits).
 
+    ``obs`` (the observation model's kind) decides what a scipy.sparse batch becomes: an
+    error for the Gaussian models, sparse rows for ``mult``/``bern``; without it batches are
+    densified when read.
+
     Raises
     ------
     ShapeError
@@ -277,11 +293,12 @@ class ListBatches:
         offending batch).
     """
 
-    def __init__(self, items, n_features=None, check_data=None):
+    def __init__(self, items, n_features=None, check_data=None, obs=None):
         self.items = list(items)
-        shapes = []
+        shapes, flags = [], []
         for b, item in enumerate(self.items):
             arr = open_npy(item, name=f"X[{b}]") if _is_path(item) else item
+            flags.append(_sparse(arr))
             if not hasattr(arr, "shape") or len(arr.shape) != 2:
                 raise ShapeError(f"batch {b} of `X` must be 2-D (n_samples, n_features), got shape {getattr(arr, 'shape', None)}")
             if arr.shape[0] < 1:
@@ -297,7 +314,8 @@ class ListBatches:
         self.sizes = np.array([s[0] for s in shapes], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
         self._n_features = int(d)
-        self._check = _Checked(None, check_data)
+        self._any_sparse = _sparse_batches(flags, obs)
+        self._check = _Checked(None, check_data, obs)
 
     segment = "row"
     shuffles = False
@@ -331,13 +349,17 @@ class ListBatches:
         """A uniform subsample of at most ``max_rows`` rows across all batches (reads only those
         rows of memory-mapped batches)."""
         n = self.n_rows
+        if self._any_sparse:
+            # a dense copy of at most SPARSE_INIT_ENTRIES entries, as for one sparse array
+            max_rows = max(min(max_rows, 256), min(max_rows, SPARSE_INIT_ENTRIES // max(self.n_features, 1)))
         idx = np.arange(n) if n <= max_rows else np.sort(rng.choice(n, size=max_rows, replace=False))
         which = np.searchsorted(self.offsets, idx, side="right") - 1
         parts = []
         for b in np.unique(which):
             local = idx[which == b] - self.offsets[b]
             raw = self._raw(int(b))
-            parts.append(check_array(np.asarray(raw[local]), name=f"X (batch {int(b)}, initialisation subsample)"))
+            rows = raw.tocsr()[local].toarray() if _sparse(raw) else np.asarray(raw[local])
+            parts.append(check_array(rows, name=f"X (batch {int(b)}, initialisation subsample)"))
         return np.concatenate(parts, axis=0)
 
 
@@ -348,10 +370,11 @@ class ReiterableBatches(ListBatches):
     batch restarts the pass (so a memoized lap in random order reads O(B²/2) batches: give a
     list of ``.npy`` paths for large data)."""
 
-    def __init__(self, corpus, n_features=None, check_data=None):
+    def __init__(self, corpus, n_features=None, check_data=None, obs=None):
         self.corpus = corpus
-        shapes = []
+        shapes, flags = [], []
         for b, item in enumerate(corpus):
+            flags.append(_sparse(item))
             shape = getattr(item, "shape", None)
             if shape is None or len(shape) != 2:
                 raise ShapeError(f"batch {b} of `X` must be 2-D (n_samples, n_features), got shape {shape}")
@@ -368,7 +391,8 @@ class ReiterableBatches(ListBatches):
         self.sizes = np.array([sh[0] for sh in shapes], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
         self._n_features = int(d)
-        self._check = _Checked(None, check_data)
+        self._any_sparse = _sparse_batches(flags, obs)
+        self._check = _Checked(None, check_data, obs)
         self._it = None
         self._pos = 0
 

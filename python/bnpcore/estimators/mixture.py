@@ -189,7 +189,7 @@ class _BaseMixture(VBEstimator):
         if first is None:
             raise ShapeError("`X` is an empty iterable")
         if hasattr(first, "shape") and len(getattr(first, "shape", ())) == 2:
-            return ReiterableBatches(X, n_features=n_features)
+            return ReiterableBatches(X, n_features=n_features, obs=self.obs)
         if self.obs != "mult":
             raise DataError(f"a corpus of (word_id, count) documents needs obs='mult', got obs={self.obs!r}")
         probe = BagOfWordsBatches(X, 1, n_vocab=n_features)
@@ -215,7 +215,7 @@ class _BaseMixture(VBEstimator):
                     "algorithm='full' needs the data as one array; use algorithm='memoized' (or 'stochastic') "
                     "for a list of batches"
                 )
-            return ListBatches(X, n_features=n_features)
+            return ListBatches(X, n_features=n_features, obs=self.obs)
         if isinstance(X, NpyFile) or (isinstance(X, np.ndarray) and (isinstance(X, np.memmap) or isinstance(X.base, np.memmap))):
             _check_lazy_2d(X, "X", n_features)
             n_batches = 1 if full else self._n_batches(X.shape[0])
