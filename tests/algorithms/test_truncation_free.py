@@ -303,3 +303,41 @@ def test_eval_X_for_other_algorithms(bars):
         m.fit(X, eval_X=Xt)
     assert m.history_["score"].shape == m.history_["lap"].shape
     assert np.all(np.isfinite(m.history_["score"]))
+
+
+def _bow(X):
+    X = sp.csr_array(X)
+    return [list(zip(X.indices[X.indptr[i] : X.indptr[i + 1]].tolist(), X.data[X.indptr[i] : X.indptr[i + 1]].tolist())) for i in range(X.shape[0])]
+
+
+@pytest.mark.parametrize("algorithm", ["memoized", "truncation_free"])
+def test_eval_X_is_checked_before_the_first_lap_and_read_once(bars, algorithm):
+    """``eval_X`` errors name it and come before any lap; a one-shot iterator of held-out
+    documents is scored after every lap (converted once), as the same documents given as CSR."""
+    X, Xt = bars
+    kw = dict(algorithm=algorithm, max_laps=3, min_laps=3, tol=1e-30, random_state=0, batch_size=25)
+    laps = []
+    bad_word = [[(int(X.shape[1]) + 3, 1)]]
+    with pytest.raises(DataError, match=r"`eval_X`: document 0 has word id 903"):
+        HDPTopicModel(callback=lambda *a: laps.append(1), **kw).fit(X, eval_X=bad_word)
+    with pytest.raises(DataError, match=r"`eval_X`"):
+        HDPTopicModel(callback=lambda *a: laps.append(1), **kw).fit(X, eval_X=sp.csr_array(np.full((2, X.shape[1]), -1.0)))
+    assert not laps
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnpcore.exceptions.ConvergenceWarning)
+        a = HDPTopicModel(**kw).fit(X, eval_X=Xt)
+        b = HDPTopicModel(**kw).fit(X, eval_X=iter(_bow(Xt)))
+    assert len(a.history_["score"]) == 3 and np.all(np.isfinite(a.history_["score"]))
+    np.testing.assert_array_equal(b.history_["score"], a.history_["score"])
+
+
+def test_mixture_eval_X_is_checked_before_the_first_lap():
+    X = np.random.default_rng(0).normal(size=(120, 3))
+    m = DPMixture(n_components=2, max_laps=3)
+    with pytest.raises(bnpcore.exceptions.ShapeError, match=r"^eval_X has 2 features"):
+        m.fit(X, eval_X=X[:, :2])
+    assert not hasattr(m, "summaries_")  # no lap ran
+    with pytest.raises(bnpcore.exceptions.NonFiniteError, match="`eval_X` contains NaN"):
+        DPMixture(n_components=2, max_laps=3).fit(X, eval_X=np.array([[np.nan, 1.0, 2.0]]))
+    with pytest.raises(DataError, match="`eval_X`"):
+        DPMixture(obs="mult", n_components=2, max_laps=3).fit(np.ones((20, 3)), eval_X=np.full((2, 3), 0.5))

@@ -171,6 +171,8 @@ class TruncationFreeMixin:
             self._tf_start(corpus.shape[1], corpus.shape[0])
         else:
             self.state_.n_rows = int(corpus.shape[0])
+        if eval_X is not None:  # before the first pass, errors naming `eval_X`
+            eval_X = self._check_eval_X(eval_X)
         config = self._tf_config()
         st = self.state_
         tf = state_from_stats(st.stats, st.truncation_free)

@@ -316,7 +316,8 @@ class _BaseMixture(VBEstimator):
             that batch.
         y : ignored
         eval_X : array-like or None
-            Held-out rows scored with :meth:`score` after every lap; kept in
+            Held-out rows, checked before the first lap (errors name ``eval_X``), scored
+            with :meth:`score` after every lap; kept in
             ``history_["score"]`` (the way to follow ``algorithm="truncation_free"``, which
             has no objective).
 
@@ -330,11 +331,19 @@ class _BaseMixture(VBEstimator):
     def _check_X(self, X):
         self._check_fitted()
         self._check_feature_names(X)
-        X = check_array(X, name="X", n_features=self.n_features_in_, obs=self.obs, keep_sparse=True)
+        return self.obs_model_.to_model(self._checked_rows(X, "X"))
+
+    def _checked_rows(self, X, name: str):
+        """Rows to score or label, validated for the fitted model (shape, values, support)."""
+        X = check_array(X, name=name, n_features=self.n_features_in_, obs=self.obs, keep_sparse=True)
         if isinstance(X, np.ndarray):  # sparse rows were checked by check_sparse_rows
-            self.obs_model_.core.check_data(X)
-        check_magnitude(self.obs, X)
-        return self.obs_model_.to_model(X)
+            self.obs_model_.core.check_data(X, name)
+        check_magnitude(self.obs, X, name)
+        return X
+
+    def _check_eval_X(self, eval_X):
+        self._checked_rows(eval_X, "eval_X")
+        return eval_X
 
     def predict_proba(self, X) -> np.ndarray:
         r"""Variational responsibilities :math:`r_{nk}` of one local step with the fitted globals.

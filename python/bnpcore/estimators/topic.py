@@ -249,7 +249,8 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
             Vocabulary size, when it is larger than the largest word id + 1 of a bag-of-words
             corpus; required for an iterator of documents (unless the model is already fitted).
         eval_X : held-out documents or None
-            Scored with :meth:`score` after every lap (pass); kept in ``history_["score"]``.
+            Checked before the first lap (converted once; an iterator is fine), scored with
+            :meth:`score` after every lap (pass); kept in ``history_["score"]``.
             The way to follow ``algorithm="truncation_free"``, which has no objective.
 
         Returns
@@ -338,6 +339,14 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
     # ----------------------------------------------------------------- inference
     def _as_csr(self, X, name="X"):
         self._check_fitted()
+        return self._corpus_csr(X, name)
+
+    def _check_eval_X(self, eval_X):
+        # once, as CSR: a corpus is converted once (an iterator would be consumed by the first lap)
+        return self._corpus_csr(eval_X, "eval_X")
+
+    def _corpus_csr(self, X, name: str):
+        """Documents to score or transform as CSR counts over the fitted vocabulary."""
         V = int(self.n_features_in_)
         if is_sparse(X) or isinstance(X, np.ndarray):
             return check_counts_csr(X, name=name, n_vocab=V)
