@@ -9,6 +9,8 @@ import numpy.typing as npt
 __version__: str
 #: a document uses topic k when N_dk exceeds this (default ``usage_threshold`` of doc_topic_step)
 DOC_USAGE_THRESHOLD: float
+#: most tokens one batch of truncation-free SVI may hold (the sampler keeps a topic per token)
+TF_MAX_BATCH_TOKENS: int
 
 F64 = npt.NDArray[np.float64]
 

@@ -341,3 +341,32 @@ def test_mixture_eval_X_is_checked_before_the_first_lap():
         DPMixture(n_components=2, max_laps=3).fit(X, eval_X=np.array([[np.nan, 1.0, 2.0]]))
     with pytest.raises(DataError, match="`eval_X`"):
         DPMixture(obs="mult", n_components=2, max_laps=3).fit(np.ones((20, 3)), eval_X=np.full((2, 3), 0.5))
+
+
+def test_batches_the_sampler_cannot_hold_are_refused_up_front():
+    """The sampler keeps a topic for every token: a document or a batch of more than
+    ``TF_MAX_BATCH_TOKENS`` tokens is refused before any work, naming ``X`` (from the
+    estimators) or the kernel's ``data`` (the kernel's own check), instead of allocating
+    16 bytes per token."""
+    limit = int(_core.TF_MAX_BATCH_TOKENS)
+    huge = sp.csr_array(([3e9, 1.0], ([0, 0], [0, 1])), shape=(1, 900))
+    for est in (_hdp(), DPMixture(obs="mult", algorithm="truncation_free", max_laps=1)):
+        with pytest.raises(DataError, match=r"`X`: document 0 holds 3000000001 tokens"):
+            est.fit(huge)
+    heavy = sp.csr_array(np.full((6, 3), limit / 12 + 1.0).round())  # each document a quarter of the bound
+    with pytest.raises(DataError, match=r"`X`: its 5 largest documents hold .* lower `batch_size`"):
+        _hdp(batch_size=5).fit(heavy)
+    with pytest.raises(DataError, match=r"its 5 largest documents"):
+        _hdp(batch_size=5).partial_fit(heavy)
+    from bnpcore.algorithms.truncation_free import check_batch_tokens
+
+    check_batch_tokens(heavy, 3)  # three documents per batch fit under the bound
+    with pytest.raises(DataError, match="4 largest"):
+        check_batch_tokens(heavy, 4)
+    # the kernel's own check, for callers of the extension
+    mass = np.ones((1, 900))
+    with pytest.raises(DataError, match="document 0 holds 3000000001 tokens"):
+        _core.tfsvi_batch("hdp", huge.indptr, huge.indices, huge.data, np.array([0]), mass, mass.sum(1), 1.0, np.ones(1), np.ones(1), eta=0.1, gamma=1.0)
+    over = sp.csr_array(np.full((2, 1), limit / 2 + 1.0).round())
+    with pytest.raises(DataError, match="a batch of 2 documents holds more than"):
+        _core.tfsvi_batch("hdp", over.indptr, over.indices, over.data, np.array([0, 1]), np.ones((1, 1)), np.ones(1), 1.0, np.ones(1), np.ones(1), eta=0.1, gamma=1.0)

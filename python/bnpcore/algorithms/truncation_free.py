@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bnpcore import _core
+from bnpcore.exceptions import DataError
 from bnpcore.stats import Field, SuffStats, register_field
 
 __all__ = ["TFConfig", "TFState", "learning_rate", "run_pass", "state_from_stats", "stats_from_state", "tf_step"]
@@ -197,10 +198,40 @@ def prune(state: TFState, config: TFConfig) -> int:
     return int(removed)
 
 
+def check_batch_tokens(X, batch_size: int, name: str = "X") -> None:
+    """Refuse a corpus whose batches the sampler cannot hold: it keeps a topic for every token
+    (16 bytes each) and a batch may hold at most ``_core.TF_MAX_BATCH_TOKENS`` of them. Checked
+    up front on the ``batch_size`` largest documents (the heaviest batch a random order can
+    draw), so a pass never fails half-way.
+
+    Raises
+    ------
+    DataError
+        Naming ``name``: a document above the bound (use ``algorithm="memoized"``, whose cost
+        grows with the distinct words, not the counts), or ``batch_size`` documents above it.
+    """
+    D = int(X.shape[0])
+    tokens = np.bincount(np.repeat(np.arange(D), np.diff(X.indptr)), weights=X.data, minlength=D)
+    limit = int(_core.TF_MAX_BATCH_TOKENS)
+    if D and tokens.max() > limit:
+        d = int(np.argmax(tokens))
+        raise DataError(
+            f"`{name}`: document {d} holds {tokens[d]:.0f} tokens; truncation-free SVI samples a topic for every token "
+            f"and a batch may hold at most {limit}: use algorithm='memoized', whose cost grows with the distinct words, not the counts"
+        )
+    heaviest = float(np.sort(tokens)[-int(batch_size) :].sum())
+    if heaviest > limit:
+        raise DataError(
+            f"`{name}`: its {int(batch_size)} largest documents hold {heaviest:.0f} tokens, more than the {limit} a batch of "
+            "truncation-free SVI may hold (it samples a topic for every token): lower `batch_size`, or use algorithm='memoized'"
+        )
+
+
 def run_pass(state: TFState, X, config: TFConfig, rng: np.random.Generator, *, on_step=None) -> None:
     """One pass over the CSR corpus ``X`` in a random order, in minibatches of
     ``batch_size`` documents (the last one may be smaller), pruning every ``prune_every``
     documents (at least once per pass). Ends with the canonical form (:meth:`TFState.fold_scale`)."""
+    check_batch_tokens(X, config.batch_size)
     D = int(X.shape[0])
     S = int(config.batch_size)
     every = min(int(config.prune_every), D)
@@ -220,6 +251,7 @@ def run_stream_batch(state: TFState, X, config: TFConfig, rng: np.random.Generat
     """``partial_fit``: the documents of ``X`` in order, in minibatches of ``batch_size``, with
     the corpus size taken as the number of documents seen so far (so :math:`\\rho_t=S/n_{\\rm seen}`
     and :math:`\\lambda-\\eta` is the running total of the sampled statistics)."""
+    check_batch_tokens(X, config.batch_size)
     S = int(config.batch_size)
     D = int(X.shape[0])
     for lo in range(0, D, S):

@@ -122,6 +122,7 @@ fn tfsvi_rng_draws<'py>(py: Python<'py>, seed: u64, what: &str, n: usize, a: f64
 /// Register the truncation-free SVI functions on the extension module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tfsvi_batch, m)?)?;
+    m.add("TF_MAX_BATCH_TOKENS", bnpcore::tfsvi::MAX_BATCH_TOKENS)?;
     m.add_function(wrap_pyfunction!(antoniak_draws, m)?)?;
     m.add_function(wrap_pyfunction!(tfsvi_rng_draws, m)?)?;
     Ok(())

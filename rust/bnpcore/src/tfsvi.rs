@@ -225,6 +225,11 @@ struct Docs {
     vocab: Vec<usize>,
 }
 
+/// Most tokens one batch may hold: the sampler keeps a topic for every token (16 bytes each,
+/// so 1 GB at this bound) and its time grows with the counts, where the other algorithms'
+/// grows with the distinct words.
+pub const MAX_BATCH_TOKENS: u64 = 1 << 26;
+
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
 fn gather_docs<I: CsrIndex>(
     indptr: ArrayView1<I>,
@@ -241,6 +246,7 @@ fn gather_docs<I: CsrIndex>(
     let mut local = std::collections::HashMap::<usize, usize>::new();
     let mut vocab = Vec::new();
     let mut types = Vec::with_capacity(docs.len());
+    let mut total: u64 = 0;
     for &d in docs {
         let di = usize::try_from(d)
             .ok()
@@ -270,6 +276,27 @@ fn gather_docs<I: CsrIndex>(
                 vocab.push(w);
             }
             row.push((l, c as u32));
+        }
+        let doc_tokens: u64 = row.iter().map(|&(_, c)| u64::from(c)).sum();
+        if doc_tokens > MAX_BATCH_TOKENS {
+            return Err(Error::data(
+                "data",
+                format!(
+                    "document {di} holds {doc_tokens} tokens; truncation-free SVI samples a topic for every token and takes at most \
+                     {MAX_BATCH_TOKENS} per batch: use algorithm='memoized', whose cost grows with the distinct words, not the counts"
+                ),
+            ));
+        }
+        total += doc_tokens;
+        if total > MAX_BATCH_TOKENS {
+            return Err(Error::data(
+                "data",
+                format!(
+                    "a batch of {} documents holds more than {MAX_BATCH_TOKENS} tokens; truncation-free SVI samples a topic for every \
+                     token: lower `batch_size`, or use algorithm='memoized'",
+                    docs.len()
+                ),
+            ));
         }
         types.push(row);
     }
