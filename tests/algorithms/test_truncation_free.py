@@ -370,3 +370,18 @@ def test_batches_the_sampler_cannot_hold_are_refused_up_front():
     over = sp.csr_array(np.full((2, 1), limit / 2 + 1.0).round())
     with pytest.raises(DataError, match="a batch of 2 documents holds more than"):
         _core.tfsvi_batch("hdp", over.indptr, over.indices, over.data, np.array([0, 1]), np.ones((1, 1)), np.ones(1), 1.0, np.ones(1), np.ones(1), eta=0.1, gamma=1.0)
+
+
+def test_eval_X_is_scored_after_the_lap_of_a_one_shot_stream(bars):
+    """``fit`` of an iterator of batches is one streaming lap: ``eval_X`` is scored after it,
+    as after every lap of ``fit`` on revisitable data; ``partial_fit`` records no score."""
+    X, Xt = bars
+    X = sp.csr_array(X)
+    m = HDPTopicModel(random_state=0).fit(iter([X[:60], X[60:]]), eval_X=Xt)
+    assert m.history_["score"].shape == (1,) and m.history_["score"][0] == m.score(Xt)
+    R = np.random.default_rng(0).normal(size=(90, 2))
+    d = DPMixture(n_components=2).fit(iter([R[:40], R[40:70]]), eval_X=R[70:])
+    assert d.history_["score"].tolist() == [d.score(R[70:])]
+    assert "score" not in DPMixture(n_components=2).partial_fit(R[:40]).history_
+    with pytest.raises(bnpcore.exceptions.ShapeError, match=r"^eval_X has 1 features"):
+        DPMixture(n_components=2).fit(iter([R[:40], R[40:70]]), eval_X=R[70:, :1])

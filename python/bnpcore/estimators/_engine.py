@@ -621,6 +621,10 @@ class VBEstimator(BaseEstimator):
         st.lap += 1
         st.record(elbo)
         self._finalize(model)
+        eval_X = getattr(self, "_eval_X", None)
+        if eval_X is not None:  # fit of a one-shot stream: its lap scored as fit's laps are
+            st.record_value("score", self.score(self._check_eval_X(eval_X)))
+            self._finalize(model)
         if self.callback is not None:
             self.callback(self, {"lap": st.lap, "elbo": elbo, "n_components": self.n_components_, "accepted_moves": 0})
         if self.checkpoint_path is not None:
