@@ -276,8 +276,10 @@ def check_counts_csr(X, name: str = "X", n_vocab: int | None = None, min_rows: i
     -------
     scipy.sparse.csr_array of shape (n_docs, n_vocab)
         float64 data, int64 ``indices`` and ``indptr`` (``indptr`` is the ``doc_range`` offset
-        array), sorted column indices without duplicates (duplicates are summed). When ``X`` is
-        already such a CSR matrix its arrays are shared, not copied.
+        array), sorted column indices without duplicates (duplicates are summed) and without
+        stored zeros (explicit zero entries are dropped: they change nothing). When ``X`` is
+        already such a CSR matrix its arrays are shared, not copied; otherwise ``X`` is never
+        modified.
 
     Raises
     ------
@@ -333,6 +335,14 @@ def check_counts_csr(X, name: str = "X", n_vocab: int | None = None, min_rows: i
             raise DataError(
                 f"`{name}` must hold integer counts; document {_first_row(indptr, pos)} has {data[pos]} of word id {int(indices[pos])}"
             )
+    if nnz and not data.all():
+        # stored zeros (e.g. left by ``X.data[X.data < 2] = 0``) are no counts: dropped, so that
+        # nothing downstream (batch sizes, initialisation, the token split of a score) sees them;
+        # boolean indexing copies, the caller's arrays are never changed
+        keep = data != 0
+        indptr = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])[indptr]
+        indices, data = indices[keep], data[keep]
+        nnz = int(indptr[-1])
     # canonical: column indices strictly increasing within every document
     canonical = True
     if nnz > 1:

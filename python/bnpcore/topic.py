@@ -427,10 +427,11 @@ def _kmeanspp_docs(X, K: int, prior_count: float, rng) -> np.ndarray:
     word frequencies smoothed by ``prior_count`` (Hughes & Sudderth 2016, App. D.4)."""
     n = X.shape[0]
     T = np.asarray(X.sum(axis=1)).ravel()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        neg_ent = np.zeros(n)
-        logp = np.log(X.data / np.repeat(np.maximum(T, 1e-300), np.diff(X.indptr)))
-        np.add.at(neg_ent, np.repeat(np.arange(n), np.diff(X.indptr)), X.data * logp)
+    data = np.asarray(X.data, dtype=np.float64)
+    rows = np.repeat(np.arange(n), np.diff(X.indptr))
+    pos = data > 0  # a stored zero adds 0·ln 0 = 0 (T_d > 0 wherever a count is positive)
+    neg_ent = np.zeros(n)
+    np.add.at(neg_ent, rows[pos], data[pos] * np.log(data[pos] / T[rows[pos]]))
     chosen = [int(rng.integers(n))]
     best = np.full(n, np.inf)
     for _ in range(1, K):

@@ -120,6 +120,36 @@ def test_duplicates_are_summed_and_input_left_alone():
     np.testing.assert_array_equal(out.data, [2.0, 1.0])
 
 
+def test_stored_zeros_are_dropped_and_input_left_alone():
+    """Explicit zeros (a CSR or COO matrix whose ``data`` was filtered in place, a
+    ``(word_id, 0)`` pair of a bag-of-words document) are no counts: the canonical matrix and
+    the default number of batches are those without them; the caller's arrays are unchanged."""
+    # 60 documents over 2 words, each with one count and one stored zero: 120 stored entries
+    # would make two default batches (25 entries per word each), the 60 real ones make one
+    data = np.tile([1.0, 0.0], 60)
+    indices = np.tile([0, 1], 60).astype(np.int64)
+    indptr = np.arange(0, 121, 2, dtype=np.int64)
+    Xz = sp.csr_array((data, indices, indptr), shape=(60, 2))
+    assert Xz.nnz == 120
+    want = np.tile([[1.0, 0.0]], (60, 1))
+    bow = [[(0, 1), (1, 0)] for _ in range(60)]
+    for X in (Xz, sp.csr_matrix(Xz), sp.coo_array(Xz), sp.csc_array(Xz), bow):
+        src = document_source(X, None)
+        assert len(src) == 1, type(X)
+        out = src.get(0)
+        check_csr(out, want)
+        assert out.nnz == 60 and np.all(out.data > 0)
+    np.testing.assert_array_equal(Xz.data, data)
+    np.testing.assert_array_equal(Xz.indices, indices)
+    np.testing.assert_array_equal(Xz.indptr, indptr)
+    # a document holding only stored zeros becomes an empty document
+    E = sp.csr_array((np.array([0.0, 2.0]), np.array([1, 0]), np.array([0, 1, 2])), shape=(2, 3))
+    out = DocumentBatches(E).X
+    np.testing.assert_array_equal(out.indptr, [0, 0, 1])
+    np.testing.assert_array_equal(out.data, [2.0])
+    np.testing.assert_array_equal(E.data, [0.0, 2.0])
+
+
 def test_sample_for_init_is_whole_documents():
     X = corpus(n_docs=100)
     src = DocumentBatches(sp.csr_matrix(X), 4)

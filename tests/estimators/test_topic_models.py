@@ -743,3 +743,69 @@ def test_topic_models_are_scikit_learn_transformers_with_feature_names(bars):
         assert isinstance(m.transform(X), np.ndarray)
     with pytest.raises(bnpcore.NotFittedError):
         HDPTopicModel().get_feature_names_out()
+
+
+# ------------------------------------------------------------------------------ stored zeros
+def _stored_zeros(X):
+    """``X`` as CSR with its counts below 2 set to 0 in place (explicit zeros, as a min-count
+    filter on ``X.data`` leaves them) and the same counts without the zeros."""
+    Xz = sp.csr_array(X).copy()
+    Xz.data[Xz.data < 2] = 0
+    Xe = Xz.copy()
+    Xe.eliminate_zeros()
+    assert Xz.nnz > Xe.nnz
+    return Xz, Xe
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: FiniteTopicModel(4, init="kmeans++", n_batches=2, max_laps=3, random_state=0),
+        lambda: HDPTopicModel(n_batches=2, max_laps=4, random_state=0),
+        lambda: HDPTopicModel(8, init="kmeans++", algorithm="stochastic", max_laps=2, random_state=0),
+    ],
+    ids=["lda-kmeans++", "hdp-births", "hdp-stochastic"],
+)
+def test_stored_zeros_change_nothing(bars, held_out, make):
+    """Explicit zero entries of sparse input (and ``(word_id, 0)`` pairs of a bag-of-words
+    document) are no counts: the fit, ``transform`` and ``score`` are those of the same counts
+    without them, for CSR, COO and bag-of-words input; the caller's arrays are not changed."""
+    X, _ = bars
+    Xz, Xe = _stored_zeros(X)
+    Tz, Te = _stored_zeros(held_out)
+    data_before, nnz_before = Xz.data.copy(), Xz.nnz
+    ref_fit = _fit(make(), Xe)
+    coo = sp.coo_array(Xz)
+    assert coo.nnz == Xz.nnz  # the zeros are stored in the COO input too
+    bow = _bow(Xz)
+    assert any(c == 0 for doc in bow for _, c in doc)
+    for Xi in (Xz, coo, bow):
+        m = _fit(make(), Xi)
+        assert m.elbo_ == ref_fit.elbo_ or (np.isnan(m.elbo_) and np.isnan(ref_fit.elbo_))
+        np.testing.assert_array_equal(m.history_["elbo"], ref_fit.history_["elbo"])
+        np.testing.assert_array_equal(m.history_["n_components"], ref_fit.history_["n_components"])
+        np.testing.assert_array_equal(m.topics_, ref_fit.topics_)
+    for Ti in (Tz, sp.coo_array(Tz), _bow(Tz)):
+        assert ref_fit.score(Ti) == ref_fit.score(Te)
+        np.testing.assert_array_equal(ref_fit.transform(Ti), ref_fit.transform(Te))
+    np.testing.assert_array_equal(Xz.data, data_before)
+    assert Xz.nnz == nnz_before
+
+
+def test_kmeanspp_weights_are_finite_with_stored_zeros():
+    """k-means++ on documents with stored zeros (also a document holding only a zero): the
+    divergences are finite (0·ln 0 = 0), so the choices are those without the zeros rather than
+    the uniform fallback a NaN total used to trigger."""
+    from bnpcore._validation import make_csr
+    from bnpcore.topic import _kmeanspp_docs
+
+    X, _ = make_bars(n_docs=60, n_tokens=40, random_state=5)
+    Xz, Xe = _stored_zeros(X)
+    # an extra document whose only entry is a stored zero
+    raw = make_csr(np.append(Xz.data, 0.0), np.append(Xz.indices, 3), np.append(Xz.indptr, Xz.indptr[-1] + 1), (Xz.shape[0] + 1, Xz.shape[1]))
+    clean = make_csr(Xe.data, Xe.indices, np.append(Xe.indptr, Xe.indptr[-1]), raw.shape)
+    for seed in range(5):
+        with np.errstate(all="raise"):
+            a = _kmeanspp_docs(raw, 8, 0.1, np.random.default_rng(seed))
+        b = _kmeanspp_docs(clean, 8, 0.1, np.random.default_rng(seed))
+        np.testing.assert_array_equal(a, b)

@@ -360,3 +360,28 @@ def test_move_state_round_trip():
     c = TopicMoveManager(TopicMoveConfig())
     c.set_state(old)
     assert c.merge_plan is None and c.merge_failed == set() and c.structure_version == 4
+
+
+def test_birth_clusters_ignore_zero_histogram_entries():
+    """Target histograms with zero entries (a responsibility that underflowed): the k-means++
+    seeding and Lloyd iterations of a birth give the clusters of the same histograms without
+    them (0·ln 0 = 0, never the NaN that made the seeding fall back to a uniform choice)."""
+    X, _ = make_bars(n_docs=40, n_tokens=50, random_state=7)
+    X = X.tocsr()
+    V = X.shape[1]
+    lengths = np.diff(X.indptr)
+    w = np.asarray(X.indices, dtype=np.int64)
+    c = np.asarray(X.data, dtype=np.float64) * np.random.default_rng(0).random(X.nnz)
+    c[::3] = 0.0
+    keep = c > 0
+    row = np.repeat(np.arange(lengths.size), lengths)
+    clusters = []
+    for hist in ([(lengths, w, c)], [(np.bincount(row[keep], minlength=lengths.size), w[keep], c[keep])]):
+        mgr = TopicMoveManager.__new__(TopicMoveManager)
+        mgr.options = dict(TopicMoveManager.DEFAULT_OPTIONS)
+        mgr._reset_lap()
+        mgr._birth_hist = hist
+        with np.errstate(all="raise"):
+            clusters.append(mgr._cluster_histograms(V, 6, np.random.default_rng(3)))
+    np.testing.assert_allclose(clusters[0], clusters[1], rtol=1e-12, atol=0)
+    assert clusters[0].shape[0] >= 2

@@ -21,7 +21,8 @@ Four inputs are accepted (:func:`document_source` picks the right class):
   ``docs_per_batch`` documents (streaming).
 
 Counts are validated (finite, non-negative integers, word ids below the vocabulary size) with
-errors naming the argument, the document and the word id.
+errors naming the argument, the document and the word id. Zero counts (explicit zeros stored in
+a sparse matrix, ``(word_id, 0)`` pairs) are dropped: they change no batch, fit or score.
 """
 
 from __future__ import annotations
@@ -346,7 +347,8 @@ def bow_to_csr(docs, n_vocab: int, *, name: str = "X", first_doc: int = 0):
     Parameters
     ----------
     docs : iterable of documents
-        Each document is a list (or array) of ``(word_id, count)`` pairs, as in gensim.
+        Each document is a list (or array) of ``(word_id, count)`` pairs, as in gensim. A
+        ``(word_id, 0)`` pair adds no entry (its word id is still checked).
     n_vocab : int
         Vocabulary size: word ids must lie in ``0..n_vocab-1``.
     name : str
@@ -430,7 +432,7 @@ class BagOfWordsBatches:
         for d, doc in enumerate(corpus):
             ids, counts = _parse_doc(doc, d, n_vocab, name)
             tokens.append(float(counts.sum()))
-            entries += int(ids.size)
+            entries += int(np.count_nonzero(counts))  # a (word_id, 0) pair is no entry
             if ids.size:
                 top = max(top, int(ids.max()))
         if not tokens:
