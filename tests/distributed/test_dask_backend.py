@@ -74,6 +74,8 @@ def test_bad_schedule_and_backend():
         DPMixture(backend="dask", algorithm="memoized", client=42).fit(X)
     with pytest.raises(ParameterError, match="memoized"):
         DPMixture(backend="dask", algorithm="full").fit(X)
+    with pytest.raises(ParameterError, match="memoized"):  # "auto" is "full" for FiniteMixture: refused before a cluster starts
+        FiniteMixture(backend="dask", algorithm="auto").fit(X)
 
 
 # ------------------------------------------------------------- Dask == local, in memory

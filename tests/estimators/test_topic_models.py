@@ -809,3 +809,26 @@ def test_kmeanspp_weights_are_finite_with_stored_zeros():
             a = _kmeanspp_docs(raw, 8, 0.1, np.random.default_rng(seed))
         b = _kmeanspp_docs(clean, 8, 0.1, np.random.default_rng(seed))
         np.testing.assert_array_equal(a, b)
+
+
+# ------------------------------------------------------------------------- algorithm="auto"
+@pytest.mark.parametrize("cls", [HDPTopicModel, FiniteTopicModel])
+def test_auto_algorithm_is_the_memoized_fit(bars, held_out, cls):
+    """``algorithm="auto"`` stands for ``"memoized"`` in the topic models, with everything that
+    follows from it: the default moves and initial number of topics (HDP), the default batches
+    of the corpus; the fit is the memoized one, lap for lap."""
+    X, _ = bars
+    kw = dict(max_laps=6, random_state=0) if cls is HDPTopicModel else dict(n_components=4, max_laps=6, random_state=0)
+    auto = cls(algorithm="auto", **kw)
+    assert auto._algorithm() == "memoized"
+    a = _fit(auto, X)
+    m = _fit(cls(algorithm="memoized", **kw), X)
+    np.testing.assert_array_equal(a.history_["elbo"], m.history_["elbo"])
+    np.testing.assert_array_equal(a.history_["n_components"], m.history_["n_components"])
+    np.testing.assert_array_equal(a.topics_, m.topics_)
+    assert [(r["kind"], r["accepted"]) for r in a.moves_log_] == [(r["kind"], r["accepted"]) for r in m.moves_log_]
+    assert a.score(held_out) == m.score(held_out)
+    assert len(a._make_source(X)) == len(m._make_source(X))
+    if cls is HDPTopicModel:
+        assert a._moves_tuple() == ("birth", "merge", "delete") and a.history_["n_components"][0] == 1
+        assert a.moves_manager_ is not None and any(r["kind"] == "birth" for r in a.moves_log_)

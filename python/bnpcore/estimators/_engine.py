@@ -194,7 +194,7 @@ class VBEstimator(BaseEstimator):
         client = getattr(self, "client", None)
         if client is not None and not isinstance(client, str) and not hasattr(client, "submit"):
             raise ParameterError(f"`client` must be a dask.distributed.Client, a scheduler address or None, got {client!r}")
-        if self._backend() == "dask" and self.algorithm == "full":
+        if self._backend() == "dask" and self._algorithm() == "full":
             raise ParameterError("backend='dask' distributes batches: use algorithm='memoized' (or 'stochastic') with n_batches >= 2")
 
     def _schedule(self) -> str:

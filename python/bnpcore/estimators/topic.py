@@ -111,7 +111,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
 
     # ------------------------------------------------------------------ building
     def _default_moves(self) -> tuple:
-        return ("birth", "merge", "delete") if (self.algorithm in ("full", "memoized") and self._make_alloc().nested) else ()
+        return ("birth", "merge", "delete") if (self._algorithm() in ("full", "memoized") and self._make_alloc().nested) else ()
 
     def _initial_components(self) -> int:
         """``n_components``, or when it is None: 1 if births can grow the model, else 50."""
@@ -147,11 +147,12 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         for ``algorithm="full"``; with None, the corpus's number for memoized learning
         (:func:`bnpcore.data.documents.auto_document_batches`) and min(10, documents) for the
         stochastic algorithms, which need minibatches."""
-        if self.algorithm == "full":
+        algorithm = self._algorithm()
+        if algorithm == "full":
             return 1, None
         if self.n_batches is not None:
             return int(self.n_batches), None
-        if self.algorithm == "memoized":
+        if algorithm == "memoized":
             return None, None
         return None, _minibatches
 
@@ -159,7 +160,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         n_vocab = self.n_features_in_ if self._continuing() else getattr(self, "_fit_n_vocab", None)
         n_batches, auto = self._doc_batches()
         src = document_source(X, n_batches, n_vocab=n_vocab, auto=auto)
-        if self.algorithm == "full" and len(src) > 1:
+        if self._algorithm() == "full" and len(src) > 1:
             raise ParameterError(
                 "algorithm='full' needs the corpus as one matrix or corpus; use algorithm='memoized' (or 'stochastic') "
                 "for a list of batches"
@@ -186,7 +187,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         return DocumentBatches(X, 1)
 
     def _make_moves(self):
-        if self.algorithm == "stochastic":
+        if self._algorithm() == "stochastic":
             return None
         kinds = self._moves_tuple()
         config = TopicMoveConfig(
@@ -489,9 +490,10 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
 _DOC_COMMON = """
     prior_count : float, default=0.1
         Symmetric Dirichlet pseudocount :math:`\\bar\\lambda` of the topic-word distributions.
-    algorithm : {"full", "memoized", "stochastic"}, default="memoized"
+    algorithm : {"full", "memoized", "stochastic", "auto"}, default="memoized"
         Full-dataset coordinate ascent, memoized (exact objective from cached batch summaries)
         or stochastic variational inference (Hughes thesis §5.4).
+        ``"auto"`` is ``"memoized"`` (the same fit, defaults included).
     n_batches : int or None, default=None
         Batches of whole documents (memoized and stochastic), contiguous and balanced by tokens.
         None: for memoized learning, from the corpus — at most 10, each with at least 25
