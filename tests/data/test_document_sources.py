@@ -442,3 +442,29 @@ def test_path_of_a_saved_sparse_matrix(tmp_path):
     src = document_source(tmp_path / "c.npz", 2)
     assert isinstance(src, DocumentBatches)
     check_csr(src.X, X)
+
+
+def test_two_d_array_likes_are_count_matrices():
+    """An object with ``__array__`` and a 2-D ``shape`` (as a pandas DataFrame) is one count
+    matrix; a list of lists and a 1-D array-like of documents (a pandas Series of pair lists)
+    are bag-of-words corpora."""
+
+    class ArrayLike:
+        def __init__(self, X):
+            self._X, self.shape = X, X.shape
+
+        def __array__(self, dtype=None, copy=None):
+            return self._X
+
+    X = corpus(n_docs=30)
+    src = document_source(ArrayLike(X), 3)
+    assert isinstance(src, DocumentBatches)
+    np.testing.assert_array_equal(src.bounds, DocumentBatches(X, 3).bounds)
+    check_csr(src.X, X)
+    assert isinstance(document_source(as_bow(X), 3), BagOfWordsBatches)
+    pd = pytest.importorskip("pandas")
+    check_csr(document_source(pd.DataFrame(X), 3).X, X)
+    series = pd.Series(as_bow(X) + [[]])
+    src = document_source(series, 3)
+    assert isinstance(src, BagOfWordsBatches)
+    np.testing.assert_array_equal(concat(src.get(b) for b in range(3)), np.vstack([X, np.zeros((1, X.shape[1]))]))

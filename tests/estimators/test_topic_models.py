@@ -832,3 +832,52 @@ def test_auto_algorithm_is_the_memoized_fit(bars, held_out, cls):
     if cls is HDPTopicModel:
         assert a._moves_tuple() == ("birth", "merge", "delete") and a.history_["n_components"][0] == 1
         assert a.moves_manager_ is not None and any(r["kind"] == "birth" for r in a.moves_log_)
+
+
+# ------------------------------------------------------------------------------ array-likes
+class _ArrayLike:
+    """A 2-D array-like that is not an ndarray (``__array__`` and ``shape``, as a DataFrame)."""
+
+    def __init__(self, X):
+        self._X = np.asarray(X)
+        self.shape = self._X.shape
+
+    def __array__(self, dtype=None, copy=None):
+        return self._X if dtype is None else self._X.astype(dtype)
+
+    def __iter__(self):  # iterating gives what a DataFrame's iteration would: not documents
+        return iter(range(self.shape[1]))
+
+
+def test_two_d_array_likes_are_count_matrices(bars, held_out):
+    """A 2-D array-like other than an ndarray (an object with ``__array__`` and a 2-D shape, a
+    pandas DataFrame) is a count matrix in ``fit``, ``partial_fit``, ``transform``, ``score``
+    and ``eval_X``, the same as the ndarray; a list of lists stays a bag-of-words corpus."""
+    X, _ = bars
+    dense, held = X.toarray(), held_out.toarray()
+    kinds = [_ArrayLike]
+    try:
+        import pandas as pd
+
+        kinds.append(pd.DataFrame)
+    except ImportError:  # pragma: no cover
+        pass
+    for cls in (FiniteTopicModel, HDPTopicModel):
+        ref_fit = _fit(_small(cls, max_laps=2), dense)
+        ref_stream = cls(4, random_state=0).partial_fit(dense[:60]).partial_fit(dense[60:])
+        for kind in kinds:
+            m = _fit(_small(cls, max_laps=2), kind(dense), eval_X=kind(held))
+            np.testing.assert_array_equal(m.history_["elbo"], ref_fit.history_["elbo"])
+            np.testing.assert_array_equal(m.topics_, ref_fit.topics_)
+            assert m.history_["score"][-1] == ref_fit.score(held)
+            np.testing.assert_array_equal(ref_fit.transform(kind(held)), ref_fit.transform(held))
+            assert ref_fit.score(kind(held)) == ref_fit.score(held)
+            s = cls(4, random_state=0).partial_fit(kind(dense[:60])).partial_fit(kind(dense[60:]))
+            np.testing.assert_array_equal(s.topics_, ref_stream.topics_)
+            it = _fit(cls(4, random_state=0), iter([kind(dense[:60]), kind(dense[60:])]))  # a stream of batches
+            np.testing.assert_array_equal(it.topics_, ref_stream.topics_)
+    # a list of lists of numbers is documents of (word_id, count) pairs, as documented
+    a = _fit(FiniteTopicModel(2, max_laps=2, random_state=0), [[[0, 2], [3, 1]], [[1, 1]], [[2, 4]]])
+    assert a.n_features_in_ == 4
+    with pytest.raises(DataError, match="document 0 is not a list of"):
+        FiniteTopicModel(2).fit([[1, 0, 2], [0, 1, 1]])

@@ -376,6 +376,24 @@ def bow_to_csr(docs, n_vocab: int, *, name: str = "X", first_doc: int = 0):
     return check_counts_csr(raw, name=name, n_vocab=n_vocab, min_rows=0)
 
 
+def _is_count_matrix(X) -> bool:
+    """Whether ``X`` is read as one document-by-word count matrix rather than as a corpus of
+    bag-of-words documents: a scipy.sparse matrix or array, a numpy array, or any other 2-D
+    array-like that is not a list or tuple — an object exposing ``__array__`` with a 2-D
+    ``shape`` (a pandas DataFrame, ...). Lists and tuples are always documents (a list of
+    ``(word_id, count)`` pairs per document); a 1-D array-like such as a pandas Series of
+    such lists is a corpus too."""
+    if is_sparse(X) or isinstance(X, np.ndarray):
+        return True
+    if isinstance(X, (list, tuple)) or not hasattr(X, "__array__"):
+        return False
+    shape = getattr(X, "shape", None)
+    try:
+        return shape is not None and len(shape) == 2
+    except TypeError:
+        return False
+
+
 def _is_iterator(x) -> bool:
     try:
         return iter(x) is x
@@ -581,16 +599,19 @@ def document_source(X, n_batches: int | None = 1, *, n_vocab: int | None = None,
 
     Parameters
     ----------
-    X : scipy.sparse matrix, ndarray, ``.npz`` path, list of batches, corpus or iterator
-        * a scipy.sparse matrix/array (any format) or a dense count ``ndarray``, or the path
-          of a ``.npz`` file written by ``scipy.sparse.save_npz``: :class:`DocumentBatches`;
+    X : scipy.sparse matrix, array-like, ``.npz`` path, list of batches, corpus or iterator
+        * a scipy.sparse matrix/array (any format), a dense count ``ndarray`` or other 2-D
+          array-like (a pandas DataFrame, any object with ``__array__`` and a 2-D ``shape``;
+          :func:`_is_count_matrix`), or the path of a ``.npz`` file written by
+          ``scipy.sparse.save_npz``: :class:`DocumentBatches`;
         * a list or tuple whose elements are all scipy.sparse matrices or ``.npz`` paths:
           :class:`DocumentListBatches` (one batch each; ``n_batches`` is ignored);
         * an iterator (one pass only): :class:`DocumentStream` of ``docs_per_batch`` documents
           per batch (needs ``n_vocab``);
         * any other iterable (a list of documents, a gensim corpus): :class:`BagOfWordsBatches`.
           A list of lists is read as bag-of-words documents, never as a dense count matrix
-          (pass an ``ndarray`` for that).
+          (pass an ``ndarray`` or a DataFrame for that): ``[[1, 0], [0, 2]]`` is two documents
+          of one ``(word_id, count)`` pair each.
     n_batches : int or None
         None: ``auto`` of the corpus (matrices and re-iterable corpora).
     n_vocab : int or None
@@ -620,7 +641,7 @@ def document_source(X, n_batches: int | None = 1, *, n_vocab: int | None = None,
     """
     if _is_path(X):
         return DocumentBatches(_load_npz(X, "X"), n_batches, n_vocab=n_vocab, auto=auto)
-    if is_sparse(X) or isinstance(X, np.ndarray):
+    if _is_count_matrix(X):
         return DocumentBatches(X, n_batches, n_vocab=n_vocab, auto=auto)
     if isinstance(X, (list, tuple)) and X and all(is_sparse(x) or _is_path(x) for x in X):
         return DocumentListBatches(X, n_vocab=n_vocab)

@@ -9,9 +9,9 @@ moves of :mod:`bnpcore.moves.topic`.
 from __future__ import annotations
 
 import numpy as np
-from bnpcore._validation import check_counts_csr, check_param, is_sparse, make_csr
+from bnpcore._validation import check_counts_csr, check_param, make_csr
 from bnpcore.algorithms.executor import shared_options
-from bnpcore.data.documents import DocumentBatches, DocumentStream, _is_iterator, bow_to_csr, document_source
+from bnpcore.data.documents import DocumentBatches, DocumentStream, _is_count_matrix, _is_iterator, bow_to_csr, document_source
 from bnpcore.estimators._engine import VBEstimator
 from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeMixin
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
@@ -168,11 +168,11 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         return src
 
     def _check_batch(self, X, name: str):
-        """One batch of a stream or of ``partial_fit``: counts (sparse or dense) or a list of
-        bag-of-words documents (vocabulary size: the fitted model's, else the largest word id
+        """One batch of a stream or of ``partial_fit``: counts (sparse, dense or another 2-D
+        array-like) or a list of bag-of-words documents (vocabulary size: the fitted model's, else the largest word id
         + 1 of this first batch)."""
         n_vocab = self.n_features_in_ if hasattr(self, "state_") else getattr(self, "_fit_n_vocab", None)
-        if is_sparse(X) or isinstance(X, np.ndarray):
+        if _is_count_matrix(X):
             return check_counts_csr(X, name=name, n_vocab=n_vocab)
         try:
             docs = list(X)
@@ -233,9 +233,12 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
               shape (n_docs, n_vocab): kept sparse all the way into the Rust document step
               (never densified), split into ``n_batches`` contiguous batches of whole
               documents balanced by tokens;
-            * a dense count array of the same shape;
+            * a dense count array of the same shape, or any other 2-D array-like that is not
+              a list (a pandas DataFrame, an object with ``__array__`` and a 2-D ``shape``);
             * a bag-of-words corpus (gensim style: a re-iterable of documents, each a list of
-              ``(word_id, count)`` pairs), re-read on every lap and never held whole;
+              ``(word_id, count)`` pairs), re-read on every lap and never held whole. A list
+              of lists is always such a corpus, never a dense matrix (``[[1, 0], [0, 2]]`` is
+              two documents of one pair each): pass an array for dense counts;
             * a list of sparse matrices or ``.npz`` files (``scipy.sparse.save_npz``), one
               batch each, read when visited (corpora larger than memory);
             * an iterator (one pass only) of documents or of sparse batches: one streaming lap
@@ -284,7 +287,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         except StopIteration:
             raise DataError("`X` is an empty iterator") from None
         chained = itertools.chain([first], it)
-        if is_sparse(first) or isinstance(first, np.ndarray):
+        if _is_count_matrix(first):
             return chained
         V = n_vocab if n_vocab is not None else (self.n_features_in_ if self._continuing() else None)
         if V is None:
@@ -349,7 +352,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
     def _corpus_csr(self, X, name: str):
         """Documents to score or transform as CSR counts over the fitted vocabulary."""
         V = int(self.n_features_in_)
-        if is_sparse(X) or isinstance(X, np.ndarray):
+        if _is_count_matrix(X):
             return check_counts_csr(X, name=name, n_vocab=V)
         if self._is_one_shot(X):
             X = list(X)
@@ -371,7 +374,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
 
         Parameters
         ----------
-        X : counts (sparse or dense) of shape (n_docs, n_vocab) or a bag-of-words corpus
+        X : counts (sparse, dense or a 2-D array-like such as a DataFrame) of shape (n_docs, n_vocab) or a bag-of-words corpus
 
         Returns
         -------
