@@ -11,8 +11,9 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import sklearn
-from bnpcore import DPMixture, FiniteMixture
+from bnpcore import DPMixture, FiniteMixture, FiniteTopicModel, HDPTopicModel
 from bnpcore.estimators._base import SKLEARN_VERSION
 from bnpcore.exceptions import ConvergenceWarning, ParameterError
 from sklearn.base import clone, is_regressor
@@ -115,6 +116,30 @@ def test_tags_and_type(cls):
     assert not tags.input_tags.positive_only and not tags.input_tags.sparse
     assert get_tags(cls(obs="mult")).input_tags.positive_only  # counts
     assert get_tags(cls(obs="mult")).input_tags.sparse and get_tags(cls(obs="bern")).input_tags.sparse
+
+
+@pytest.mark.parametrize("cls", [HDPTopicModel, FiniteTopicModel])
+def test_topic_model_tags(cls):
+    """The topic models take sparse, non-negative input (scikit-learn's
+    LatentDirichletAllocation declares the same): scipy.sparse counts are fitted as they are,
+    negative counts are refused. scikit-learn's common checks are not run on them: they fit
+    real-valued data, and topic models take integer counts only."""
+    est = cls(n_components=2, max_laps=2, random_state=0)
+    if SKLEARN_VERSION < (1, 6):  # pragma: no cover - exercised only with an older scikit-learn
+        tags = est._get_tags()
+        assert "sparse" in tags["X_types"] and tags["requires_positive_X"]
+    else:
+        from sklearn.utils import get_tags
+
+        tags = get_tags(est)
+        assert tags.input_tags.sparse and tags.input_tags.positive_only
+        assert tags.input_tags.two_d_array and not tags.input_tags.allow_nan and not tags.target_tags.required
+    X = sp.csr_array(np.random.default_rng(0).poisson(1.0, (20, 6)).astype(float))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert clone(est).fit(X).n_features_in_ == 6
+    with pytest.raises(ValueError, match="non-negative"):
+        clone(est).fit(-X.toarray())
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)

@@ -57,7 +57,7 @@ class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
 
     Tags: unsupervised (``y`` is ignored), deterministic given ``random_state``, 2-D numeric
     input without missing values; scipy.sparse input for the count models (``obs="mult"``,
-    ``"bern"``), non-negative input for ``obs="mult"``.
+    ``"bern"``, the topic models), non-negative input for ``obs="mult"`` and the topic models.
     """
 
     def _set_feature_names(self, names) -> None:
@@ -128,16 +128,25 @@ class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
     def __setstate__(self, state):
         self.__dict__.update(state)
 
+    def _accepts_sparse(self) -> bool:
+        """Tag: scipy.sparse ``X`` is accepted. The mixtures of counts (``obs="mult"``,
+        ``"bern"``) accept it, the Gaussian ones refuse it (bnpcore._validation.check_array
+        with obs=...); families of count data override it."""
+        return getattr(self, "obs", None) in DENSIFIED_SPARSE_OBS
+
+    def _positive_only(self) -> bool:
+        """Tag: ``X`` must be non-negative (counts: ``obs="mult"``); families of count data
+        override it."""
+        return getattr(self, "obs", None) in _NON_NEGATIVE_OBS
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = False
         tags.non_deterministic = False
         tags.input_tags.two_d_array = True
         tags.input_tags.allow_nan = False
-        # scipy.sparse X: the count models accept it, the Gaussian ones refuse it
-        # (bnpcore._validation.check_array with obs=...)
-        tags.input_tags.sparse = getattr(self, "obs", None) in DENSIFIED_SPARSE_OBS
-        tags.input_tags.positive_only = getattr(self, "obs", None) in _NON_NEGATIVE_OBS
+        tags.input_tags.sparse = self._accepts_sparse()
+        tags.input_tags.positive_only = self._positive_only()
         return tags
 
     if SKLEARN_VERSION < (1, 6):  # pragma: no cover - exercised only with an older scikit-learn
@@ -147,6 +156,6 @@ class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
                 "requires_y": False,
                 "non_deterministic": False,
                 "allow_nan": False,
-                "X_types": ["2darray", "sparse"] if getattr(self, "obs", None) in DENSIFIED_SPARSE_OBS else ["2darray"],
-                "requires_positive_X": getattr(self, "obs", None) in _NON_NEGATIVE_OBS,
+                "X_types": ["2darray", "sparse"] if self._accepts_sparse() else ["2darray"],
+                "requires_positive_X": self._positive_only(),
             }

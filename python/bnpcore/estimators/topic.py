@@ -93,6 +93,13 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
     """Topic models over bag-of-words documents on the generic engine; subclasses pick the
     allocation model."""
 
+    # -------------------------------------------------------------- scikit-learn tags
+    def _accepts_sparse(self) -> bool:
+        return True  # document-word counts stay sparse all the way into the document step
+
+    def _positive_only(self) -> bool:
+        return True  # counts (as scikit-learn's LatentDirichletAllocation)
+
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
         check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True, allow_none=self._make_alloc().nested)
