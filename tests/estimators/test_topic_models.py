@@ -881,3 +881,43 @@ def test_two_d_array_likes_are_count_matrices(bars, held_out):
     assert a.n_features_in_ == 4
     with pytest.raises(DataError, match="document 0 is not a list of"):
         FiniteTopicModel(2).fit([[1, 0, 2], [0, 1, 1]])
+
+
+# ------------------------------------------------------------------------ partial_fit n_vocab
+@pytest.mark.parametrize("algorithm", ["memoized", "truncation_free"])
+def test_partial_fit_vocabulary_size(bars, algorithm):
+    """``partial_fit(X, n_vocab=V)`` fixes the vocabulary size on the first call, as
+    ``fit(X, n_vocab=V)`` does: a later bag-of-words batch may use any word id below V, and
+    the stream equals the one of count matrices of width V. Later calls may only repeat the
+    fitted size; without ``n_vocab`` the first batch's largest word id + 1 is the size."""
+    X, _ = bars
+    X = sp.csr_array(X)
+    V = X.shape[1]
+    docs = _bow(X)
+    first = [[(w, c) for w, c in doc if w < V // 2] for doc in docs[:40]]  # only the first half of the words
+    later = docs[40:]
+    top = max(w for doc in first for w, _ in doc)
+    assert top < V // 2 and max(w for doc in later for w, _ in doc) == V - 1
+    a = HDPTopicModel(4, algorithm=algorithm, random_state=0).partial_fit(first, n_vocab=V)
+    assert a.n_features_in_ == V
+    a.partial_fit(later).partial_fit(later, n_vocab=V)
+    as_matrix = bnpcore.data.documents.bow_to_csr
+    b = HDPTopicModel(4, algorithm=algorithm, random_state=0).partial_fit(as_matrix(first, V))
+    b.partial_fit(as_matrix(later, V)).partial_fit(as_matrix(later, V))
+    np.testing.assert_array_equal(a.topics_, b.topics_)
+    assert a.n_features_in_ == V and len(a.history_["lap"]) == 3
+    with pytest.raises(ParameterError, match=rf"`n_vocab`={V + 1} differs from the vocabulary size of the fitted model \({V}\)"):
+        a.partial_fit(later, n_vocab=V + 1)
+    with pytest.raises(ParameterError, match="n_vocab"):
+        HDPTopicModel(4, algorithm=algorithm).partial_fit(first, n_vocab=0)
+    with pytest.raises(ShapeError, match="n_vocab"):  # a count matrix must have n_vocab columns
+        HDPTopicModel(4, algorithm=algorithm).partial_fit(X[:40], n_vocab=V + 5)
+    with pytest.raises(DataError, match="word id"):  # an id beyond the given size
+        HDPTopicModel(4, algorithm=algorithm).partial_fit([[(V, 1)]], n_vocab=V)
+    # without n_vocab the first batch fixes the size at its largest word id + 1
+    c = HDPTopicModel(4, algorithm=algorithm, random_state=0).partial_fit(first)
+    assert c.n_features_in_ == top + 1
+    with pytest.raises(DataError, match="word id"):
+        c.partial_fit(later)
+    d = FiniteTopicModel(2, random_state=0).partial_fit([[(0, 2), (3, 1)], [(1, 1)]], n_vocab=8).partial_fit([[(7, 1)]])
+    assert d.n_features_in_ == 8 and d.topics_.shape == (2, 8)

@@ -278,6 +278,51 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         finally:
             self._fit_n_vocab = None
 
+    def partial_fit(self, X, y=None, *, n_vocab=None):
+        r"""Add one batch of new documents (streaming memoized update, Hughes & Sudderth 2013
+        §3; ``algorithm="truncation_free"``: one minibatch of its sampler).
+
+        The document step runs on ``X`` with the current topics, its summaries join the
+        whole-corpus summaries as a frozen memo (the documents are not kept), then the global
+        step. The first call initialises the model from ``X`` and fixes the vocabulary size;
+        each call counts as one lap in ``history_``.
+
+        Parameters
+        ----------
+        X : document-by-word counts or a list of bag-of-words documents
+            A scipy.sparse matrix, dense count array or other 2-D array-like of shape
+            (n_docs, n_vocab), or a list of documents, each a list of ``(word_id, count)``
+            pairs (as for :meth:`fit`).
+        y : ignored
+        n_vocab : int or None
+            Vocabulary size, as in :meth:`fit`. On the first call it fixes the size for every
+            later batch (without it, a bag-of-words batch fixes it at its largest word id + 1,
+            and a later batch with a larger id is refused); a count matrix must then have
+            ``n_vocab`` columns. On later calls it may only repeat the fitted size
+            (``n_features_in_``).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ParameterError
+            ``n_vocab`` is not a positive integer, or differs from the fitted vocabulary size.
+        """
+        if n_vocab is not None:
+            check_param("n_vocab", n_vocab, kind="int", low=1, low_inclusive=True)
+            if hasattr(self, "state_") and int(n_vocab) != int(self.n_features_in_):
+                raise ParameterError(
+                    f"`n_vocab`={n_vocab} differs from the vocabulary size of the fitted model ({self.n_features_in_}); "
+                    "it is fixed by the first call to partial_fit (or by fit)"
+                )
+        self._fit_n_vocab = n_vocab
+        try:
+            return super().partial_fit(X, y)
+        finally:
+            self._fit_n_vocab = None
+
     def _is_one_shot(self, X) -> bool:
         """Only an iterator (``iter(X) is X``) is one-shot: any other iterable corpus is
         re-read on every lap."""
