@@ -27,7 +27,10 @@ A model family is a subclass that defines its constructor parameters and supplie
 ``_default_moves()``
     the moves used when ``moves=None``;
 ``_auto_algorithm()``
-    the algorithm ``algorithm="auto"`` stands for (``"memoized"`` unless overridden).
+    the algorithm ``algorithm="auto"`` stands for (``"memoized"`` unless overridden);
+``_move_manager``
+    the class of its move manager (:class:`~bnpcore.moves.MoveManager` unless overridden), whose
+    option table validates ``move_options``.
 
 The parameters the engine reads (subclasses take them in ``__init__`` under these names):
 ``algorithm``, ``n_batches``, ``max_laps``, ``min_laps``, ``tol``, ``init_subsample``,
@@ -134,6 +137,10 @@ class VBEstimator(BaseEstimator):
     def _auto_algorithm(self) -> str:
         return "memoized"
 
+    #: the move manager of the family: its ``OPTION_RANGES`` validate ``move_options``
+    #: (:meth:`~bnpcore.moves._base.MoveOptions.check_options`)
+    _move_manager = MoveManager
+
     #: algorithms a family adds to :data:`~bnpcore.algorithms.loop.ALGORITHMS` (e.g.
     #: ``"truncation_free"``, :mod:`bnpcore.estimators._truncation_free`)
     _extra_algorithms: tuple = ()
@@ -184,6 +191,7 @@ class VBEstimator(BaseEstimator):
             check_param(name, getattr(self, name), kind="int", low=1, low_inclusive=True)
         for name in ("max_births_per_lap", "max_merges_per_lap", "max_deletes_per_lap"):
             check_param(name, getattr(self, name), kind="int", low=0, low_inclusive=True)
+        self._move_manager.check_options(self.move_options)
         if self._moves_tuple() and self._algorithm() == "stochastic":
             raise ParameterError("`moves` cannot be used with algorithm='stochastic' (its ELBO is not exact)")
         from bnpcore.algorithms.executor import SCHEDULES

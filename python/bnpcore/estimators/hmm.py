@@ -118,6 +118,7 @@ class _BaseHMM(VBEstimator):
     # the engine reads these; forward-backward is dense in the states
     top_l = None
     dense_laps = 0
+    _move_manager = HMMMoveManager
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
@@ -528,7 +529,9 @@ _DOC = r"""
         candidate), ``merge_candidates`` (10: pairs tracked per lap), ``delete_max_size`` (0.1:
         largest share of the time steps a deleted state may hold), ``birth_n_fresh`` (3),
         ``birth_max_rows`` (3000), ``birth_refine_iters`` (20), ``birth_collect_threshold``
-        (0.5), ``accept_rtol``.
+        (0.5), ``accept_rtol``; the values each key accepts are in
+        ``bnpcore.moves.hmm.HMMMoveManager.OPTION_RANGES``. An unknown key or a value out of
+        its range raises :class:`~bnpcore.exceptions.ParameterError` before fitting.
 
     Attributes
     ----------

@@ -586,7 +586,9 @@ _DOC_PARAMS = r"""
         Caps on proposals per lap (births evaluated, merge candidate pairs tracked, deletes).
     move_options : dict or None
         Advanced move settings, see ``bnpcore.moves.MoveManager.DEFAULT_OPTIONS`` (e.g.
-        ``{"birth_n_fresh": 10, "delete_max_absorb": 10}``).
+        ``{"birth_n_fresh": 10, "delete_max_absorb": 10}``); the values each key accepts are
+        in ``MoveManager.OPTION_RANGES``. An unknown key or a value out of its range raises
+        :class:`~bnpcore.exceptions.ParameterError` before fitting.
     top_l : int or None, default=None
         Keep at most this many clusters per row (L-sparse responsibilities); None is dense.
         Choose it with :meth:`top_l_mass` on a fitted model.

@@ -93,6 +93,8 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
     """Topic models over bag-of-words documents on the generic engine; subclasses pick the
     allocation model."""
 
+    _move_manager = TopicMoveManager
+
     # -------------------------------------------------------------- scikit-learn tags
     def _accepts_sparse(self) -> bool:
         return True  # document-word counts stay sparse all the way into the document step
@@ -582,7 +584,9 @@ _DOC_COMMON = """
         :attr:`bnpcore.moves.topic.TopicMoveManager.DEFAULT_OPTIONS` (e.g. ``birth_n_new``,
         the number of topics a birth proposes, default 10; ``warm_start``, default True: delete
         and birth candidates start each document from the lap's topic counts rather than from
-        the prior).
+        the prior); the values each key accepts are in ``TopicMoveManager.OPTION_RANGES``. An
+        unknown key or a value out of its range raises
+        :class:`~bnpcore.exceptions.ParameterError` before fitting.
     top_l : int or None, default=None
         L-sparse document steps: each word type keeps its ``top_l`` most responsible topics
         (thesis Alg. 7.4). None is dense. It pays off when the number of topics is much larger

@@ -33,16 +33,20 @@ own proposal construction; the manager only knows the hooks and the request/reco
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 
+from bnpcore.exceptions import ParameterError
 from bnpcore.stats import SuffStats
 
 __all__ = [
-    "ACCEPT_RTOL", "BatchRequest", "LapContext", "Move", "accepts", "decode_state", "encode_state", "replace_columns",
-    "sum_parts", "whole_dataset_passes",
+    "ACCEPT_RTOL", "ACCEPT_RTOL_RANGE", "FLAG", "FRACTION", "BatchRequest", "LapContext", "Move", "MoveOptions", "OptionRange", "accepts",
+    "check_move_options", "count", "decode_state", "encode_state", "number", "replace_columns", "sum_parts",
+    "whole_dataset_passes",
 ]
 
 #: relative acceptance threshold ε_acc (Hughes thesis §4.1.3)
@@ -52,6 +56,149 @@ ACCEPT_RTOL = 1e-10
 def accepts(elbo_before: float, elbo_after: float, rtol: float = ACCEPT_RTOL) -> bool:
     """The acceptance rule ``ΔL > ε_acc |L|`` (False for a non-finite candidate)."""
     return bool(np.isfinite(elbo_after) and elbo_after - elbo_before > rtol * abs(elbo_before))
+
+
+# ------------------------------------------------------------------------------ move options
+@dataclass(frozen=True)
+class OptionRange:
+    """Kind and range of one move option (the ``move_options`` of the estimators).
+
+    Every move manager declares one per key of its ``DEFAULT_OPTIONS`` in its ``OPTION_RANGES``
+    table; :func:`check_move_options` refuses any other value before a fit does any work.
+
+    Parameters
+    ----------
+    kind : {"int", "real", "bool"}
+        Integers (not bools), real numbers (not bools, never NaN) or bools.
+    low, high : float or None
+        Bounds of the range (None: unbounded on that side).
+    low_open, high_open : bool
+        Whether ``low`` / ``high`` themselves are excluded.
+    infinite : bool
+        ``"real"``: whether ±inf are accepted (within the bounds), e.g. a loss threshold that
+        infinity turns off.
+    also : tuple
+        Further accepted values, ``None`` or strings (e.g. ``"auto"``).
+    """
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    infinite: bool = False
+    also: tuple = ()
+
+    def describe(self) -> str:
+        """The accepted values, in words (as error messages give them)."""
+        if self.kind == "bool":
+            text = "True or False"
+        else:
+            bounded = self.low is not None and self.high is not None
+            text = "an integer" if self.kind == "int" else "a finite number" if not (self.infinite or bounded) else "a number"
+            if bounded:
+                text += f" in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+            elif self.low is not None:
+                text += f" {'>' if self.low_open else '>='} {self.low:g}"
+            elif self.high is not None:
+                text += f" {'<' if self.high_open else '<='} {self.high:g}"
+            if self.kind == "real" and self.infinite:
+                text += " (infinity included)" if self.low is not None or self.high is not None else " (±inf included, not NaN)"
+        return " or ".join([text, *(repr(v) for v in self.also)])
+
+    def allows(self, value) -> bool:
+        """Whether ``value`` is of this kind and in this range."""
+        if any(value is None if v is None else (isinstance(value, str) and value == v) for v in self.also):
+            return True
+        if self.kind == "bool":
+            return isinstance(value, (bool, np.bool_))
+        if isinstance(value, (bool, np.bool_)):
+            return False
+        if not isinstance(value, numbers.Integral if self.kind == "int" else numbers.Real):
+            return False
+        if self.kind == "real":
+            try:
+                x = float(value)
+            except (OverflowError, TypeError, ValueError):
+                return False
+            if np.isnan(x) or (np.isinf(x) and not self.infinite):
+                return False
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return self.high is None or not (value > self.high or (self.high_open and value == self.high))
+
+
+def count(low: int) -> OptionRange:
+    """Integers ``>= low``."""
+    return OptionRange("int", low=low)
+
+
+def number(low=None, high=None, *, low_open=False, high_open=False, infinite=False, also=()) -> OptionRange:
+    """Real numbers in the given range (bounds included unless ``*_open``)."""
+    return OptionRange("real", low=low, high=high, low_open=low_open, high_open=high_open, infinite=infinite, also=also)
+
+
+#: a share (of rows, tokens, documents, a gain...): [0, 1]
+FRACTION = number(0, 1)
+#: a switch
+FLAG = OptionRange("bool")
+#: ``accept_rtol`` (ε_acc of :func:`accepts`): a negative value would accept moves that lower the
+#: objective (by up to ε_acc |L|, e.g. a mixture merged into one cluster), and a relative
+#: threshold of 1 or more would ask a move for more than the objective's own size; 0 accepts
+#: every increase, however small
+ACCEPT_RTOL_RANGE = number(0, 1, high_open=True)
+
+
+def check_move_options(options, ranges: dict) -> dict:
+    """Validate ``move_options`` against a manager's ``OPTION_RANGES`` table.
+
+    Parameters
+    ----------
+    options : dict or None
+        Overrides of the manager's defaults (None: none).
+    ranges : dict of str to OptionRange
+        The manager's table: the known keys and their ranges.
+
+    Returns
+    -------
+    dict
+        A copy of ``options`` (empty for None).
+
+    Raises
+    ------
+    ParameterError
+        If ``options`` is neither a dict nor None, has a key not in ``ranges``, or a value out
+        of its key's range (the message names ``move_options['<key>']`` and the range).
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise ParameterError(f"`move_options` must be a dict or None, got {options!r}")
+    unknown = [k for k in options if k not in ranges]
+    if unknown:
+        raise ParameterError(f"`move_options` has unknown keys {sorted(map(str, unknown))}; known: {sorted(ranges)}")
+    for key, value in options.items():
+        if not ranges[key].allows(value):
+            raise ParameterError(f"`move_options[{key!r}]` must be {ranges[key].describe()}, got {value!r}")
+    return dict(options)
+
+
+class MoveOptions:
+    """The options of a move manager: its ``DEFAULT_OPTIONS`` and, for every key, the
+    :class:`OptionRange` of its values in ``OPTION_RANGES`` (one table per manager)."""
+
+    DEFAULT_OPTIONS: ClassVar[dict] = {}
+    OPTION_RANGES: ClassVar[dict] = {}
+
+    @classmethod
+    def check_options(cls, options) -> dict:
+        """``options`` (``move_options``: a dict or None) validated against ``OPTION_RANGES``
+        (:func:`check_move_options`); the estimators call it before a fit does any work."""
+        return check_move_options(options, cls.OPTION_RANGES)
+
+    def _set_options(self, options) -> None:
+        """``self.options``: the defaults overridden by the validated ``options``."""
+        self.options = {**self.DEFAULT_OPTIONS, **self.check_options(options)}
 
 
 @dataclass

@@ -44,7 +44,7 @@ import numpy as np
 
 from bnpcore.algorithms._base import materialize, memo_map, tree_sum
 from bnpcore.exceptions import ParameterError
-from bnpcore.moves._base import ACCEPT_RTOL, accepts, whole_dataset_passes
+from bnpcore.moves._base import ACCEPT_RTOL, ACCEPT_RTOL_RANGE, FRACTION, MoveOptions, accepts, count, number, whole_dataset_passes
 from bnpcore.moves.birth import Reservoir
 
 __all__ = ["HMM_MOVE_KINDS", "HMMMoveConfig", "HMMMoveManager"]
@@ -111,7 +111,7 @@ def _merge_memo(m, i: int, j: int, tabs: dict, q: int):
     return m.merge(i, j, 0.0, Hstart=float(tabs["merge_h_start"][q]), Htable=ht[np.ix_(keep, keep)])
 
 
-class HMMMoveManager:
+class HMMMoveManager(MoveOptions):
     """Birth/merge/delete moves of HMM states (module docstring), driven by the memoized lap
     through ``start_lap``, ``batch_options``, ``after_batch`` and ``end_lap``."""
 
@@ -125,6 +125,19 @@ class HMMMoveManager:
         "birth_refine_iters": 20,
         "birth_collect_threshold": 0.5,
     }
+    #: kind and range of every option (:class:`~bnpcore.moves._base.OptionRange`; module docstring)
+    OPTION_RANGES: ClassVar[dict] = {
+        "accept_rtol": ACCEPT_RTOL_RANGE,
+        "passes": count(1),  # a candidate is judged by the summaries of its last pass
+        "merge_candidates": count(0),  # 0: no merge tables, every merge judged by passes
+        "delete_max_size": FRACTION,
+        # a birth replaces its target by at least two fresh states, fitted to at least twice as
+        # many time steps; a step is collected when its responsibility exceeds the threshold
+        "birth_n_fresh": count(2),
+        "birth_max_rows": count(4),
+        "birth_refine_iters": count(0),
+        "birth_collect_threshold": number(0, 1, high_open=True),
+    }
     DEFAULT_MAX_PER_LAP: ClassVar[dict] = {"birth": 1, "merge": 3, "delete": 1}
 
     #: the batch source of the fit and the executor of its local steps (set by the estimator
@@ -133,15 +146,12 @@ class HMMMoveManager:
     _executor = None
 
     def __init__(self, config: HMMMoveConfig):
-        unknown = set(config.options) - set(self.DEFAULT_OPTIONS)
-        if unknown:
-            raise ParameterError(f"`move_options` has unknown keys {sorted(unknown)}; known: {sorted(self.DEFAULT_OPTIONS)}")
         bad = [k for k in config.kinds if k not in HMM_MOVE_KINDS]
         if bad:
             raise ParameterError(f"HMMs support the moves {HMM_MOVE_KINDS}, got {bad}")
         self.config = config
         self.kinds = tuple(config.kinds)
-        self.options = {**self.DEFAULT_OPTIONS, **config.options}
+        self._set_options(config.options)
         self.n_threads = config.n_threads
         self.structure_version = 0
         self.failed: dict = {}  # (kind, uid or pair) -> structure version of the failure

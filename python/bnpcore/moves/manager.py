@@ -16,7 +16,7 @@ import numpy as np
 
 from bnpcore.algorithms._base import memo_map
 from bnpcore.exceptions import ParameterError
-from bnpcore.moves._base import ACCEPT_RTOL, LapContext
+from bnpcore.moves._base import ACCEPT_RTOL, ACCEPT_RTOL_RANGE, FLAG, FRACTION, LapContext, MoveOptions, OptionRange, count, number
 from bnpcore.moves.birth import BirthMove
 from bnpcore.moves.delete import DeleteMove
 from bnpcore.moves.merge import MergeMove
@@ -56,14 +56,21 @@ class MoveConfig:
     n_threads: int | None = None
 
 
-class MoveManager:
+class MoveManager(MoveOptions):
     """Schedules birth, merge and delete moves for a memoized or full-dataset fit.
 
     Parameters
     ----------
     config : MoveConfig
         Which moves, from which lap, how many per lap, advanced options (keys of
-        :data:`DEFAULT_OPTIONS`) and the thread count.
+        :data:`DEFAULT_OPTIONS`, values in the ranges of :data:`OPTION_RANGES`) and the thread
+        count.
+
+    Raises
+    ------
+    ParameterError
+        For an unknown move kind, or options that are not a dict, have an unknown key or a
+        value out of its range.
 
     Notes
     -----
@@ -117,15 +124,60 @@ class MoveManager:
         "delete_carry_ratio": 0.05,
     }
 
+    #: kind and range of every option (:class:`~bnpcore.moves._base.OptionRange`; the module
+    #: docstrings of :mod:`~bnpcore.moves.birth`, :mod:`~bnpcore.moves.merge` and
+    #: :mod:`~bnpcore.moves.delete` say what each one does)
+    OPTION_RANGES: ClassVar[dict] = {
+        "accept_rtol": ACCEPT_RTOL_RANGE,
+        # birth: a birth replaces its target by at least two fresh clusters, fitted to at least
+        # four rows; a row is collected when its responsibility exceeds the threshold (so 1
+        # would collect none)
+        "birth_n_fresh": count(2),
+        "birth_n_seeds": count(2),
+        "birth_min_size": number(0),
+        "birth_collect_threshold": number(0, 1, high_open=True),
+        "birth_max_subsample": count(4),
+        "birth_subsample_sizes": number(0, low_open=True, also=(None,)),
+        "birth_create_iters": count(0),
+        "birth_scale_weights": FLAG,
+        "birth_refine_iters": count(0),
+        "birth_abandon_loss": number(0, infinite=True, also=(None,)),  # inf or None: never abandon
+        "birth_abandon_after": count(0),
+        "birth_retry_change": number(0),
+        "birth_min_gain": number(infinite=True),  # -inf: no screen
+        "birth_fits_per_lap": count(1),
+        "birth_retry_loss": number(0, infinite=True),
+        "birth_max_fail": count(1),
+        "birth_laps": count(1),
+        "birth_seed_rows": OptionRange("int", low=1, also=("auto",)),
+        # merge: a pair needs two clusters
+        "merge_allpairs_max_K": count(2),
+        "merge_max_scored_pairs": count(0),
+        "merge_neighbours": count(1),
+        "merge_retry_change": number(0),
+        # delete
+        "delete_max_absorb": count(1),
+        "delete_max_fail": count(1),
+        "delete_retry_change": number(0),
+        "delete_laps": count(1),
+        "delete_max_laps": count(1),
+        "delete_min_progress": number(0),
+        "delete_max_sample": count(1),
+        "delete_sample_iters": count(0),
+        "delete_sample_min_step": FRACTION,
+        "delete_sample_budget": FRACTION,
+        "delete_min_sample": count(1),
+        "delete_screen_loss": number(0, infinite=True),  # inf: no screen
+        "delete_refine_iters": count(1),  # evaluations of a one-batch candidate, the first included
+        "delete_carry_ratio": number(0, also=(None,)),  # None: every row of the absorbing set re-spread
+    }
+
     def __init__(self, config: MoveConfig):
-        unknown = set(config.options) - set(self.DEFAULT_OPTIONS)
-        if unknown:
-            raise ParameterError(f"`move_options` has unknown keys {sorted(unknown)}; known: {sorted(self.DEFAULT_OPTIONS)}")
         bad = [k for k in config.kinds if k not in MOVE_KINDS]
         if bad:
             raise ParameterError(f"unknown move kinds {bad}; known: {list(MOVE_KINDS)}")
         self.config = config
-        self.options = {**self.DEFAULT_OPTIONS, **config.options}
+        self._set_options(config.options)
         self.n_threads = config.n_threads
         self.kinds = tuple(config.kinds)
         # planning order: birth (its target), merge (pairs), delete (target + absorbing set)

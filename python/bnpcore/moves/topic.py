@@ -86,7 +86,7 @@ import numpy as np
 
 from bnpcore import _core
 from bnpcore.algorithms._base import materialize, memo_map, sum_memos
-from bnpcore.moves._base import ACCEPT_RTOL, accepts, whole_dataset_passes
+from bnpcore.moves._base import ACCEPT_RTOL, ACCEPT_RTOL_RANGE, FLAG, FRACTION, MoveOptions, accepts, count, number, whole_dataset_passes
 from bnpcore.moves.merge import neighbour_pairs
 
 __all__ = ["TOPIC_MOVE_KINDS", "TopicMoveConfig", "TopicMoveManager"]
@@ -167,7 +167,7 @@ class TopicMoveConfig:
     n_threads: int | None = None
 
 
-class TopicMoveManager:
+class TopicMoveManager(MoveOptions):
     """Merge/delete moves and the monotone batch update for topic models (module docstring).
 
     Every evaluated proposal is recorded in ``state.moves_log`` as a dict with ``lap``,
@@ -192,20 +192,38 @@ class TopicMoveManager:
         "birth_refine_min_share": 0.25,
         "warm_start": True,
     }
+    #: kind and range of every option (:class:`~bnpcore.moves._base.OptionRange`; module docstring)
+    OPTION_RANGES: ClassVar[dict] = {
+        "accept_rtol": ACCEPT_RTOL_RANGE,
+        "merge_max_per_topic": count(1),
+        "merge_max_scored_pairs": count(0),
+        "merge_neighbours": count(1),
+        "delete_passes": count(1),  # a candidate is judged by the summaries of its last pass
+        "delete_max_size": FRACTION,
+        "delete_max_usage": FRACTION,
+        # a birth proposes at least two topics from at least two documents' histograms; the
+        # target keeps less than all of its counts
+        "birth_n_new": count(2),
+        "birth_passes": count(1),
+        "birth_max_docs": count(2),
+        "birth_min_count": number(0),
+        "birth_kmeans_iters": count(0),
+        "birth_keep_fraction": number(0, 1, high_open=True),
+        "birth_refine_iters": count(0),  # 0: no second candidate
+        "birth_refine_min_share": FRACTION,
+        "warm_start": FLAG,
+    }
     DEFAULT_MAX_PER_LAP: ClassVar[dict] = {"birth": 1, "merge": 25, "delete": 2}
 
     def __init__(self, config: TopicMoveConfig):
         from bnpcore.exceptions import ParameterError
 
-        unknown = set(config.options) - set(self.DEFAULT_OPTIONS)
-        if unknown:
-            raise ParameterError(f"`move_options` has unknown keys {sorted(unknown)}; known: {sorted(self.DEFAULT_OPTIONS)}")
         bad = [k for k in config.kinds if k not in TOPIC_MOVE_KINDS]
         if bad:
             raise ParameterError(f"topic models support the moves {TOPIC_MOVE_KINDS}, got {bad}")
         self.config = config
         self.kinds = tuple(config.kinds)
-        self.options = {**self.DEFAULT_OPTIONS, **config.options}
+        self._set_options(config.options)
         self.n_threads = config.n_threads
         self.structure_version = 0
         self.delete_failed: dict = {}
