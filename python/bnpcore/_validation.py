@@ -12,8 +12,9 @@ Dense arrays go through :func:`check_array`. scipy.sparse input is never densifi
   arrays themselves (O(nnz·K) per step; plug-in scores too). Only two bounded samples are made
   dense: the initialisation subsample (at most ``SPARSE_INIT_ENTRIES`` entries) and a birth's
   row reservoir (at most 2**24 entries).
-  :func:`densify_sparse_for_dense_kernel` remains for callers that do not know the model
-  (``obs=None``).
+  :func:`densify_sparse_for_dense_kernel` remains for the HMMs (``obs="mult"``/``"bern"``:
+  their forward-backward local step reads dense rows, so sparse sequences are densified there,
+  explicitly) and for callers that do not know the model (``obs=None``).
 
 Sequence lengths (hmmlearn-style ``(X, lengths)``) are checked by :func:`check_lengths`.
 """
@@ -39,8 +40,9 @@ __all__ = [
     "make_csr",
 ]
 
-#: Observation models whose mixtures still accept scipy.sparse ``X`` by densifying it one batch at a
-#: time (:func:`densify_sparse_for_dense_kernel`); every other model refuses sparse ``X``.
+#: Observation models that accept scipy.sparse ``X``: the mixtures keep it sparse
+#: (``keep_sparse=True``), the HMMs densify it (:func:`densify_sparse_for_dense_kernel`); every
+#: other model refuses sparse ``X``.
 DENSIFIED_SPARSE_OBS = ("mult", "bern")
 
 
@@ -52,12 +54,12 @@ def is_sparse(X) -> bool:
 
 
 def densify_sparse_for_dense_kernel(X, name: str = "X", obs: str | None = None) -> np.ndarray:
-    """Dense copy of sparse ``X`` for the dense mixture kernels (``obs`` in :data:`DENSIFIED_SPARSE_OBS`).
+    """Dense copy of sparse ``X`` for the dense kernels (``obs`` in :data:`DENSIFIED_SPARSE_OBS`).
 
-    TEMPORARY, and the only place that densifies user data: mixtures of count vectors
-    (``mult``/``bern``) accept scipy.sparse ``X`` by densifying it (one batch at a time when the
-    caller validates batch by batch). It goes when the Rust CSR local step of the topic model
-    serves mixtures too; the callers then keep ``X`` sparse (:func:`check_counts_csr`).
+    TEMPORARY, and the only place that densifies user data: HMMs of count vectors
+    (``mult``/``bern``) accept scipy.sparse ``X`` by densifying it here, because their Rust
+    forward-backward local step (``hmm_local_step``) reads dense rows. It goes when that step
+    reads CSR rows as the mixtures' does; the callers then pass ``keep_sparse=True``.
 
     Parameters
     ----------

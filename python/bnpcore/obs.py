@@ -104,6 +104,11 @@ def ar_rows(X, lengths=None, n_features=None):
         ``[x_t, x_{t-1}]`` of every sequence, in order.
     lengths : ndarray of int64, shape (n_sequences,)
         Rows per sequence.
+
+    Raises
+    ------
+    DataError
+        For scipy.sparse ``X`` (the Gaussian model needs dense rows), naming the argument.
     """
     from bnpcore._validation import check_array, check_lengths, is_sequence_list
     from bnpcore.exceptions import ShapeError
@@ -111,9 +116,9 @@ def ar_rows(X, lengths=None, n_features=None):
     if is_sequence_list(X):
         if lengths is not None:
             raise ParameterError("`lengths` must be None when `X` is a list of sequences (their lengths are their row counts)")
-        seqs = [check_array(x, name=f"X[{i}]", n_features=n_features) for i, x in enumerate(X)]
+        seqs = [check_array(x, name=f"X[{i}]", n_features=n_features, obs="ar_gauss") for i, x in enumerate(X)]
     else:
-        Xa = check_array(X, name="X", n_features=n_features)
+        Xa = check_array(X, name="X", n_features=n_features, obs="ar_gauss")
         lens = np.array([Xa.shape[0]]) if lengths is None else check_lengths(lengths, Xa.shape[0], rows_name="X")
         seqs = np.split(Xa, np.cumsum(lens)[:-1])
     if any(s.shape[0] < 2 for s in seqs):

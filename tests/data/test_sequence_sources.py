@@ -163,3 +163,16 @@ def test_bad_sequences():
     expect(DataError, "`X` must be numeric", SequenceBatches, np.array([["a"]]), [1])
     expect(ParameterError, r"`n_batches`=8 exceeds the number of sequences \(7\)", SequenceBatches, X, lengths, 8)
     expect(ParameterError, "`n_batches` must be an integer", SequenceBatches, X, lengths, 1.5)
+
+
+def test_sparse_sequences_follow_the_observation_model():
+    import scipy.sparse as sp
+
+    X, lengths = data()
+    with pytest.raises(DataError, match="obs='gauss' needs dense `X`"):
+        sequence_source(sp.csr_array(X), lengths, obs="gauss")
+    with pytest.raises(DataError, match=r"obs='diag_gauss' needs dense `X\[0\]`"):
+        SequenceBatches([sp.csr_array(X[:5]), X[5:]], obs="diag_gauss")
+    counts = np.abs(np.round(X * 3))
+    src = sequence_source(sp.coo_array(counts), lengths, n_batches=3, obs="mult")  # densified: the HMM kernels read dense rows
+    check_batches(src, counts, lengths)

@@ -1,6 +1,7 @@
 """HDPHMM and FiniteHMM: hmmlearn's conventions, the objective from summaries against the numpy
 reference, monotone laps, thread identity, resume, the sticky toy."""
 
+import re
 import warnings
 
 import bnpcore
@@ -448,3 +449,57 @@ def test_more_states_than_time_steps_is_refused_like_the_mixtures(cls):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         assert cls(n_components=5, random_state=0).fit(X).n_components_ >= 1
+
+
+HMM_GAUSSIANS = ("gauss", "diag_gauss", "zero_mean_gauss", "ar_gauss")
+HMM_ENTRY_POINTS = ("predict", "predict_proba", "score", "score_samples", "decode", "partial_fit")
+
+
+@pytest.mark.parametrize("obs", HMM_GAUSSIANS)
+def test_gaussian_hmm_refuses_sparse_x_at_every_entry_point_without_densifying(obs, monkeypatch):
+    import scipy.sparse as sp
+
+    X, lengths, _ = _hmm_data("gauss" if obs == "ar_gauss" else obs, n_seqs=2, T=40)
+    fitted = _fit(HDPHMM(obs, n_components=3, max_laps=3, random_state=0), X, lengths)
+    for fmt in (sp.csr_matrix, sp.csr_array, sp.csc_matrix, sp.coo_array):
+        S = fmt(X)
+        monkeypatch.setattr(type(S), "toarray", lambda self, *a, **k: pytest.fail("densified"))
+        want = re.escape(f"obs={obs!r} needs dense `X`; got a scipy.sparse matrix of shape {X.shape}")
+        with pytest.raises(DataError, match=want):
+            HDPHMM(obs, n_components=3, max_laps=3).fit(S, lengths)
+        with pytest.raises(DataError, match=want):
+            FiniteHMM(obs, n_components=3).partial_fit(S, lengths)
+        for method in HMM_ENTRY_POINTS:
+            with pytest.raises(DataError, match=want):
+                getattr(fitted, method)(S, lengths)
+        with pytest.raises(DataError, match=rf"obs={obs!r} needs dense `X\[1\]`"):  # a list of sequences
+            fitted.predict([X[:40], S[40:]])
+
+
+@pytest.mark.parametrize("obs", ["mult", "bern"])
+def test_count_hmm_with_sparse_x_fits_and_predicts_as_with_dense_x(obs, monkeypatch):
+    import bnpcore._validation as validation
+    import scipy.sparse as sp
+
+    calls = []
+    orig = validation.densify_sparse_for_dense_kernel
+    monkeypatch.setattr(validation, "densify_sparse_for_dense_kernel", lambda *a, **k: calls.append(k["obs"]) or orig(*a, **k))
+    X, lengths, _ = _hmm_data(obs, n_seqs=3, T=60)
+    kw = dict(n_components=4, max_laps=5, random_state=0)
+    for fmt in (sp.csr_matrix, sp.csc_array, sp.coo_matrix):
+        dense = _fit(HDPHMM(obs, **kw), X, lengths)
+        calls.clear()
+        sparse = _fit(HDPHMM(obs, **kw), fmt(X), lengths)
+        assert calls == [obs]  # densified once, in the marked place, knowing the model
+        np.testing.assert_array_equal(sparse.history_["elbo"], dense.history_["elbo"])
+        np.testing.assert_array_equal(sparse.transmat_, dense.transmat_)
+        for method in ("predict", "predict_proba", "score", "score_samples", "decode"):
+            got, want = getattr(sparse, method)(fmt(X), lengths), getattr(dense, method)(X, lengths)
+            for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                np.testing.assert_array_equal(g, w)
+        ends = np.cumsum(lengths)
+        seqs = [fmt(X).tocsr()[e - t : e] for e, t in zip(ends, lengths)]  # a list of sparse sequences
+        np.testing.assert_array_equal(sparse.predict(seqs), dense.predict(X, lengths))
+        a = FiniteHMM(obs, n_components=3, random_state=0).partial_fit(fmt(X), lengths)
+        b = FiniteHMM(obs, n_components=3, random_state=0).partial_fit(X, lengths)
+        np.testing.assert_array_equal(a.transmat_, b.transmat_)

@@ -42,6 +42,12 @@ class SequenceBatches:
         Required number of columns (a fitted model's).
     name : str
         Argument name used in error messages.
+    obs : str or None
+        Observation model the rows are for; decides what happens to scipy.sparse ``X`` (or
+        sparse sequences of a list): refused with a :class:`~bnpcore.exceptions.DataError` for
+        the Gaussian and auto-regressive models, densified for ``"mult"``/``"bern"`` and when
+        None (:func:`~bnpcore._validation.densify_sparse_for_dense_kernel`: the HMMs'
+        forward-backward kernels read dense rows).
 
     Attributes
     ----------
@@ -56,7 +62,7 @@ class SequenceBatches:
     Raises
     ------
     ShapeError, DataError, NonFiniteError
-        Bad ``X`` or ``lengths`` (see :func:`~bnpcore._validation.check_lengths`), naming the
+        Bad ``X`` or ``lengths`` (sparse ``X`` for an ``obs`` that needs dense data) (see :func:`~bnpcore._validation.check_lengths`), naming the
         argument.
     ParameterError
         ``lengths`` given with a list of sequences, or ``n_batches`` above the number of
@@ -66,7 +72,7 @@ class SequenceBatches:
     segment = "sequence"
     shuffles = False
 
-    def __init__(self, X, lengths=None, n_batches: int = 1, *, n_features: int | None = None, name: str = "X"):
+    def __init__(self, X, lengths=None, n_batches: int = 1, *, n_features: int | None = None, name: str = "X", obs: str | None = None):
         self.name = name
         self.check_data = None
         if isinstance(X, (list, tuple)) and not X:
@@ -76,7 +82,7 @@ class SequenceBatches:
                 raise ParameterError("`lengths` must be None when `X` is a list of sequences (their lengths are their row counts)")
             parts = []
             for s, seq in enumerate(X):
-                part = check_array(seq, name=f"{name}[{s}]", n_features=n_features)
+                part = check_array(seq, name=f"{name}[{s}]", n_features=n_features, obs=obs)
                 if n_features is None:
                     n_features = part.shape[1]
                 parts.append(part)
@@ -87,7 +93,7 @@ class SequenceBatches:
             _check_lazy_2d(X, name, n_features)
             self._lazy = True
         else:
-            X = check_array(X, name=name, n_features=n_features)
+            X = check_array(X, name=name, n_features=n_features, obs=obs)
             self._lazy = False
         self.X = X
         n = int(X.shape[0])
@@ -154,11 +160,11 @@ class SequenceBatches:
         return SeqBatch(rows, np.concatenate([[0], np.cumsum(self.lengths[chosen])]).astype(np.int64))
 
 
-def sequence_source(X, lengths=None, n_batches: int = 1, *, n_features: int | None = None) -> SequenceBatches:
+def sequence_source(X, lengths=None, n_batches: int = 1, *, n_features: int | None = None, obs: str | None = None) -> SequenceBatches:
     """The sequence source for ``X`` (and ``lengths``): a :class:`SequenceBatches`.
 
     ``X`` may also be the path of a ``.npy`` file (read by explicit row-range reads, one batch
-    at a time).
+    at a time). ``obs`` decides what happens to scipy.sparse ``X`` (see :class:`SequenceBatches`).
 
     Examples
     --------
@@ -178,4 +184,4 @@ def sequence_source(X, lengths=None, n_batches: int = 1, *, n_features: int | No
         from bnpcore.data.sources import open_npy_rows
 
         X = open_npy_rows(X, name="X")
-    return SequenceBatches(X, lengths, n_batches, n_features=n_features)
+    return SequenceBatches(X, lengths, n_batches, n_features=n_features, obs=obs)

@@ -202,7 +202,7 @@ class _BaseHMM(VBEstimator):
         if self.obs == "ar_gauss":  # rows [x_t, x_{t-1}]: twice the user's columns
             X, lengths = ar_rows(X, lengths, n_features=n_features)
             n_features = None if n_features is None else 2 * n_features
-        probe = SequenceBatches(X, lengths, 1, n_features=n_features)
+        probe = SequenceBatches(X, lengths, 1, n_features=n_features, obs=self.obs)
         B = 1 if self._algorithm() == "full" else self._n_batches(probe.n_rows)
         B = min(B, probe.n_segments)
         src = _Sequences(probe.X, probe.lengths, B, n_features=n_features)
@@ -224,7 +224,7 @@ class _BaseHMM(VBEstimator):
         if self.obs == "ar_gauss":
             X, lengths = ar_rows(X, lengths, n_features=n_features)
             n_features = None if n_features is None else 2 * n_features
-        batch = SequenceBatches(X, lengths, 1, n_features=n_features, name=name).get(0)
+        batch = SequenceBatches(X, lengths, 1, n_features=n_features, name=name, obs=self.obs).get(0)
         if fitted:
             self.obs_model_.core.check_data(batch.X, name)
         return batch
@@ -259,9 +259,12 @@ class _BaseHMM(VBEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features), or list of 2-D arrays
             The rows of all sequences concatenated (hmmlearn's convention), or one array per
-            sequence (then ``lengths`` must be None).
+            sequence (then ``lengths`` must be None). Sparse X is densified for
+            ``obs="mult"``/``"bern"`` (the forward-backward kernels read dense rows; a dense
+            copy of X is made once) and refused with a
+            :class:`~bnpcore.exceptions.DataError` for the Gaussian and auto-regressive models.
         lengths : array-like of int or None
             Length of every sequence (positive, summing to ``len(X)``); None is one sequence.
 
@@ -290,10 +293,11 @@ class _BaseHMM(VBEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features), or list of 2-D arrays
             The rows of the batch's sequences concatenated (hmmlearn's convention), or one
             array per sequence (then ``lengths`` must be None). A sequence must not be split
-            across calls: each call's sequences are whole.
+            across calls: each call's sequences are whole. Sparse X is densified for
+            ``obs="mult"``/``"bern"`` and refused for the other models, as in :meth:`fit`.
         lengths : array-like of int or None
             Length of every sequence of the batch (positive, summing to ``len(X)``); None is
             one sequence.
@@ -314,13 +318,13 @@ class _BaseHMM(VBEstimator):
         self._check_feature_names(X)
         if self.obs == "ar_gauss":
             Y, lens = ar_rows(X, lengths, n_features=self.n_features_in_)
-            return SequenceBatches(Y, lens, 1, n_features=2 * self.n_features_in_).get(0)
+            return SequenceBatches(Y, lens, 1, n_features=2 * self.n_features_in_, obs=self.obs).get(0)
         if is_sequence_list(X):
-            src = SequenceBatches(X, lengths, 1, n_features=self.n_features_in_)
+            src = SequenceBatches(X, lengths, 1, n_features=self.n_features_in_, obs=self.obs)
         else:
-            Xa = check_array(X, name="X", n_features=self.n_features_in_)
+            Xa = check_array(X, name="X", n_features=self.n_features_in_, obs=self.obs)
             lens = np.array([Xa.shape[0]]) if lengths is None else check_lengths(lengths, Xa.shape[0], rows_name="X")
-            src = SequenceBatches(Xa, lens, 1, n_features=self.n_features_in_)
+            src = SequenceBatches(Xa, lens, 1, n_features=self.n_features_in_, obs=self.obs)
         batch = src.get(0)
         self.obs_model_.core.check_data(batch.X, "X")
         return SeqBatch(self.obs_model_.to_model(batch.X), batch.seq_range)
@@ -338,8 +342,10 @@ class _BaseHMM(VBEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
-            The rows of all sequences concatenated, or one array per sequence.
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features), or list of 2-D arrays
+            The rows of all sequences concatenated, or one array per sequence. Sparse X is
+            densified for ``obs="mult"``/``"bern"`` and refused for the other models, as in
+            :meth:`fit`.
         lengths : array-like of int or None
             Length of every sequence (summing to ``len(X)``); None is one sequence.
 
@@ -367,8 +373,10 @@ class _BaseHMM(VBEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
-            The rows of all sequences concatenated, or one array per sequence.
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features), or list of 2-D arrays
+            The rows of all sequences concatenated, or one array per sequence. Sparse X is
+            densified for ``obs="mult"``/``"bern"`` and refused for the other models, as in
+            :meth:`fit`.
         lengths : array-like of int or None
             Length of every sequence (summing to ``len(X)``); None is one sequence.
 
@@ -390,8 +398,10 @@ class _BaseHMM(VBEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
-            The rows of all sequences concatenated, or one array per sequence.
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features), or list of 2-D arrays
+            The rows of all sequences concatenated, or one array per sequence. Sparse X is
+            densified for ``obs="mult"``/``"bern"`` and refused for the other models, as in
+            :meth:`fit`.
         lengths : array-like of int or None
             Length of every sequence (summing to ``len(X)``); None is one sequence.
 
@@ -412,8 +422,10 @@ class _BaseHMM(VBEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
-            The rows of all sequences concatenated, or one array per sequence.
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features), or list of 2-D arrays
+            The rows of all sequences concatenated, or one array per sequence. Sparse X is
+            densified for ``obs="mult"``/``"bern"`` and refused for the other models, as in
+            :meth:`fit`.
         lengths : array-like of int or None
             Length of every sequence (summing to ``len(X)``); None is one sequence.
 
@@ -429,8 +441,10 @@ class _BaseHMM(VBEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), or list of 2-D arrays
-            The rows of all sequences concatenated, or one array per sequence.
+        X : array-like or scipy.sparse matrix of shape (n_samples, n_features), or list of 2-D arrays
+            The rows of all sequences concatenated, or one array per sequence. Sparse X is
+            densified for ``obs="mult"``/``"bern"`` and refused for the other models, as in
+            :meth:`fit`.
         lengths : array-like of int or None
             Length of every sequence (summing to ``len(X)``); None is one sequence.
 
