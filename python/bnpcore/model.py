@@ -152,8 +152,13 @@ class Model:
             return np.log(self.alloc.weights(glob))
 
     def score_samples(self, X, glob: SuffStats, n_threads=None) -> np.ndarray:
-        """Plug-in mixture log density ``log Σ_k w_k F(x_n | φ̂_k)``."""
+        """Plug-in mixture log density ``log Σ_k w_k F(x_n | φ̂_k)``, with the per-row constant the
+        kernel leaves out (the multinomial coefficient for ``obs="mult"``,
+        :meth:`~bnpcore.obs.ObsModel.log_density_constant`)."""
+        constant = getattr(self.obs, "log_density_constant", None)
+        constant = None if constant is None else constant(X)
         if _is_sparse(X):
             X = _csr_tuple(X)  # CSR rows read by the Rust kernel: O(nnz K)
         logp = self.obs.core.log_density(X, glob.N, glob.S, n_threads=n_threads)
-        return logsumexp(logp + self.log_weights(glob), axis=1)
+        out = logsumexp(logp + self.log_weights(glob), axis=1)
+        return out if constant is None else out + constant

@@ -14,7 +14,7 @@ import numpy as np
 from bnpcore import _core
 from bnpcore.exceptions import DataError, ParameterError
 
-__all__ = ["OBS_KINDS", "SHIFT_RATIO", "ObsModel", "ar_rows", "check_magnitude", "data_shift", "default_prior"]
+__all__ = ["OBS_KINDS", "SHIFT_RATIO", "ObsModel", "ar_rows", "check_magnitude", "data_shift", "default_prior", "log_multinomial_coefficient"]
 
 OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 
@@ -78,6 +78,39 @@ def check_magnitude(kind: str, X, name: str = "X") -> None:
                 f"`{name}` holds counts too large to add up (max count = {np.abs(X).max():.3g}): their sums "
                 "overflow float64, so no multinomial summary can be formed; rescale the counts"
             )
+
+
+def log_multinomial_coefficient(X) -> np.ndarray:
+    r"""Log multinomial coefficient :math:`\log\big(n!/\prod_v x_v!\big)`, :math:`n=\sum_v x_v`, of each row.
+
+    The term of the multinomial log-probability that does not depend on the word probabilities:
+    the kernels' plug-in ``log_density`` and the objective leave it out (``h = 0`` for
+    ``obs="mult"``); ``score_samples``/``score`` of the mixtures and HMMs add it, so their values
+    are log-probabilities of the count vectors (as :func:`scipy.stats.multinomial.logpmf`).
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n_samples, n_features)
+        Non-negative integer counts (validated by the caller). Sparse rows are read as CSR,
+        never densified: O(nnz).
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+    """
+    from scipy.special import gammaln
+
+    if hasattr(X, "tocsr") and hasattr(X, "nnz"):
+        X = X.tocsr()
+        if not X.has_canonical_format:  # duplicate entries add up before the factorial
+            X = X.copy()
+            X.sum_duplicates()
+        n = np.asarray(X.sum(axis=1), dtype=np.float64).ravel()
+        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        log_fact = np.bincount(rows, weights=gammaln(np.asarray(X.data, dtype=np.float64) + 1.0), minlength=X.shape[0])
+        return gammaln(n + 1.0) - log_fact
+    X = np.asarray(X, dtype=np.float64)
+    return gammaln(X.sum(axis=1) + 1.0) - gammaln(X + 1.0).sum(axis=1)
 
 
 def ar_rows(X, lengths=None, n_features=None):
@@ -363,6 +396,15 @@ class ObsModel:
         if self.shift is None:
             return X
         return np.ascontiguousarray(X - self.shift)
+
+    def log_density_constant(self, X):
+        """Per-row term of the log density that the kernels' ``log_density`` leaves out (it does
+        not depend on the parameters): :func:`log_multinomial_coefficient` for ``"mult"``, None
+        for the other models (their ``log_density`` is complete). Added by ``score_samples`` and
+        ``score``; never part of the objective."""
+        if self.kind == "mult":
+            return log_multinomial_coefficient(X)
+        return None
 
     @classmethod
     def from_data(cls, kind: str, X: np.ndarray, **hyper) -> ObsModel:

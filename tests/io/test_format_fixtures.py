@@ -19,6 +19,7 @@ import pytest
 from bnpcore import DPMixture, FiniteMixture
 from bnpcore.exceptions import ConvergenceWarning, ModelFileError
 from bnpcore.io import FORMAT_VERSION
+from scipy.special import gammaln
 
 DATA = pathlib.Path(__file__).with_name("data")
 FIXTURES = [
@@ -53,7 +54,11 @@ def test_saved_file_loads_and_predicts_the_same(stem, cls, version):
     X = expected["X"]
     assert np.array_equal(est.predict(X), expected["predict"])
     np.testing.assert_allclose(est.predict_proba(X), expected["predict_proba"], rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(est.score_samples(X), expected["score_samples"], rtol=1e-12)
+    want = expected["score_samples"]
+    if est.obs == "mult":
+        # the files' bnpcore left the multinomial coefficient out of score_samples; it is in now
+        want = want + gammaln(X.sum(axis=1) + 1) - gammaln(X + 1).sum(axis=1)
+    np.testing.assert_allclose(est.score_samples(X), want, rtol=1e-12)
     np.testing.assert_allclose(est.weights_, expected["weights"], rtol=1e-12)
     assert est.elbo_ == pytest.approx(float(expected["elbo"]), rel=1e-12)
     assert est.n_components_ == int(expected["n_components"])

@@ -2,7 +2,7 @@
 held-out score."""
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy.special import gammaln, logsumexp
 
 from .alloc import (
     _check_alloc,
@@ -69,6 +69,9 @@ def raw_elbo(kind, prior, alloc, gamma, X, R, N_post=None, S_post=None):
 def score_samples(kind, weights, point_estimates_dict, X):
     """Plug-in mixture log density: log sum_k w_k F(x_n | phi_hat_k).
 
+    For mult, F is the multinomial probability of the counts: log_density (sum_v x_v ln beta_kv)
+    plus the multinomial coefficient ln(n!/prod_v x_v!), n = sum_v x_v, which does not depend on k.
+
     Returns
     -------
     ndarray of shape (n_samples,)
@@ -77,4 +80,8 @@ def score_samples(kind, weights, point_estimates_dict, X):
     log_f = log_density(kind, point_estimates_dict, X)
     with np.errstate(divide="ignore"):
         log_w = np.log(w)
-    return logsumexp(log_f + log_w[None, :], axis=1)
+    out = logsumexp(log_f + log_w[None, :], axis=1)
+    if kind == "mult":
+        X = np.atleast_2d(np.asarray(X, dtype=float))
+        out = out + gammaln(X.sum(axis=1) + 1.0) - gammaln(X + 1.0).sum(axis=1)
+    return out

@@ -329,6 +329,13 @@ class _BaseHMM(VBEstimator):
         self.obs_model_.core.check_data(batch.X, "X")
         return SeqBatch(self.obs_model_.to_model(batch.X), batch.seq_range)
 
+    def _log_density_constant(self, batch: SeqBatch) -> float:
+        """Sum over the rows of the emission term the kernels leave out (the multinomial
+        coefficient for ``obs="mult"``, :meth:`~bnpcore.obs.ObsModel.log_density_constant`): the
+        same for every state, so it shifts the log-likelihoods and not the states or marginals."""
+        constant = self.obs_model_.log_density_constant(batch.X)
+        return 0.0 if constant is None else float(np.sum(constant))
+
     def _plugin(self, batch: SeqBatch):
         """Emission log-densities at the point estimates, log start and log transition
         probabilities of the fitted model (hmmlearn's point-estimate semantics)."""
@@ -366,7 +373,7 @@ class _BaseHMM(VBEstimator):
         return np.insert(a, first, a[first], axis=0)
 
     def decode(self, X, lengths=None):
-        """The most likely state path by Viterbi at the point estimates (hmmlearn's ``decode``).
+        r"""The most likely state path by Viterbi at the point estimates (hmmlearn's ``decode``).
 
         For ``obs="ar_gauss"`` the path is conditional on each sequence's first step, whose
         state is that of the second.
@@ -383,14 +390,16 @@ class _BaseHMM(VBEstimator):
         Returns
         -------
         log_prob : float
-            Log probability of the best path (summed over sequences).
+            Log probability :math:`\log p(x, z^*)` of the best path (summed over sequences);
+            for ``obs="mult"`` the emissions are probabilities of the count vectors, with the
+            multinomial coefficient (as in :meth:`score`).
         states : ndarray of int64, shape (n_samples,)
             State of every time step.
         """
         batch = self._sequences(X, lengths)
         logB, ls, lt = self._plugin(batch)
         states, score = _core.viterbi(logB, batch.seq_range, ls, lt, n_threads=self.n_threads)
-        return float(np.sum(score)), self._ar_full(batch, np.asarray(states, dtype=np.int64))
+        return float(np.sum(score)) + self._log_density_constant(batch), self._ar_full(batch, np.asarray(states, dtype=np.int64))
 
     def score_samples(self, X, lengths=None):
         r"""Log-likelihood and posterior state marginals by forward-backward at the point
@@ -408,14 +417,17 @@ class _BaseHMM(VBEstimator):
         Returns
         -------
         log_prob : float
-            :math:`\sum_s \log p(x^{(s)})` over the sequences (nats).
+            :math:`\sum_s \log p(x^{(s)})` over the sequences (nats). For ``obs="mult"`` the
+            emission of a step is the probability of its count vector, multinomial coefficient
+            :math:`\log(n!/\prod_v x_v!)` included (as :func:`scipy.stats.multinomial.logpmf` and
+            hmmlearn's ``MultinomialHMM``; the objective ``elbo_`` leaves it out).
         posteriors : ndarray of shape (n_samples, K)
             :math:`p(z_t = k \mid x)` of every time step; rows sum to 1.
         """
         batch = self._sequences(X, lengths)
         logB, ls, lt = self._plugin(batch)
         out = _core.forward_backward(logB, batch.seq_range, ls, lt, return_resp=True, n_threads=self.n_threads)
-        return float(out["log_z_sum"]), self._ar_full(batch, np.asarray(out["resp"]))
+        return float(out["log_z_sum"]) + self._log_density_constant(batch), self._ar_full(batch, np.asarray(out["resp"]))
 
     def score(self, X, lengths=None) -> float:
         """Log-likelihood of ``X`` by the forward algorithm at the point estimates.
@@ -432,7 +444,8 @@ class _BaseHMM(VBEstimator):
         Returns
         -------
         log_prob : float
-            Total over the sequences (nats), as hmmlearn's ``score``.
+            Total over the sequences (nats), as hmmlearn's ``score``; for ``obs="mult"`` with
+            the multinomial coefficient of every step (see :meth:`score_samples`).
         """
         return self.score_samples(X, lengths)[0]
 

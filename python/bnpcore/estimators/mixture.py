@@ -427,6 +427,11 @@ class _BaseMixture(VBEstimator):
         r"""Plug-in log density :math:`\log\sum_k w_k F(x_n\mid\hat\phi_k)` of each row, with
         ``weights_`` and the posterior-mean parameters (``means_``, ``covariances_``).
 
+        For ``obs="mult"``, :math:`F` is the multinomial probability of the row's counts
+        including the coefficient :math:`\log(n!/\prod_v x_v!)`, :math:`n=\sum_v x_v` (as
+        :func:`scipy.stats.multinomial.logpmf`); the objective ``elbo_`` leaves that constant
+        out. For ``obs="bern"`` it is the product of Bernoulli probabilities.
+
         Parameters
         ----------
         X : array-like or scipy.sparse matrix of shape (n_samples, n_features)
@@ -453,7 +458,8 @@ class _BaseMixture(VBEstimator):
         Returns
         -------
         score : float
-            Mean of :meth:`score_samples` (nats per row); higher is better.
+            Mean of :meth:`score_samples` (nats per row, the multinomial coefficient included
+            for ``obs="mult"``); higher is better.
         """
         return float(np.mean(self.score_samples(X)))
 
