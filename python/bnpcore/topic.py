@@ -42,7 +42,7 @@ from collections import OrderedDict
 import numpy as np
 
 from bnpcore import _core
-from bnpcore.exceptions import NumericalError, ParameterError
+from bnpcore.exceptions import DataError, NumericalError
 from bnpcore.stats import SuffStats
 
 __all__ = ["HDPTopicAlloc", "LDAAlloc", "TopicModel", "TruncationFreeHDPAlloc", "csr_rows_dense", "init_topic_stats"]
@@ -450,6 +450,18 @@ def _kmeanspp_docs(X, K: int, prior_count: float, rng) -> np.ndarray:
     return np.asarray(chosen, dtype=np.int64)
 
 
+def _redrawn_topics(S: np.ndarray, n_new: int, rng) -> np.ndarray:
+    """``n_new`` extra initial topics from the rows of ``S`` (topics of distinct documents):
+    rows taken in rounds of a random permutation, each a draw from the Dirichlet whose
+    parameters are that row, scaled to the row's total (a Gamma draw per word, normalised)."""
+    n = S.shape[0]
+    rows = np.concatenate([rng.permutation(n) for _ in range(-(-n_new // n))])[:n_new]
+    base = S[rows]
+    out = rng.gamma(base)
+    out *= base.sum(axis=1, keepdims=True) / out.sum(axis=1, keepdims=True)
+    return out
+
+
 def init_topic_stats(X0, n_components: int, init: str, rng, *, n_docs: float, prior_count: float, smoothing: float = INIT_SMOOTHING) -> SuffStats:
     """Summaries of ``n_components`` initial topics, each built from one document of ``X0``
     (``"random_docs"``: uniformly without replacement; ``"kmeans++"``: Bregman k-means++ on
@@ -464,25 +476,44 @@ def init_topic_stats(X0, n_components: int, init: str, rng, *, n_docs: float, pr
     documents keep spurious topics (a local optimum of the objective). On the toy bars
     (``make_bars``, K = 50, merge + delete) s = 0 ends about 2·10⁴ nats below the optimum
     reached from the true topics, s = 5 within about 1.5·10³ nats (measured for this
-    implementation, not a number from the literature)."""
+    implementation, not a number from the literature).
+
+    With fewer non-empty documents in ``X0`` than ``n_components``, every non-empty document
+    gives one topic as above (in the order of ``init``) and each further topic is a random
+    redraw of one of them: documents taken in rounds of a random permutation, the topic a
+    draw from :math:`\\mathrm{Dir}(S_d)` scaled to the same total :math:`(1+s)T_d` (a fresh
+    perturbation each time, so no two topics are equal). Corpora with enough documents draw
+    nothing more from ``rng``: their initial topics are those of the documents alone.
+
+    Raises
+    ------
+    DataError
+        If ``X0`` holds no words (every document empty): the corpus itself, or the
+        ``init_subsample`` documents read from it when ``X0`` holds fewer than ``n_docs``."""
     T = np.asarray(X0.sum(axis=1)).ravel()
     usable = np.flatnonzero(T > 0)
-    if n_components > usable.size:
-        raise ParameterError(
-            f"`n_components`={n_components} exceeds the number of non-empty documents available for initialisation ({usable.size})"
-        )
+    if usable.size == 0:
+        if X0.shape[0] < n_docs:
+            raise DataError(
+                f"`X`: the {X0.shape[0]} documents read to initialise the topics (`init_subsample`) hold no words; "
+                "raise init_subsample"
+            )
+        raise DataError("`X` holds no words (every document is empty)")
+    n_base = min(int(n_components), usable.size)
     if init == "random_docs":
-        idx = usable[rng.choice(usable.size, size=n_components, replace=False)]
+        idx = usable[rng.choice(usable.size, size=n_base, replace=False)]
     elif init == "kmeans++":
         from bnpcore._validation import make_csr
 
         sub = X0[usable] if usable.size < X0.shape[0] else X0
         sub = make_csr(sub.data, sub.indices, sub.indptr, sub.shape)
-        idx = usable[_kmeanspp_docs(sub, n_components, prior_count, rng)]
+        idx = usable[_kmeanspp_docs(sub, n_base, prior_count, rng)]
     else:  # pragma: no cover - validated by the estimator
         raise ValueError(init)
     S = csr_rows_dense(X0, idx)
     S += float(smoothing) * S.sum(axis=1, keepdims=True) / S.shape[1]
+    if n_components > n_base:
+        S = np.vstack([S, _redrawn_topics(S, int(n_components) - n_base, rng)])
     K = n_components
     extra = {"D": float(n_docs), "P": np.zeros(K), "P_rem": 0.0, "Q0": 0.0, "Q": np.zeros(K), "Q_rem": 0.0}
     return SuffStats(S.sum(axis=1), S, np.zeros(K), 0.0, np.arange(K, dtype=np.int64), extra)

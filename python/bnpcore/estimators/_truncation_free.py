@@ -203,18 +203,26 @@ class TruncationFreeMixin:
                     delattr(self, name)
         n = 0
         for b, Xb in enumerate(batches):
-            self._partial_fit_truncation_free(Xb, name=f"X (batch {b})")
+            self._partial_fit_truncation_free(Xb, name=f"X (batch {b})", allow_empty=True)
             n += 1
         if n == 0:
             raise DataError("`X` is an empty iterable of batches")
+        if not np.sum(self.state_.stats.S) > 0:  # every batch was empty (and nothing was fitted before)
+            for name in ("state_", "summaries_"):
+                delattr(self, name)
+            raise DataError("`X` has no tokens: truncation-free SVI needs at least one word")
         self.n_iter_ = n
         return self
 
-    def _partial_fit_truncation_free(self, X, name: str = "X"):
+    def _partial_fit_truncation_free(self, X, name: str = "X", allow_empty: bool = False):
+        """One batch; an unfitted model refuses a batch without a word unless ``allow_empty``
+        (a stream's first batches, checked once the stream ends)."""
         Xb = _as_int_csr(self._check_batch(X, name), name)
         fitted = hasattr(self, "state_")
         if fitted and not getattr(self.state_, "truncation_free", None):
             raise ParameterError("partial_fit cannot continue a fit of another algorithm with algorithm='truncation_free'")
+        if not fitted and not allow_empty and not Xb.data.sum() > 0:
+            raise DataError(f"`{name}` has no tokens: truncation-free SVI needs at least one word")
         if not fitted:
             self._tf_start(Xb.shape[1], 0)
         st = self.state_

@@ -566,7 +566,10 @@ _DOC_COMMON = """
         and no move was accepted.
     init : {"random_docs", "kmeans++"}, default="random_docs"
         Initial topics: the word counts of ``n_components`` random documents, or of documents
-        chosen by Bregman (KL) k-means++.
+        chosen by Bregman (KL) k-means++. With fewer non-empty documents than topics (among
+        the ``init_subsample`` read), every non-empty document gives one topic and each
+        further topic is a random redraw of one of them (a Dirichlet draw around it; seeded
+        by ``random_state``; :func:`bnpcore.topic.init_topic_stats`).
     init_subsample : int, default=100000
         Documents read to choose the initial topics.
     moves : None or subset of ("birth", "merge", "delete")
@@ -669,7 +672,8 @@ class HDPTopicModel(TruncationFreeMixin, _BaseTopicModel):
         remove redundant ones), 50 otherwise. On the toy bars and on gensim's Lee corpus,
         growing from one topic by births reaches markedly better optima than shrinking from
         50 random-document topics (Lee: objective about 4 % higher, held-out score −7.49 vs
-        −7.62 nats per token; see docs/topic_models.md).
+        −7.62 nats per token; see docs/topic_models.md). It may exceed the number of
+        documents (see ``init``).
     alpha : float, default=0.5
         Document-level concentration.
     gamma : float, default=10.0
@@ -842,7 +846,7 @@ class FiniteTopicModel(_BaseTopicModel):
     Parameters
     ----------
     n_components : int, default=10
-        Number of topics K.
+        Number of topics K; it may exceed the number of documents (see ``init``).
     alpha : float, default=0.5
         Total document concentration: each of the K topics gets the Dirichlet pseudocount
         ``alpha / K``.
