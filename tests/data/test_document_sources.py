@@ -396,6 +396,41 @@ def test_bad_bag_of_words_documents(doc, exc_type, match):
     expect(exc_type, match, BagOfWordsBatches, docs, n_vocab=25)
 
 
+@pytest.mark.parametrize(
+    "doc,match",
+    [
+        ([("3", 1)], r"document 2 has word id '3' of type str; word ids and counts must be integers"),
+        ([(0, 1), (True, 1)], r"document 2 has word id True of type bool"),
+        ([(1, "2")], r"document 2 has count '2' of type str"),
+        ([(1, 2), (4, False)], r"document 2 has count False of type bool"),
+        (np.array([[1, 1]], dtype=bool), r"document 2 has word id True of type bool"),
+        (np.array([["1", "1"]]), r"document 2 has word id '1' of type str"),
+    ],
+)
+@pytest.mark.parametrize("n_vocab", [25, None])
+def test_word_ids_and_counts_must_be_numbers_not_str_or_bool(doc, match, n_vocab):
+    docs = as_bow(corpus(n_docs=6))
+    docs[2] = doc
+    expect(DataError, f"`X`: {match}", BagOfWordsBatches, docs, n_vocab=n_vocab)
+
+
+@pytest.mark.parametrize("word_id,shown", [(10**12, "1000000000000"), (1e20, r"1e\+20"), (10**20, r"1e\+20"), (2**31 - 1, "2147483647")])
+def test_word_ids_beyond_the_largest_vocabulary(word_id, shown):
+    docs = as_bow(corpus(n_docs=4))
+    docs[1] = [(0, 1), (word_id, 2)]
+    match = rf"`X`: document 1 has word id {shown}; word ids must be integers in 0\.\.2147483646 \(a vocabulary has at most 2147483647 words\)"
+    expect(DataError, match, BagOfWordsBatches, docs)
+    expect(DataError, match, bow_to_csr, docs, 3 * 10**9)
+    docs[1] = [(0, 1), (2**31 - 2, 2)]  # the largest id: accepted (the vocabulary is not built here)
+    assert bow_to_csr(docs[1:2], 2**31 - 1).shape == (1, 2**31 - 1)
+
+
+def test_integral_float_word_ids_and_numpy_numbers_are_accepted():
+    docs = [[(3.0, 2), (np.int32(1), np.float64(1.0))], np.array([[0.0, 4.0]]), [(np.uint8(2), np.int64(1))]]
+    A = bow_to_csr(docs, 4)
+    np.testing.assert_array_equal(A.toarray(), [[0, 1, 0, 2], [4, 0, 0, 0], [0, 0, 1, 0]])
+
+
 def test_bag_of_words_corpus_errors():
     docs = as_bow(corpus(n_docs=6))
     expect(ParameterError, "`X` is an iterator", BagOfWordsBatches, iter(docs))

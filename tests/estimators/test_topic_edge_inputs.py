@@ -1,5 +1,5 @@
-"""Topic models at the edges of their input: corpora with fewer documents than topics and
-corpora without a word."""
+"""Topic models at the edges of their input: corpora with fewer documents than topics, corpora
+without a word and bag-of-words ids that are not integers or beyond any vocabulary."""
 
 from __future__ import annotations
 
@@ -125,3 +125,15 @@ def test_truncation_free_stream_of_empty_batches_holds_no_words(bars):
     # an empty first batch of a stream is fine when a later one has words
     m = HDPTopicModel(algorithm="truncation_free", random_state=0).fit(iter([E, bars[:10]]))
     assert m.summaries_.K >= 1 and np.isfinite(m.transform(bars[:2])).all()
+
+
+# ----------------------------------------------------------------------- bag-of-words ids
+@pytest.mark.parametrize("doc,match", [([("3", 2)], r"word id '3' of type str"), ([(True, 2)], r"word id True of type bool"),
+                                       ([(10**12, 2)], r"word id 1000000000000; word ids must be integers in 0\.\.2147483646"),
+                                       ([(1e20, 2)], r"word id 1e\+20; word ids must be integers in 0\.\.2147483646")])
+def test_bag_of_words_ids_that_are_no_word_ids(doc, match):
+    docs = [[(0, 1), (1, 3)], doc]
+    with pytest.raises(DataError, match=rf"`X`: document 1 has {match}"):
+        HDPTopicModel(max_laps=1).fit(docs)
+    with pytest.raises(DataError, match=rf"`X`: document 1 has {match}"):
+        FiniteTopicModel(max_laps=1).partial_fit(docs)

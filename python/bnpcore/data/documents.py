@@ -21,12 +21,16 @@ Four inputs are accepted (:func:`document_source` picks the right class):
   ``docs_per_batch`` documents (streaming).
 
 Counts are validated (finite, non-negative integers, word ids below the vocabulary size) with
-errors naming the argument, the document and the word id. Zero counts (explicit zeros stored in
-a sparse matrix, ``(word_id, 0)`` pairs) are dropped: they change no batch, fit or score.
+errors naming the argument, the document and the word id; in bag-of-words documents ids and
+counts must be numbers (ints, or integral floats; not bools or strings) and ids below
+:data:`MAX_N_VOCAB`. Zero counts (explicit zeros stored in a sparse matrix, ``(word_id, 0)``
+pairs) are dropped: they change no batch, fit or score.
 """
 
 from __future__ import annotations
 
+import itertools
+import numbers
 import os
 
 import numpy as np
@@ -314,26 +318,58 @@ class DocumentListBatches:
 
 
 # --------------------------------------------------------------------------- bag-of-words corpora
+#: largest vocabulary a bag-of-words corpus may imply: word ids lie in ``0..MAX_N_VOCAB - 1``
+#: (int32 indices, as in scipy.sparse and gensim; a larger id is a corrupt document, and the
+#: vocabulary's dense topic rows would not fit in memory anyway)
+MAX_N_VOCAB = 2**31 - 1
+
+
+def _fmt_id(x: float) -> str:
+    return str(int(x)) if x == np.floor(x) and abs(x) < 2**63 else f"{x:g}"
+
+
+def _non_number(items, d: int, name: str) -> DataError:
+    """The error for the first word id or count of a document's (word_id, count) pairs that is
+    not a real number (a str, a bool, ...)."""
+    for pair in items:
+        for what, x in zip(("word id", "count"), pair):
+            if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
+                return DataError(f"`{name}`: document {d} has {what} {x!r} of type {type(x).__name__}; word ids and counts must be integers")
+    raise AssertionError("no such item")  # pragma: no cover
+
+
 def _parse_doc(doc, d: int, n_vocab: int | None, name: str):
-    """(word ids, counts) of one bag-of-words document, validated."""
+    """(word ids, counts) of one bag-of-words document, validated: ids and counts must be
+    numbers of integer value (ints, or floats such as ``2.0``; not bools or strings), ids in
+    ``0..n_vocab - 1`` (``n_vocab`` None: below :data:`MAX_N_VOCAB`)."""
     try:
-        arr = np.asarray(doc, dtype=np.float64)
+        arr = np.asarray(doc)
     except (TypeError, ValueError):
         raise DataError(f"`{name}`: document {d} is not a list of (word_id, count) pairs") from None
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
     if arr.ndim != 2 or arr.shape[1] != 2:
         raise DataError(f"`{name}`: document {d} is not a list of (word_id, count) pairs (got shape {arr.shape})")
+    # numpy casts bools among numbers to numbers, and numbers next to a str to str: the types
+    # of a list's items tell (of an array's, unless it is numeric)
+    items = arr.tolist() if isinstance(doc, np.ndarray) else doc
+    if arr.dtype.kind not in "iuf" or items is doc:
+        types = set(map(type, itertools.chain.from_iterable(items)))
+        if not all(issubclass(t, numbers.Real) and not issubclass(t, (bool, np.bool_)) for t in types):
+            raise _non_number(items, d, name)
+    try:
+        arr = arr.astype(np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise DataError(f"`{name}`: document {d} is not a list of (word_id, count) pairs of numbers") from None
     ids, counts = arr[:, 0], arr[:, 1]
     if not np.isfinite(arr).all():
         raise NonFiniteError(f"`{name}`: document {d} contains NaN or infinity")
-    bad = (ids < 0) | (ids != np.floor(ids))
-    if n_vocab is not None:
-        bad |= ids >= n_vocab
+    limit = MAX_N_VOCAB if n_vocab is None else min(int(n_vocab), MAX_N_VOCAB)
+    bad = (ids < 0) | (ids != np.floor(ids)) | (ids >= limit)
     if bad.any():
         j = ids[np.flatnonzero(bad)[0]]
-        limit = f"0..{n_vocab - 1}" if n_vocab is not None else "a non-negative integer"
-        raise DataError(f"`{name}`: document {d} has word id {j:g}; word ids must be integers in {limit}")
+        why = "" if n_vocab is not None and limit == n_vocab else f" (a vocabulary has at most {MAX_N_VOCAB} words)"
+        raise DataError(f"`{name}`: document {d} has word id {_fmt_id(j)}; word ids must be integers in 0..{limit - 1}{why}")
     if counts.min() < 0:
         raise DataError(f"`{name}` must hold non-negative counts; document {d} has {counts.min():g}")
     if np.any(counts != np.floor(counts)):
