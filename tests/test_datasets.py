@@ -335,6 +335,38 @@ def test_plot_clusters_2d_returns_figure(pyplot):
         plot_clusters_2d(X[:, :1], y)
 
 
+@pytest.mark.parametrize("bad", [-1, 0, 2.5, "3", True])
+def test_plot_integer_arguments_must_be_positive_integers(pyplot, bad):
+    from bnpcore.exceptions import ParameterError
+    from bnpcore.plotting import plot_patch_components, plot_segmentation, plot_topics, plot_transitions
+
+    rng = np.random.default_rng(0)
+    topics = SimpleNamespace(topics_=rng.dirichlet(np.ones(16), size=6), counts_=np.arange(6.0, 0.0, -1.0))
+    for kw in ({"n_show": bad}, {"n_words": bad}):
+        with pytest.raises(ParameterError, match=f"`{next(iter(kw))}` must be"):
+            plot_topics(topics, **kw)
+    with pytest.raises(ParameterError, match="`min_count` must be a finite number"):
+        plot_topics(topics, min_count="1")
+    for kw in ({"n_show": bad}, {"patch_size": bad}):
+        with pytest.raises(ParameterError, match=f"`{next(iter(kw))}` must be"):
+            plot_patch_components(_fake_model(), **kw)
+    for kw in ({"n_show": bad}, {"max_steps": bad}):  # checked before the model is used
+        with pytest.raises(ParameterError, match=f"`{next(iter(kw))}` must be"):
+            plot_segmentation(SimpleNamespace(), np.zeros((5, 1)), **kw)
+    with pytest.raises(ParameterError, match="`annotate` must be a bool"):
+        plot_transitions(SimpleNamespace(), annotate="yes")
+
+
+def test_plot_topics_n_show_draws_that_many_topics(pyplot):
+    rng = np.random.default_rng(0)
+    model = SimpleNamespace(topics_=rng.dirichlet(np.ones(16), size=6), counts_=np.arange(6.0, 0.0, -1.0))
+    from bnpcore.plotting import plot_topics
+
+    for n_show, drawn in ((1, 1), (4, 4), (6, 6), (9, 6), (None, 6)):
+        fig = plot_topics(model, n_show=n_show)
+        assert sum(len(ax.images) for ax in fig.axes) == drawn
+
+
 def test_plot_top_l_mass_draws_one_cdf_per_level(pyplot):
     import warnings
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bnpcore._validation import check_param
+
 __all__ = [
     "plot_clusters_2d",
     "plot_history",
@@ -213,9 +215,13 @@ def plot_patch_components(model, n_show=16, patch_size=8, kind="eigen", ax=None)
     ValueError
         If ``kind`` is unknown, the model lacks the needed attributes, or the number of
         features is not ``patch_size ** 2``.
+    ParameterError
+        If ``n_show`` or ``patch_size`` is not a positive integer.
     """
     if kind not in ("eigen", "mean"):
         raise ValueError(f"kind must be 'eigen' or 'mean', got {kind!r}")
+    check_param("n_show", n_show, kind="int", low=1, low_inclusive=True)
+    check_param("patch_size", patch_size, kind="int", low=1, low_inclusive=True)
     weights = getattr(model, "weights_", None)
     if weights is None:
         raise ValueError("model has no weights_; fit it first")
@@ -233,7 +239,7 @@ def plot_patch_components(model, n_show=16, patch_size=8, kind="eigen", ax=None)
         )
     n_show = int(min(n_show, weights.shape[0]))
     if n_show < 1:
-        raise ValueError("n_show must be at least 1 and the model must have a cluster")
+        raise ValueError("the model has no cluster to show")
     top = np.argsort(-weights, kind="stable")[:n_show]
 
     if kind == "eigen":
@@ -423,13 +429,22 @@ def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=Non
     Returns
     -------
     fig : matplotlib.figure.Figure
+
+    Raises
+    ------
+    ParameterError
+        If ``n_words`` or ``n_show`` is not a positive integer (``n_show`` may be None), or
+        ``min_count`` is not a finite number.
     """
+    check_param("n_words", n_words, kind="int", low=1, low_inclusive=True)
+    check_param("n_show", n_show, kind="int", low=1, low_inclusive=True, allow_none=True)
+    check_param("min_count", min_count, kind="real")
     topics = np.asarray(getattr(model, "topics_", None) if hasattr(model, "topics_") else None)
     if topics is None or topics.ndim != 2:
         raise ValueError("model has no topics_; fit it first")
     counts = np.asarray(getattr(model, "counts_", np.ones(topics.shape[0])), dtype=np.float64)
     order = np.argsort(-counts, kind="stable")
-    order = order[counts[order] >= min_count] if n_show is None else order[: int(n_show)]
+    order = order[counts[order] >= min_count] if n_show is None else order[:n_show]
     if order.size == 0:
         order = np.argsort(-counts, kind="stable")[:1]
     V = topics.shape[1]
@@ -484,9 +499,9 @@ def plot_segmentation(model, X, lengths=None, n_show=4, max_steps=None, true_sta
     model : HDPHMM or FiniteHMM
     X, lengths : the sequences (hmmlearn convention, or a list of 2-D arrays with ``lengths=None``)
     n_show : int
-        Number of sequences drawn.
+        Number of sequences drawn (at most; a positive integer).
     max_steps : int or None
-        Draw at most this many time steps of each sequence.
+        Draw at most this many time steps of each sequence (a positive integer).
     true_states : array-like of int or None
         True state of every row of ``X`` (e.g. from ``make_sticky_hmm``), drawn as a second strip;
         the fitted states are then coloured like the true states they match best.
@@ -494,7 +509,14 @@ def plot_segmentation(model, X, lengths=None, n_show=4, max_steps=None, true_sta
     Returns
     -------
     matplotlib.figure.Figure
+
+    Raises
+    ------
+    ParameterError
+        If ``n_show`` or ``max_steps`` is not a positive integer (``max_steps`` may be None).
     """
+    check_param("n_show", n_show, kind="int", low=1, low_inclusive=True)
+    check_param("max_steps", max_steps, kind="int", low=1, low_inclusive=True, allow_none=True)
     plt = _pyplot()
     from bnpcore._validation import is_sequence_list
 
@@ -561,7 +583,13 @@ def plot_transitions(model, ax=None, annotate=None):
     Returns
     -------
     matplotlib.figure.Figure
+
+    Raises
+    ------
+    ParameterError
+        If ``annotate`` is neither a bool nor None.
     """
+    check_param("annotate", annotate, kind="bool", allow_none=True)
     fig, ax = _figure_and_axes(ax, (5.5, 5))
     T = np.vstack([model.startprob_[None, :], model.transmat_])
     K = T.shape[1]
