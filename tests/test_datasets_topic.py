@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
-from bnpcore import ConvergenceWarning, HDPTopicModel
+from bnpcore import ConvergenceWarning, HDPTopicModel, ParameterError
 from bnpcore.datasets import load_lee_corpus, load_reuters, load_wiki_sample
 
 
@@ -57,3 +57,15 @@ def test_missing_package_raises_import_error(monkeypatch):
         load_lee_corpus()
     with pytest.raises(ImportError, match="pip install gensim"):
         load_wiki_sample()
+
+
+@pytest.mark.parametrize("loader", [load_lee_corpus, load_wiki_sample])
+@pytest.mark.parametrize("min_count", [-1, 1.5, "2", True, None])
+def test_corpus_loaders_check_min_count_before_looking_for_gensim(loader, min_count):
+    with pytest.raises(ParameterError, match="`min_count` must be"):
+        loader(min_count=min_count)
+
+
+def test_lee_corpus_checks_background():
+    with pytest.raises(ParameterError, match="`background` must be a bool"):
+        load_lee_corpus(background="no")

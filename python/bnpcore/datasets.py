@@ -996,6 +996,7 @@ def load_lee_corpus(min_count=2, background=True):
     Parameters
     ----------
     min_count : int, default=2
+        A non-negative integer (0 and 1 keep every word).
     background : bool, default=True
         The 300-document background corpus (``lee_background.cor``); False: the 50-document
         evaluation corpus (``lee.cor``).
@@ -1007,11 +1008,18 @@ def load_lee_corpus(min_count=2, background=True):
 
     Raises
     ------
+    ParameterError
+        If ``min_count`` is not a non-negative integer or ``background`` not a bool (checked
+        before gensim is looked for).
     ImportError
         If gensim is not installed.
     """
     import re
 
+    _check_min_count(min_count)
+    from bnpcore._validation import check_param
+
+    check_param("background", background, kind="bool")
     name = "lee_background.cor" if background else "lee.cor"
     path = _package_file("gensim", "test", "test_data", name, what="load_lee_corpus")
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -1031,6 +1039,7 @@ def load_wiki_sample(min_count=2):
     Parameters
     ----------
     min_count : int, default=2
+        A non-negative integer (0 and 1 keep every word).
 
     Returns
     -------
@@ -1039,13 +1048,23 @@ def load_wiki_sample(min_count=2):
 
     Raises
     ------
+    ParameterError
+        If ``min_count`` is not a non-negative integer (checked before gensim is looked for).
     ImportError
         If gensim is not installed.
     """
+    _check_min_count(min_count)
     path = _package_file("gensim", "test", "test_data", "head500.noblanks.cor", what="load_wiki_sample")
     with open(path, encoding="utf-8", errors="replace") as f:
         docs = [line.split() for line in f if line.strip()]
     return _docs_to_counts(docs, min_count, "wiki")
+
+
+def _check_min_count(min_count) -> None:
+    """``min_count`` of the corpus loaders: a non-negative integer (:class:`ParameterError`)."""
+    from bnpcore._validation import check_param
+
+    check_param("min_count", min_count, kind="int", low=0, low_inclusive=True)
 
 
 def _docs_to_counts(docs, min_count, name):
