@@ -42,41 +42,17 @@ from collections import OrderedDict
 import numpy as np
 
 from bnpcore import _core
-from bnpcore._validation import check_param
-from bnpcore.exceptions import DataError, NumericalError, ParameterError
+from bnpcore.exceptions import DataError, NumericalError
 from bnpcore.stats import SuffStats
 
-__all__ = ["MIN_PRIOR_COUNT", "HDPTopicAlloc", "LDAAlloc", "TopicModel", "TruncationFreeHDPAlloc", "check_prior_count", "csr_rows_dense", "init_topic_stats"]
+__all__ = ["HDPTopicAlloc", "LDAAlloc", "TopicModel", "TruncationFreeHDPAlloc", "csr_rows_dense", "init_topic_stats"]
 
 #: pseudo tokens spread uniformly over the vocabulary per token of an initial topic's document
 #: (:func:`init_topic_stats`)
 INIT_SMOOTHING = 5.0
 
-#: smallest topic-word pseudo-count ``prior_count`` (:func:`check_prior_count`): the Rust
-#: kernels expand ln Γ and ψ around the prior with the trigamma ψ'(λ̄) ≈ 1/λ̄², which overflows
-#: double precision below λ̄ = 1/sqrt(DBL_MAX) ≈ 7.46e-155 (the topic table and the objective
-#: would be NaN); 1e-150 keeps a margin. Such a prior is already 0 in effect: an unseen word's
-#: weight exp(ψ(λ̄)) ≈ exp(−1/λ̄) underflows to 0 for any λ̄ below about 1e-3.
-MIN_PRIOR_COUNT = 1e-150
-
 #: summary fields of the allocation part (besides N, S, H) produced by the document step
 TOPIC_FIELDS = ("D", "P", "P_rem", "Q0", "Q", "Q_rem")
-
-
-def check_prior_count(prior_count) -> float:
-    """``prior_count`` of a topic model: a finite number of at least :data:`MIN_PRIOR_COUNT`.
-
-    Raises
-    ------
-    ParameterError
-        Naming ``prior_count``, with the reason when it is positive but too small."""
-    check_param("prior_count", prior_count, kind="real", low=0)
-    if prior_count < MIN_PRIOR_COUNT:
-        raise ParameterError(
-            f"`prior_count` must be >= {MIN_PRIOR_COUNT:g}, got {prior_count!r}: the expansions around the prior use its trigamma "
-            "(about 1/prior_count**2), which overflows double precision below about 7.5e-155"
-        )
-    return float(prior_count)
 
 
 class HDPTopicAlloc:

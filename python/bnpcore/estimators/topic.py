@@ -18,7 +18,7 @@ from bnpcore.exceptions import DataError, ParameterError, ShapeError
 from bnpcore.io import register_model_type
 from bnpcore.moves.topic import TopicMoveConfig, TopicMoveManager
 from bnpcore.obs import ObsModel
-from bnpcore.topic import HDPTopicAlloc, LDAAlloc, TopicModel, TruncationFreeHDPAlloc, check_prior_count, init_topic_stats
+from bnpcore.topic import HDPTopicAlloc, LDAAlloc, TopicModel, TruncationFreeHDPAlloc, init_topic_stats
 from sklearn.base import TransformerMixin
 
 #: ``n_batches=None`` with a stochastic algorithm: minibatches per pass
@@ -108,7 +108,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         check_param("alpha", self.alpha, kind="real", low=0)
         if hasattr(self, "gamma"):
             check_param("gamma", self.gamma, kind="real", low=0)
-        check_prior_count(self.prior_count)
+        check_param("prior_count", self.prior_count, kind="real", low=0)
         check_param("init", self.init, kind="str", options=INITS)
         check_param("doc_max_iter", self.doc_max_iter, kind="int", low=1, low_inclusive=True)
         check_param("doc_tol", self.doc_tol, kind="real", low=0, low_inclusive=True)
@@ -546,8 +546,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
 
 _DOC_COMMON = """
     prior_count : float, default=0.1
-        Symmetric Dirichlet pseudocount :math:`\\bar\\lambda` of the topic-word distributions,
-        at least 1e-150 (:data:`bnpcore.topic.MIN_PRIOR_COUNT`).
+        Symmetric Dirichlet pseudocount :math:`\\bar\\lambda` of the topic-word distributions.
     algorithm : {"full", "memoized", "stochastic", "auto"}, default="memoized"
         Full-dataset coordinate ascent, memoized (exact objective from cached batch summaries)
         or stochastic variational inference (Hughes thesis §5.4).

@@ -263,7 +263,7 @@ pub fn topic_word_table(lam: ArrayView2<f64>, prior: Option<ArrayView1<f64>>) ->
     if lam.iter().any(|&x| !(x > 0.0) || !x.is_finite()) {
         return Err(Error::data("lam", "every Dirichlet parameter must be finite and > 0"));
     }
-    let near: Option<Vec<(f64, f64, f64)>> = match prior {
+    let near: Option<Vec<(f64, f64, f64, f64)>> = match prior {
         None => None,
         Some(p) => {
             if p.len() != v {
@@ -272,7 +272,13 @@ pub fn topic_word_table(lam: ArrayView2<f64>, prior: Option<ArrayView1<f64>>) ->
             if p.iter().any(|&x| !(x > 0.0) || !x.is_finite()) {
                 return Err(Error::data("prior", "every prior pseudo-count must be finite and > 0"));
             }
-            Some(p.iter().map(|&x| (x, digamma(x), trigamma(x))).collect())
+            // the expansion's bound, or −1 (never) where ψ'(x) overflows (x below ~7.5e-155)
+            Some(
+                p.iter()
+                    .map(|&x| (x, digamma(x), trigamma(x)))
+                    .map(|(x, d0, d1)| (x, d0, d1, if d1.is_finite() { NEAR_PRIOR_TABLE * x } else { -1.0 }))
+                    .collect(),
+            )
         }
     };
     let tot: Vec<f64> = lam.rows().into_iter().map(|r| digamma(r.sum())).collect();
@@ -282,9 +288,9 @@ pub fn topic_word_table(lam: ArrayView2<f64>, prior: Option<ArrayView1<f64>>) ->
             let l = lam[[j, w]];
             let psi = match &near {
                 Some(nr) => {
-                    let (p, d0, d1) = nr[w];
+                    let (p, d0, d1, bound) = nr[w];
                     let delta = l - p;
-                    if delta.abs() <= NEAR_PRIOR_TABLE * p {
+                    if delta.abs() <= bound {
                         d0 + d1 * delta
                     } else {
                         digamma(l)

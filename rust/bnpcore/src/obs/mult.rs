@@ -20,6 +20,9 @@ pub struct Mult {
     /// Per word `(ln Γ(λ̄_v), ψ(λ̄_v), ψ'(λ̄_v)/2)`: `ln Γ(λ̄_v + s)` for `s ≤ NEAR_PRIOR·λ̄_v` as
     /// `ln Γ(λ̄_v) + s (ψ(λ̄_v) + s ψ'(λ̄_v)/2)` ([`Mult::gammaln_post`]).
     near: Vec<[f64; 3]>,
+    /// Per word the bound of the expansion: `NEAR_PRIOR·λ̄_v`, or −1 (never: every summary is
+    /// above it) where `ψ'(λ̄_v)` overflows (`λ̄_v` below ~7.5e-155), whose `0 · ∞` would be NaN.
+    near_thr: Vec<f64>,
     /// `Σ_v ln Γ(λ̄_v)` and `Σ_v λ̄_v` ([`Mult::c_post_pair_sparse`])
     near_sum: f64,
     lam_sum: f64,
@@ -85,16 +88,17 @@ impl Mult {
         }
         let c0 = c_dir(lam.as_slice().expect("contiguous"));
         let near: Vec<[f64; 3]> = lam.iter().map(|&l| [gammaln(l), digamma(l), 0.5 * trigamma(l)]).collect();
+        let near_thr = lam.iter().zip(&near).map(|(&l, n)| if n[2].is_finite() { NEAR_PRIOR * l } else { -1.0 }).collect();
         let near_sum = near.iter().map(|n| n[0]).sum();
         let lam_sum = lam.sum();
-        Ok(Mult { lam, c0, near, near_sum, lam_sum })
+        Ok(Mult { lam, c0, near, near_thr, near_sum, lam_sum })
     }
 
     /// `ln Γ(λ̄_v + s)` for `s ≥ 0` ([`NEAR_PRIOR`]: the expansion for tiny `s`).
     #[inline]
     fn gammaln_post(&self, v: usize, s: f64) -> f64 {
         let [g, d1, d2] = self.near[v];
-        if s <= NEAR_PRIOR * self.lam[v] {
+        if s <= self.near_thr[v] {
             g + s * (d1 + s * d2)
         } else {
             gammaln(s + self.lam[v])
@@ -142,7 +146,7 @@ impl Mult {
             (0..k)
                 .into_par_iter()
                 .filter(|&t| used[t])
-                .map(|t| s.row(t).iter().enumerate().filter(|&(w, &x)| x > NEAR_PRIOR * self.lam[w]).count())
+                .map(|t| s.row(t).iter().enumerate().filter(|&(w, &x)| x > self.near_thr[w]).count())
                 .sum::<usize>()
         };
         if 2 * a.len() < 3 * used.iter().filter(|&&u| u).count() || above() > PAIR_VALUES_MAX {
@@ -174,7 +178,7 @@ impl Mult {
         for (w, &x) in row.iter().enumerate() {
             out.nonneg &= x >= 0.0;
             out.row_sum += x;
-            if x > NEAR_PRIOR * self.lam[w] {
+            if x > self.near_thr[w] {
                 let l = x + self.lam[w];
                 out.list.push((w, [gammaln(l), digamma(l), 0.5 * trigamma(l)]));
             } else {
@@ -230,7 +234,7 @@ impl Mult {
             let lam = self.lam[w];
             let sw = (x + y).max(0.0);
             total += sw + lam;
-            let near = NEAR_PRIOR * lam;
+            let near = self.near_thr[w];
             let ea = (ia < la.len() && la[ia].0 == w).then(|| la[ia].1);
             let eb = (ib < lb.len() && lb[ib].0 == w).then(|| lb[ib].1);
             ia += usize::from(ea.is_some());
