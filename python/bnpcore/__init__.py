@@ -5,12 +5,14 @@ A Rust core (observation models, fused local steps, summaries) driven by a thin 
 """
 
 import os as _os
+from typing import TYPE_CHECKING
 
 from bnpcore import _core
 from bnpcore.estimators.hmm import HDPHMM, FiniteHMM
 from bnpcore.estimators.mixture import DPMixture, FiniteMixture
 from bnpcore.estimators.topic import FiniteTopicModel, HDPTopicModel
 from bnpcore.exceptions import (
+    BackendError,
     BnpcoreError,
     ConvergenceWarning,
     DataError,
@@ -27,6 +29,7 @@ __version__ = _core.__version__
 
 __all__ = [
     "HDPHMM",
+    "BackendError",
     "BnpcoreError",
     "ConvergenceWarning",
     "DPMixture",
@@ -51,17 +54,28 @@ if hasattr(_os, "register_at_fork"):
     _os.register_at_fork(after_in_child=_core._after_fork_in_child)
 
 
-def __getattr__(name):
-    if name == "datasets":
-        import importlib
+if TYPE_CHECKING:  # what the lazy attributes below are, for type checkers
+    from bnpcore import datasets
+    from bnpcore import plotting as plotting
+    from bnpcore.io import load
+else:
 
-        return importlib.import_module("bnpcore.datasets")
-    if name == "load":
-        from bnpcore.io import load
+    def __getattr__(name):
+        # imported on first use: datasets and plotting pull in scikit-learn and matplotlib
+        if name == "datasets":
+            import importlib
 
-        return load
-    if name == "plotting":
-        import importlib
+            return importlib.import_module("bnpcore.datasets")
+        if name == "load":
+            from bnpcore.io import load
 
-        return importlib.import_module("bnpcore.plotting")
-    raise AttributeError(f"module 'bnpcore' has no attribute {name!r}")
+            return load
+        if name == "plotting":
+            import importlib
+
+            return importlib.import_module("bnpcore.plotting")
+        raise AttributeError(f"module 'bnpcore' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"datasets", "load", "plotting"})

@@ -21,6 +21,17 @@ def test_public_names():
     for name in ("DPMixture", "FiniteMixture", "ConvergenceWarning", "ELBODecreaseWarning", "NumericalError"):
         assert name in bnpcore.__all__ and hasattr(bnpcore, name)
     assert isinstance(bnpcore.__version__, str)
+    # every exception class of bnpcore.exceptions is exported; the lazy modules are listed by dir()
+    import inspect
+
+    import bnpcore.exceptions as exc
+
+    for name, obj in vars(exc).items():
+        if inspect.isclass(obj) and issubclass(obj, (Exception, Warning)) and obj.__module__ == exc.__name__:
+            assert name in bnpcore.__all__ and getattr(bnpcore, name) is obj, name
+    assert {"datasets", "load", "plotting", "DPMixture"} <= set(dir(bnpcore))
+    with pytest.raises(AttributeError, match="no attribute 'lod'"):
+        bnpcore.lod  # noqa: B018
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
