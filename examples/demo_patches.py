@@ -77,7 +77,8 @@ def main(argv=None):
 
     print()
     print(f"clusters found: {model.n_components_} (started from {args.n_components})")
-    print(f"laps: {model.n_iter_}, fit time {fit_seconds:.1f} s, final ELBO {model.elbo_:.6g}")
+    status = "converged" if model.converged_ else f"stopped at the demo's cap of {args.laps} laps, not yet converged"
+    print(f"laps: {model.n_iter_} ({status}), fit time {fit_seconds:.1f} s, final ELBO {model.elbo_:.6g}")
 
     history = model.history_
     print()

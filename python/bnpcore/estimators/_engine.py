@@ -78,7 +78,7 @@ def auto_n_batches(n_rows: int) -> int:
     each batch still holds enough rows for the moves' per-batch summaries; beyond 5,000,000
     rows, batches of at most 500,000 rows bound the memory of a batch read from disk. The
     number of laps to convergence hardly depends on the exact number (4, 10 or 20 batches on
-    the 100,000 × 16, 25-cluster benchmark: 28, 28 and 27 laps, the same 25 clusters).
+    the 100,000 × 16, 25-cluster benchmark, seed 0: 19, 18 and 20 laps, the same 25 clusters).
     """
     n = int(n_rows)
     return int(max(1, min(AUTO_MAX_BATCHES, n // AUTO_ROWS_PER_BATCH), -(-n // AUTO_MAX_ROWS_PER_BATCH)))
