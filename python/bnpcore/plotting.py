@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from bnpcore._validation import check_param
+from bnpcore.exceptions import DataError
 
 __all__ = [
     "plot_clusters_2d",
@@ -514,6 +515,8 @@ def plot_segmentation(model, X, lengths=None, n_show=4, max_steps=None, true_sta
     ------
     ParameterError
         If ``n_show`` or ``max_steps`` is not a positive integer (``max_steps`` may be None).
+    DataError
+        If ``true_states`` is not one non-negative integer per row of ``X``.
     """
     check_param("n_show", n_show, kind="int", low=1, low_inclusive=True)
     check_param("max_steps", max_steps, kind="int", low=1, low_inclusive=True, allow_none=True)
@@ -530,7 +533,10 @@ def plot_segmentation(model, X, lengths=None, n_show=4, max_steps=None, true_sta
         # colour fitted states like the true states they overlap most (Hungarian matching)
         from scipy.optimize import linear_sum_assignment
 
-        t = np.asarray(true_states, dtype=np.int64)
+        t = np.asarray(true_states)
+        if t.shape != states.shape or not (np.issubdtype(t.dtype, np.integer) and (t.size == 0 or t.min() >= 0)):
+            raise DataError(f"`true_states` must hold one non-negative integer state per row of `X` ({states.shape[0]}), got shape {t.shape}, dtype {t.dtype}")
+        t = t.astype(np.int64)
         C = np.zeros((int(states.max()) + 1, int(t.max()) + 1))
         np.add.at(C, (states, t), 1.0)
         r, c = linear_sum_assignment(-C)

@@ -221,6 +221,9 @@ def test_plots_of_a_fitted_hmm():
     m = _fit(HDPHMM(n_components=1, kappa=50.0, max_laps=15, random_state=0), X, lengths)
     fig = plot_segmentation(m, X, lengths, n_show=3, true_states=z)
     assert len(fig.axes) == 9
+    for bad in (z[:-1], z.astype(float) + 0.5, np.where(np.arange(z.size) == 3, -1, z)):
+        with pytest.raises(bnpcore.DataError, match="`true_states` must hold one non-negative integer state per row of `X`"):
+            plot_segmentation(m, X, lengths, true_states=bad)
     fig2 = plot_transitions(m)
     img = fig2.axes[0].images[0].get_array()
     assert img.shape == (m.n_components_ + 1, m.n_components_)

@@ -218,7 +218,9 @@ def test_empty_documents_are_allowed():
     "kw, name",
     [
         (dict(alpha=-1.0), "alpha"),
+        (dict(alpha="x"), "`alpha` must be a finite number"),  # before the allocation model reads it
         (dict(gamma=0.0), "gamma"),
+        (dict(gamma="x"), "`gamma` must be a finite number"),
         (dict(prior_count=0), "prior_count"),
         (dict(init="bogus"), "init"),
         (dict(doc_max_iter=0), "doc_max_iter"),
@@ -235,6 +237,12 @@ def test_bad_parameters(bars, kw, name):
     X, _ = bars
     with pytest.raises(ParameterError, match=name):
         HDPTopicModel(**kw).fit(X)
+
+
+def test_finite_topic_model_checks_alpha_by_name(bars):
+    X, _ = bars
+    with pytest.raises(ParameterError, match="`alpha` must be a finite number"):
+        FiniteTopicModel(4, alpha="x").fit(X)
 
 
 def test_finite_topic_model_has_no_moves(bars):

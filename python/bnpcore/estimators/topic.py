@@ -104,10 +104,10 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
 
     # ------------------------------------------------------------------ validation
     def _validate_params(self) -> None:
-        check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True, allow_none=self._make_alloc().nested)
-        check_param("alpha", self.alpha, kind="real", low=0)
+        check_param("alpha", self.alpha, kind="real", low=0)  # before _make_alloc, which reads them
         if hasattr(self, "gamma"):
             check_param("gamma", self.gamma, kind="real", low=0)
+        check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True, allow_none=self._make_alloc().nested)
         check_param("prior_count", self.prior_count, kind="real", low=0)
         check_param("init", self.init, kind="str", options=INITS)
         check_param("doc_max_iter", self.doc_max_iter, kind="int", low=1, low_inclusive=True)
