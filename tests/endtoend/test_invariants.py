@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from _helpers import KINDS, fit_quietly, record_memos, synthetic_data
 from bnpcore import DPMixture, FiniteMixture, _core
+from bnpcore.exceptions import ParameterError
 from bnpcore._reference.local import top_l_local_step
 from scipy.special import betaln
 
@@ -212,6 +213,32 @@ def test_same_seed_same_result_and_thread_count_invariance(kind, alloc, init, ma
     assert not np.array_equal(other.summaries_.S, one.summaries_.S) or not np.array_equal(
         other.history_["elbo"], one.history_["elbo"]
     )
+
+
+def test_huge_thread_counts_are_capped_and_pools_bounded(make_data):
+    """A request for more threads than _core.max_num_threads() runs on that many (the result is
+    the same, at once: 4096 threads took minutes to start), absurd ones are refused by name, and
+    the pools of many different counts are not all kept alive."""
+    import os
+
+    X, _ = make_data("gauss", n=600, seed=3)
+    params = dict(n_components=3, max_laps=2, random_state=0)
+    one = fit_quietly(DPMixture(n_threads=1, **params), X)
+    many = fit_quietly(DPMixture(n_threads=10_000, **params), X)
+    assert_bit_identical(fitted_arrays(one, X), fitted_arrays(many, X))
+    with pytest.raises(ParameterError, match="`n_threads` must be <= 65536"):
+        DPMixture(n_threads=2**70, **params).fit(X)
+    if os.path.isdir("/proc/self/task"):  # Linux: count the process's threads
+        import time
+
+        base = len(os.listdir("/proc/self/task"))
+        for n in range(12, 24):  # 210 threads if every pool were kept
+            fit_quietly(DPMixture(n_threads=n, **params), X)
+        bound = base + 4 * 23  # the four most recent pools at most (a dropped pool's threads exit soon)
+        deadline = time.monotonic() + 10.0
+        while len(os.listdir("/proc/self/task")) > bound and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(os.listdir("/proc/self/task")) <= bound
 
 
 def test_local_step_bit_identical_for_1_and_2_threads(make_data):

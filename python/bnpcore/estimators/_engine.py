@@ -183,7 +183,9 @@ class VBEstimator(BaseEstimator):
         check_param("learning_rate_decay", self.learning_rate_decay, kind="real", low=0.5, high=1.0)
         check_param("top_l", self.top_l, kind="int", low=1, low_inclusive=True, allow_none=True)
         check_param("dense_laps", self.dense_laps, kind="int", low=0, low_inclusive=True)
-        check_param("n_threads", self.n_threads, kind="int", low=1, low_inclusive=True, allow_none=True)
+        # the kernels run on at most _core.max_num_threads() threads (results never depend on the
+        # count); absurd requests are refused rather than capped silently
+        check_param("n_threads", self.n_threads, kind="int", low=1, low_inclusive=True, high=1 << 16, allow_none=True)
         check_param("verbose", bool(self.verbose), kind="bool")
         if self.callback is not None and not callable(self.callback):
             raise ParameterError(f"`callback` must be callable or None, got {self.callback!r}")

@@ -25,6 +25,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fresh::fit_fresh_clusters, m)?)?;
     m.add_function(wrap_pyfunction!(special::digamma, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::default_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::max_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::_after_fork_in_child, m)?)?;
     topic::register(m)?;
     hmm::register(m)?;

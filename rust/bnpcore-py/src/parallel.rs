@@ -13,8 +13,20 @@ use crate::errors::{panic_to_py, to_py};
 
 /// Incremented in a child process after `fork`: pools of the parent are unusable there.
 static GENERATION: AtomicUsize = AtomicUsize::new(0);
-type PoolMap = HashMap<(usize, usize), Arc<rayon::ThreadPool>>;
+/// Pools by (fork generation, size), each with the tick of its last use.
+type PoolMap = HashMap<(usize, usize), (Arc<rayon::ThreadPool>, u64)>;
 static POOLS: OnceLock<Mutex<PoolMap>> = OnceLock::new();
+static TICK: AtomicUsize = AtomicUsize::new(0);
+/// Pools kept alive between calls (the least recently used one beyond this is dropped; a call
+/// still running in it keeps it until it returns).
+const KEPT_POOLS: usize = 4;
+
+/// Most threads a call runs on: results never depend on the count, and beyond a few threads
+/// per core more only cost (a request of 4096 threads took minutes to start).
+pub fn max_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (4 * cores).max(64)
+}
 
 /// Default thread count: `BNPCORE_NUM_THREADS` or all cores.
 pub fn default_threads() -> usize {
@@ -29,7 +41,9 @@ fn pool(n: usize) -> PyResult<Arc<rayon::ThreadPool>> {
     let gen = GENERATION.load(Ordering::SeqCst);
     let map = POOLS.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = map.lock().map_err(|_| PyValueError::new_err("thread pool registry poisoned"))?;
-    if let Some(p) = map.get(&(gen, n)) {
+    let tick = TICK.fetch_add(1, Ordering::SeqCst) as u64;
+    if let Some((p, used)) = map.get_mut(&(gen, n)) {
+        *used = tick;
         return Ok(p.clone());
     }
     let p = rayon::ThreadPoolBuilder::new()
@@ -38,7 +52,11 @@ fn pool(n: usize) -> PyResult<Arc<rayon::ThreadPool>> {
         .build()
         .map_err(|e| PyValueError::new_err(format!("cannot start {n} threads: {e}")))?;
     let p = Arc::new(p);
-    map.insert((gen, n), p.clone());
+    while map.len() >= KEPT_POOLS {
+        let Some(oldest) = map.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| *k) else { break };
+        map.remove(&oldest);
+    }
+    map.insert((gen, n), (p.clone(), tick));
     Ok(p)
 }
 
@@ -49,14 +67,15 @@ pub fn after_fork_in_child() {
     if let Some(m) = POOLS.get() {
         if let Ok(mut map) = m.try_lock() {
             // leak the parent's pools: their threads do not exist in the child
-            for (_, p) in map.drain() {
+            for (_, (p, _)) in map.drain() {
                 std::mem::forget(p);
             }
         }
     }
 }
 
-/// Run `f` without the GIL inside a pool of `n_threads` threads (None = default).
+/// Run `f` without the GIL inside a pool of `n_threads` threads (None = default), at most
+/// [`max_threads`].
 pub fn run<T, F>(py: Python<'_>, n_threads: Option<usize>, f: F) -> PyResult<T>
 where
     T: Send,
@@ -67,7 +86,7 @@ where
         Some(n) => n,
         None => default_threads(),
     };
-    let p = pool(n)?;
+    let p = pool(n.min(max_threads()))?;
     let out = py.detach(|| catch_unwind(AssertUnwindSafe(|| p.install(f))));
     match out {
         Ok(Ok(v)) => Ok(v),
@@ -103,6 +122,12 @@ where
         Ok(Err(e)) => Err(to_py(py, e)),
         Err(payload) => Err(panic_to_py(payload)),
     }
+}
+
+/// Most threads a call runs on (larger `n_threads` are capped: results do not depend on it).
+#[pyfunction]
+pub(crate) fn max_num_threads() -> usize {
+    max_threads()
 }
 
 /// Default number of threads (BNPCORE_NUM_THREADS or all cores).
