@@ -536,22 +536,55 @@ _DOC = r"""
         Concentration of the start distribution.
     algorithm : {"memoized", "full", "stochastic", "auto"}, default="memoized"
         Memoized VI over batches of whole sequences (Hughes et al. 2015), full-dataset
-        coordinate ascent, or stochastic VI.
+        coordinate ascent, or stochastic VI. ``"auto"`` is ``"memoized"`` for both HMMs (the
+        same fit as the default). Moves run with memoized and full laps only.
     n_batches : int or None, default=1
         Batches of whole sequences, balanced by time steps (at most the number of sequences).
+        None chooses it from the number of time steps n as for the mixtures,
+        ``max(1, min(10, n // 5000), ceil(n / 500000))``
+        (:func:`bnpcore.estimators._engine.auto_n_batches`). ``algorithm="full"`` uses one batch.
+    max_laps : int, default=100
+        Maximum number of passes through the data (in addition to previous ones with ``warm_start``).
+    min_laps : int, default=2
+        Minimum number of laps before convergence is tested.
+    tol : float, default=1e-6
+        Convergence when the relative ELBO change of a lap is at most ``tol`` and no move was
+        accepted in that lap (nor is a birth still to be tried).
     init : {"random_blocks"}, default="random_blocks"
         Random contiguous blocks (Hughes thesis §6.6): state k starts from ``init_block_len``
         consecutive steps of a randomly chosen sequence.
-    max_laps, min_laps, tol, warm_start, callback, checkpoint_path, random_state, n_threads, verbose
-        As for :class:`bnpcore.DPMixture`.
-    moves : None, () or tuple of {"birth", "merge", "delete"}
+    init_block_len : int, default=20
+        Length of each initial block, in time steps (a whole sequence when it is shorter).
+    init_subsample : int, default=100000
+        At most this many time steps, in whole sequences, are used to choose the initial states
+        and to scale the default prior: all sequences when they fit, otherwise sequences taken in
+        a random order while they fit (the first ``init_subsample`` steps of one random sequence
+        when none fits).
+    moves : None, () or tuple of {"birth", "merge", "delete"}, default=None
         Proposal moves of ``HDPHMM`` (Hughes, Stephenson & Sudderth 2015; Hughes thesis §6.5),
-        each accepted only if the exact objective rises; None is all three for ``HDPHMM`` and
-        none for ``FiniteHMM`` (whose K is fixed; it accepts only None or ``()``). Merges are
+        each accepted only if the exact objective rises; None is all three for ``HDPHMM`` with
+        memoized or full laps and none for ``"stochastic"`` (its ELBO is not exact) and for
+        ``FiniteHMM`` (whose K is fixed; it accepts only None or ``()``). Merges are
         scored from the merge tables the forward-backward kernel tracks during a lap (no extra
         pass); births, deletes and further merges of the same lap are judged by whole-dataset
         passes from candidate globals. See ``docs/hmm.md``.
-    move_options : dict or None
+    birth_start_lap : int, default=2
+        First lap at which births are tried.
+    merge_start_lap : int, default=2
+        First lap at which merges are tried.
+    delete_start_lap : int, default=2
+        First lap at which deletes are tried.
+    max_births_per_lap : int, default=1
+        0 disables births; any positive value allows the one birth a lap proposes (its target
+        is the largest state not yet tried, whose time steps the lap collects).
+    max_merges_per_lap : int, default=3
+        Merge candidates judged per lap (pairs of states, best-ranked first; beyond the one
+        scored from the lap's merge tables, each costs ``passes`` whole-dataset passes); 0
+        disables merges.
+    max_deletes_per_lap : int, default=1
+        Delete candidates evaluated per lap (each costs ``passes`` whole-dataset passes); 0
+        disables deletes.
+    move_options : dict or None, default=None
         Overrides of the move settings: ``passes`` (2: local-step passes per judged
         candidate), ``merge_candidates`` (10: pairs tracked per lap), ``delete_max_size`` (0.1:
         largest share of the time steps a deleted state may hold), ``birth_n_fresh`` (3),
@@ -559,6 +592,66 @@ _DOC = r"""
         (0.5), ``accept_rtol``; the values each key accepts are in
         ``bnpcore.moves.hmm.HMMMoveManager.OPTION_RANGES``. An unknown key or a value out of
         its range raises :class:`~bnpcore.exceptions.ParameterError` before fitting.
+    learning_rate_delay : float, default=1.0
+        ``algorithm="stochastic"``: the delay of the learning rate ρ_t = (t + delay)^(−decay),
+        t = 1, 2, ... counting batch steps; at least 0.
+    learning_rate_decay : float, default=0.6
+        ``algorithm="stochastic"``: the decay of that rate, in (0.5, 1] (Robbins–Monro).
+    random_state : None, int, numpy.random.SeedSequence, numpy.random.Generator or numpy.random.RandomState, default=None
+        Seed of every random choice (initialisation, batch order, moves). None draws fresh
+        entropy; a Generator or RandomState is advanced by one draw that seeds the fit.
+    n_threads : int or None, default=None
+        Threads of the Rust kernels (None: ``BNPCORE_NUM_THREADS`` or all cores). Results do not
+        depend on it.
+    verbose : bool, default=False
+        Show a progress bar with the ELBO and the number of states.
+    warm_start : bool, default=False
+        Continue from the fitted state (summaries, random streams, history) on the next ``fit``.
+        The observation model and its prior are part of that state: changing ``obs`` or a
+        ``prior_*`` argument before continuing is a ``ParameterError`` (so is a ``partial_fit``
+        after such a change).
+    callback : callable(model, info) or None, default=None
+        Called after every lap with a dict ``info`` (lap, elbo, n_components, accepted_moves).
+        Returning ``True`` stops the fit cleanly after that lap: the model is fitted and
+        saveable, ``converged_`` is False and no ``ConvergenceWarning`` is issued; any other
+        return value is ignored.
+    checkpoint_path : str or None, default=None
+        Write a checkpoint there after every lap, atomically (temporary file + rename); resume
+        with ``bnpcore.load`` and ``warm_start=True``.
+    schedule : {"sequential", "parallel"}, default="sequential"
+        Visiting order of a memoized lap: each batch with the globals left by the previous one,
+        or every batch of a lap against the lap's starting globals (what a cluster runs; still
+        monotone lap to lap), as for :class:`bnpcore.DPMixture`.
+    backend : {"local", "dask"}, default="local"
+        Where the forward-backward local steps run: rayon threads in this process, or the
+        workers of a Dask cluster (``docs/distributed.md``), to which the batches of sequences
+        are scattered once; the moves' whole-dataset passes run there too. Needs
+        ``n_batches >= 2`` and memoized or stochastic laps. For the same batches, ``schedule``
+        and ``random_state`` the result equals the local one.
+    client : dask.distributed.Client, str or None, default=None
+        The Dask client (or scheduler address) of ``backend="dask"``; None starts a
+        ``LocalCluster`` for the fit and closes it afterwards. Not saved in model files.
+    prior_dof : float or None, default=None
+        Degrees of freedom ν̄ of the Wishart (``"gauss"``, ``"zero_mean_gauss"``, above
+        n_features − 1), Gamma (``"diag_gauss"``) or Matrix-Normal-Wishart (``"ar_gauss"``)
+        prior; None: n_features + 2, 3 for ``"diag_gauss"``.
+    prior_mean_precision : float or None, default=None
+        κ̄, the precision scale of the prior mean (``"gauss"``, ``"diag_gauss"``); None: 1e-4.
+    prior_mean : "data", float or array of shape (n_features,), default="data"
+        m̄, the prior mean (``"gauss"``, ``"diag_gauss"``), in the data's coordinates; "data"
+        is the mean of the initialisation sample.
+    prior_covariance : "data", "eye" or array, default="data"
+        E₀, the prior expected covariance before ``prior_scale`` (``"gauss"``,
+        ``"diag_gauss"``, ``"zero_mean_gauss"``): the empirical covariance (zero-mean: the
+        second moment) of the initialisation sample plus a small floor, the identity, or the
+        given matrix (variances for ``"diag_gauss"``).
+    prior_scale : float, default=1.0
+        Multiplies E₀ (Gaussian models) or the innovation covariance scale of ``"ar_gauss"``.
+    prior_count : float, array, pair or None, default=None
+        Dirichlet pseudo-counts of ``"mult"`` (None: 0.1) or Beta pseudo-counts (λ̄₁, λ̄₀) of
+        ``"bern"`` (None: (0.1, 0.1)). The prior is described in full at
+        :func:`bnpcore.obs.default_prior`; ``"ar_gauss"`` reads only ``prior_dof`` and
+        ``prior_scale``.
 
     Attributes
     ----------
@@ -586,10 +679,15 @@ _DOC = r"""
 
 
 class HDPHMM(_BaseHMM):
+    # the summary's continuation lines are indented as _DOC is, so that inspect.getdoc / help()
+    # remove the common indentation and find the numpydoc sections
     __doc__ = (
-        "Sticky HDP hidden Markov model fitted by memoized variational inference\n"
-        "(Hughes, Stephenson & Sudderth 2015; Fox et al. 2011), with hmmlearn's ``fit(X, lengths)``\n"
-        "conventions.\n" + _DOC
+        """Sticky HDP hidden Markov model fitted by memoized variational inference.
+
+    Sticky HDP-HMM (Hughes, Stephenson & Sudderth 2015; Fox et al. 2011) with hmmlearn's
+    ``fit(X, lengths)`` conventions.
+"""
+        + _DOC
     )
     _alloc_class = HDPHMMAlloc
 

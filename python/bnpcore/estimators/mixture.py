@@ -581,16 +581,24 @@ _DOC_PARAMS = r"""
         Initial clusters: Bregman k-means++ with the model's divergence, or random rows.
     init_subsample : int, default=100000
         At most this many rows are used to choose the initial clusters.
-    moves : None or subset of ("birth", "merge", "delete")
+    moves : None or subset of ("birth", "merge", "delete"), default=None
         Proposal moves; None means all three for :class:`DPMixture` with memoized or full laps
         (what lets the defaults find the number of clusters) and none for ``"stochastic"`` (its
         ELBO is not exact) and for :class:`FiniteMixture` (moves need the nested DP truncation).
         ``moves=()`` keeps K fixed at ``n_components``.
-    birth_start_lap, merge_start_lap, delete_start_lap : int, default=2
-        First lap at which each move is tried.
-    max_births_per_lap, max_merges_per_lap, max_deletes_per_lap : int
-        Caps on proposals per lap (births evaluated, merge candidate pairs tracked, deletes).
-    move_options : dict or None
+    birth_start_lap : int, default=2
+        First lap at which births are tried.
+    merge_start_lap : int, default=2
+        First lap at which merges are tried.
+    delete_start_lap : int, default=2
+        First lap at which deletes are tried.
+    max_births_per_lap : int, default=3
+        Cap on the births evaluated per lap; 0 disables births.
+    max_merges_per_lap : int, default=25
+        Cap on the merge candidate pairs tracked per lap; 0 disables merges.
+    max_deletes_per_lap : int, default=1
+        Cap on the deletes evaluated per lap; 0 disables deletes.
+    move_options : dict or None, default=None
         Advanced move settings, see ``bnpcore.moves.MoveManager.DEFAULT_OPTIONS`` (e.g.
         ``{"birth_n_fresh": 10, "delete_max_absorb": 10}``); the values each key accepts are
         in ``MoveManager.OPTION_RANGES``. An unknown key or a value out of its range raises
@@ -607,12 +615,15 @@ _DOC_PARAMS = r"""
         the dense one (``benches/plot_top_l_mass.py``, ``benches/bench_sparse.py``). Costs one
         dense lap; 0 is L-sparse throughout. The ELBO is monotone from the end of the first
         L-sparse lap on (that lap replaces dense memos by L-sparse ones).
-    learning_rate_delay, learning_rate_decay : float
-        Stochastic learning rate ρ_t = (t + delay)^(−decay), t = 1, 2, ... counting batch
-        steps; ``decay`` must lie in (0.5, 1] (Robbins–Monro).
-    random_state : int, Generator or None
-        Seed of every random choice (initialisation, batch order, moves).
-    n_threads : int or None
+    learning_rate_delay : float, default=1.0
+        ``algorithm="stochastic"``: the delay of the learning rate ρ_t = (t + delay)^(−decay),
+        t = 1, 2, ... counting batch steps; at least 0.
+    learning_rate_decay : float, default=0.6
+        ``algorithm="stochastic"``: the decay of that rate, in (0.5, 1] (Robbins–Monro).
+    random_state : None, int, numpy.random.SeedSequence, numpy.random.Generator or numpy.random.RandomState, default=None
+        Seed of every random choice (initialisation, batch order, moves). None draws fresh
+        entropy; a Generator or RandomState is advanced by one draw that seeds the fit.
+    n_threads : int or None, default=None
         Threads of the Rust kernels (None: ``BNPCORE_NUM_THREADS`` or all cores). Results do not
         depend on it.
     verbose : bool, default=False
@@ -622,12 +633,12 @@ _DOC_PARAMS = r"""
         The observation model and its prior are part of that state: changing ``obs`` or a
         ``prior_*`` argument before continuing is a ``ParameterError`` (so is a ``partial_fit``
         after such a change).
-    callback : callable(model, info) or None
+    callback : callable(model, info) or None, default=None
         Called after every lap with a dict ``info`` (lap, elbo, n_components, accepted_moves).
         Returning ``True`` stops the fit cleanly after that lap (like Keras and LightGBM
         callbacks): the model is fitted and saveable, ``converged_`` is False and no
         ``ConvergenceWarning`` is issued; any other return value is ignored.
-    checkpoint_path : str or None
+    checkpoint_path : str or None, default=None
         Write a checkpoint there after every lap, atomically (temporary file + rename). To
         resume a killed run: ``m = bnpcore.load(path); m.set_params(warm_start=True,
         max_laps=remaining); m.fit(X)`` — this reproduces the uninterrupted run exactly.
@@ -643,11 +654,30 @@ _DOC_PARAMS = r"""
         paths the workers read, a ``dask.array.Array`` or a ``dask.dataframe.DataFrame``
         (row chunks are the batches). For the same batches, ``schedule`` and
         ``random_state`` the result equals the local one.
-    client : dask.distributed.Client, str or None
+    client : dask.distributed.Client, str or None, default=None
         The Dask client (or scheduler address) of ``backend="dask"``; None starts a
         ``LocalCluster`` for the fit and closes it afterwards. Not saved in model files.
-    prior_dof, prior_mean_precision, prior_mean, prior_covariance, prior_scale, prior_count
-        Prior hyperparameters; see :func:`bnpcore.obs.default_prior` for the data-scaled defaults.
+    prior_dof : float or None, default=None
+        Degrees of freedom ν̄ of the Wishart (``"gauss"``, ``"zero_mean_gauss"``, above
+        n_features − 1), Gamma (``"diag_gauss"``) or Matrix-Normal-Wishart (``"ar_gauss"``)
+        prior; None: n_features + 2, 3 for ``"diag_gauss"``.
+    prior_mean_precision : float or None, default=None
+        κ̄, the precision scale of the prior mean (``"gauss"``, ``"diag_gauss"``); None: 1e-4.
+    prior_mean : "data", float or array of shape (n_features,), default="data"
+        m̄, the prior mean (``"gauss"``, ``"diag_gauss"``), in the data's coordinates; "data"
+        is the mean of the initialisation sample.
+    prior_covariance : "data", "eye" or array, default="data"
+        E₀, the prior expected covariance before ``prior_scale`` (``"gauss"``,
+        ``"diag_gauss"``, ``"zero_mean_gauss"``): the empirical covariance (zero-mean: the
+        second moment) of the initialisation sample plus a small floor, the identity, or the
+        given matrix (variances for ``"diag_gauss"``).
+    prior_scale : float, default=1.0
+        Multiplies E₀ (Gaussian models) or the innovation covariance scale of ``"ar_gauss"``.
+    prior_count : float, array, pair or None, default=None
+        Dirichlet pseudo-counts of ``"mult"`` (None: 0.1; with ``algorithm="truncation_free"``
+        a positive scalar) or Beta pseudo-counts (λ̄₁, λ̄₀) of ``"bern"`` (None: (0.1, 0.1)).
+        The data-scaled defaults are described in full at :func:`bnpcore.obs.default_prior`;
+        ``"ar_gauss"`` reads only ``prior_dof`` and ``prior_scale``.
     batch_size : int, default=100
         ``algorithm="truncation_free"``: rows per minibatch S.
     n_sweeps : int, default=5

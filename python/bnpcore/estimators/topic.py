@@ -560,7 +560,9 @@ _DOC_COMMON = """
         for the stochastic algorithms 10 (at most the number of documents). A list of batches
         or a stream brings its own batches.
     max_laps : int, default=100
+        Maximum number of passes through the data (in addition to previous ones with ``warm_start``).
     min_laps : int, default=2
+        Minimum number of laps before convergence is tested.
     tol : float, default=1e-6
         Converged when the relative change of the objective over a lap is at most ``tol``
         and no move was accepted.
@@ -572,17 +574,22 @@ _DOC_COMMON = """
         by ``random_state``; :func:`bnpcore.topic.init_topic_stats`).
     init_subsample : int, default=100000
         Documents read to choose the initial topics.
-    moves : None or subset of ("birth", "merge", "delete")
+    moves : None or subset of ("birth", "merge", "delete"), default=None
         Proposal moves (HDP only; :mod:`bnpcore.moves.topic`); None means all three for
         full and memoized learning, none for stochastic learning.
-    birth_start_lap, merge_start_lap, delete_start_lap : int, default=2
+    birth_start_lap : int, default=2
+        First lap at which births are tried.
+    merge_start_lap : int, default=2
+        First lap at which merges are tried.
+    delete_start_lap : int, default=2
+        First lap at which deletes are tried.
     max_merges_per_lap : int, default=25
         Candidate pairs tracked per lap.
     max_deletes_per_lap : int, default=2
         Delete candidates evaluated per lap (each costs one document-step pass over the data).
     max_births_per_lap : int, default=1
         Birth proposals per lap (each costs one document-step pass over the data); 0 disables them.
-    move_options : dict or None
+    move_options : dict or None, default=None
         Advanced move settings, keys of
         :attr:`bnpcore.moves.topic.TopicMoveManager.DEFAULT_OPTIONS` (e.g. ``birth_n_new``,
         the number of topics a birth proposes, default 10; ``warm_start``, default True: delete
@@ -605,23 +612,38 @@ _DOC_COMMON = """
         Stop a document when no document-topic count changes by more than ``doc_tol``.
     restarts : bool, default=True
         Sparse restart proposals in the document step (thesis Alg. 5.2).
-    learning_rate_delay, learning_rate_decay : float, default=1.0, 0.6
-        Stochastic learning rate (t + delay)^(-decay), decay in (0.5, 1].
-    random_state : int, Generator or None
-    n_threads : int or None
-        Threads of the Rust kernels; results do not depend on it.
+    learning_rate_delay : float, default=1.0
+        ``algorithm="stochastic"``: the delay of the learning rate ρ_t = (t + delay)^(−decay),
+        t = 1, 2, ... counting batch steps; at least 0.
+    learning_rate_decay : float, default=0.6
+        ``algorithm="stochastic"``: the decay of that rate, in (0.5, 1] (Robbins–Monro).
+    random_state : None, int, numpy.random.SeedSequence, numpy.random.Generator or numpy.random.RandomState, default=None
+        Seed of every random choice (initialisation, batch order, moves). None draws fresh
+        entropy; a Generator or RandomState is advanced by one draw that seeds the fit.
+    n_threads : int or None, default=None
+        Threads of the Rust kernels (None: ``BNPCORE_NUM_THREADS`` or all cores); results do
+        not depend on it.
     verbose : bool, default=False
+        Show a progress bar with the objective and the number of topics.
     warm_start : bool, default=False
         Continue from the fitted state on the next ``fit`` (``prior_count`` must be unchanged:
         the fitted prior is part of that state).
-    callback : callable(model, info) or None
-        Called after every lap; returning ``True`` stops the fit.
-    checkpoint_path : str or None
+    callback : callable(model, info) or None, default=None
+        Called after every lap with a dict ``info`` (lap, elbo, n_components, accepted_moves);
+        returning ``True`` stops the fit cleanly after that lap.
+    checkpoint_path : str or None, default=None
         Save the model there after every lap (resume with ``bnpcore.load`` + ``warm_start``).
-    schedule, backend, client
-        Visiting order of a memoized lap and where its document steps run (``"dask"``: the
-        batches are scattered to the workers once; delete and birth candidates fetch them back
-        for their extra passes), as for :class:`bnpcore.DPMixture` and ``docs/distributed.md``.
+    schedule : {"sequential", "parallel"}, default="sequential"
+        Visiting order of a memoized lap: each batch with the topics left by the previous one,
+        or every batch of a lap against the lap's starting topics (what a cluster runs), as
+        for :class:`bnpcore.DPMixture`.
+    backend : {"local", "dask"}, default="local"
+        Where the document steps run: rayon threads in this process, or the workers of a Dask
+        cluster (``docs/distributed.md``), to which the batches are scattered once; delete and
+        birth candidates fetch them back for their extra passes.
+    client : dask.distributed.Client, str or None, default=None
+        The Dask client (or scheduler address) of ``backend="dask"``; None starts a
+        ``LocalCluster`` for the fit and closes it afterwards. Not saved in model files.
 
     Attributes
     ----------
