@@ -57,6 +57,15 @@ def check_magnitude(kind: str, X, name: str = "X") -> None:
     counts; past that (|x| beyond about 1e154 for Gaussians) log-likelihoods overflow and
     responsibilities would silently come out uniform or NaN.
 
+    Parameters
+    ----------
+    kind : {"gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern", "ar_gauss"}
+        The observation model (``"bern"`` data are 0/1 and need no check).
+    X : ndarray of shape (n_samples, n_features)
+        The data, in the model's coordinates.
+    name : str, default="X"
+        The argument name the error message gives.
+
     Raises
     ------
     DataError
@@ -354,6 +363,19 @@ def data_shift(kind: str, X):
     translation-equivariant (the Normal prior's mean is translated with the data, the ELBO has
     unit Jacobian), so the fit is the same model, and every reported parameter is translated
     back to the user's coordinates. Other models, and data near the origin, get None (no shift).
+
+    Parameters
+    ----------
+    kind : {"gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern", "ar_gauss"}
+        The observation model.
+    X : array-like of shape (n_samples, n_features)
+        The data the prior is scaled from (the initialisation sample).
+
+    Returns
+    -------
+    shift : ndarray of shape (n_features,) or None
+        The column means of ``X`` to subtract, or None when the data are fitted as they are
+        (also for data whose moments overflow: the support checks report those).
     """
     if kind not in ("gauss", "diag_gauss"):
         return None

@@ -98,19 +98,41 @@ def register_model_type(name, cls=None):
 
 
 def unregister_model_type(name: str) -> None:
-    """Remove the model type ``name`` (a no-op if it is not registered)."""
+    """Remove the model type ``name`` (a no-op if it is not registered).
+
+    Parameters
+    ----------
+    name : str
+        The model type name the class was registered under.
+    """
     cls = _BY_NAME.pop(name, None)
     if cls is not None:
         _BY_CLASS.pop(cls, None)
 
 
 def registered_model_types() -> dict:
-    """A copy of the registry: model type name → class."""
+    """A copy of the registry: model type name → class.
+
+    Returns
+    -------
+    dict of str to type
+        Every registered model type name and its class (changing the copy changes nothing).
+    """
     return dict(_BY_NAME)
 
 
 def model_type_name(cls) -> str:
     """The model type ``cls`` was registered under (exact class; subclasses register themselves).
+
+    Parameters
+    ----------
+    cls : type
+        An estimator class.
+
+    Returns
+    -------
+    str
+        The name ``save`` writes into the model file.
 
     Raises
     ------
@@ -128,6 +150,18 @@ def model_type_name(cls) -> str:
 
 def lookup_model_type(name, source: str = "the model file"):
     """The class registered as ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A model type name (read from a model file).
+    source : str, default="the model file"
+        Where ``name`` comes from, for the error message.
+
+    Returns
+    -------
+    type
+        The estimator class registered under ``name``.
 
     Raises
     ------
