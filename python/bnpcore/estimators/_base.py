@@ -14,15 +14,41 @@ from __future__ import annotations
 
 import re
 import warnings
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import sklearn
 from bnpcore._validation import DENSIFIED_SPARSE_OBS
 from bnpcore.exceptions import DataError
-from sklearn.base import BaseEstimator as _SklearnBaseEstimator
-from sklearn.base import DensityMixin
 
-__all__ = ["SKLEARN_VERSION", "BaseEstimator"]
+if TYPE_CHECKING:
+    # scikit-learn ships no type information, so a type checker would see its base classes as
+    # Any, and with them every attribute of a bnpcore estimator (a misspelt fitted attribute
+    # would pass unnoticed). It sees these typed stand-ins for what the estimators inherit
+    # instead; at run time the bases are scikit-learn's own.
+    _T = TypeVar("_T")
+
+    class _SklearnBaseEstimator:
+        def get_params(self, deep: bool = True) -> dict[str, Any]: ...
+        def set_params(self: _T, **params: Any) -> _T: ...
+        def __sklearn_tags__(self) -> Any: ...
+        def __sklearn_clone__(self: _T) -> _T: ...
+        def get_metadata_routing(self) -> Any: ...
+        def _repr_html_(self) -> str: ...
+        @classmethod
+        def _get_param_names(cls) -> list[str]: ...
+
+    class DensityMixin:
+        def score(self, X: Any, y: Any = None) -> float: ...
+
+    class TransformerMixin:
+        def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any: ...
+        def set_output(self: _T, *, transform: str | None = None) -> _T: ...
+else:
+    from sklearn.base import BaseEstimator as _SklearnBaseEstimator
+    from sklearn.base import DensityMixin, TransformerMixin
+
+__all__ = ["SKLEARN_VERSION", "BaseEstimator", "TransformerMixin"]
 
 
 def _version_tuple(version: str) -> tuple:
@@ -45,6 +71,9 @@ def _feature_names(X):
     if names.size == 0 or not all(isinstance(c, str) for c in names):
         return None
     return names
+
+
+_B = TypeVar("_B", bound="BaseEstimator")
 
 
 class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
@@ -90,7 +119,7 @@ class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
         """Sorted constructor argument names (the model-file code in :mod:`bnpcore.io` uses it)."""
         return cls._get_param_names()
 
-    def set_params(self, **params):
+    def set_params(self: _B, **params: Any) -> _B:
         """Set constructor arguments; returns ``self``.
 
         Parameters

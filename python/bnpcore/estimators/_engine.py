@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import numpy as np
 from bnpcore._validation import check_param, check_random_state
@@ -57,6 +58,10 @@ from bnpcore.estimators._base import BaseEstimator, _feature_names
 from bnpcore.exceptions import NotFittedError, ParameterError, ShapeError
 from bnpcore.model import Model
 from bnpcore.moves.manager import MOVE_KINDS, MoveConfig, MoveManager
+
+if TYPE_CHECKING:
+    from bnpcore.obs import ObsModel
+    from bnpcore.stats import SuffStats
 
 __all__ = ["VBEstimator", "auto_n_batches", "is_one_shot"]
 
@@ -102,8 +107,28 @@ def is_one_shot(X) -> bool:
     return True
 
 
+_E = TypeVar("_E", bound="VBEstimator")
+
+#: what ``random_state`` accepts (:func:`bnpcore._validation.check_random_state`)
+RandomStateLike = Union[int, np.random.Generator, np.random.RandomState, np.random.SeedSequence, None]
+
+
 class VBEstimator(BaseEstimator):
     """Base class of the variational estimators; knows no model family (module docstring)."""
+
+    # fitted attributes every family sets (declared for type checkers; set by ``fit``)
+    n_components_: int
+    n_features_in_: int
+    feature_names_in_: np.ndarray
+    elbo_: float
+    history_: dict[str, np.ndarray]
+    moves_log_: list[dict[str, Any]]
+    n_iter_: int
+    converged_: bool
+    summaries_: SuffStats
+    obs_model_: ObsModel
+    state_: FitState
+    moves_manager_: Any
 
     #: whether ``fit`` / ``partial_fit`` record a DataFrame's string column names as
     #: ``feature_names_in_`` (the families whose inference checks them: mixtures, HMMs)
@@ -340,7 +365,7 @@ class VBEstimator(BaseEstimator):
         self.n_features_in_ = source.n_features
 
     # ---------------------------------------------------------------------- fit
-    def fit(self, X, y=None, *, eval_X=None):
+    def fit(self: _E, X: Any, y: Any = None, *, eval_X: Any = None) -> _E:
         """Fit the model to ``X`` (see the family's documentation for the accepted data).
 
         ``eval_X`` (held-out data, optional) is checked before the first lap (errors name
@@ -513,7 +538,7 @@ class VBEstimator(BaseEstimator):
             bar.update(1)
 
     # ---------------------------------------------------------------- streaming
-    def partial_fit(self, X, y=None):
+    def partial_fit(self: _E, X: Any, y: Any = None) -> _E:
         r"""Add one batch of new data (streaming memoized update, Hughes & Sudderth 2013 §3).
 
         Local step on ``X`` with the current global parameters, its summaries added to the
@@ -671,7 +696,7 @@ class VBEstimator(BaseEstimator):
         if not hasattr(self, "summaries_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
-    def elbo_terms(self) -> dict:
+    def elbo_terms(self) -> dict[str, float]:
         """The fitted ELBO split into its terms, computed from the summaries.
 
         Returns
@@ -684,7 +709,7 @@ class VBEstimator(BaseEstimator):
         return self._make_model(self.obs_model_).elbo_terms(self.summaries_)
 
     # -------------------------------------------------------------- persistence
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Save the estimator (parameters, fitted state, random streams, history) to ``path``
         atomically (temporary file + rename); reload with :func:`bnpcore.load`. No pickle:
         the format is ``docs/model_format.md``.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, TypeVar
+
 import numpy as np
 from bnpcore import _core
 from bnpcore._validation import check_array, check_lengths, check_param, is_sequence_list
@@ -14,7 +16,15 @@ from bnpcore.io import register_model_type
 from bnpcore.moves.hmm import HMM_MOVE_KINDS, HMMMoveConfig, HMMMoveManager
 from bnpcore.obs import OBS_KINDS, ObsModel, ar_rows, data_shift, default_prior
 
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable, Iterable
+
+    from bnpcore.estimators._engine import RandomStateLike
+
 __all__ = ["HDPHMM", "FiniteHMM"]
+
+_H = TypeVar("_H", bound="_BaseHMM")
 
 
 class _Sequences(SequenceBatches):
@@ -30,51 +40,60 @@ class _BaseHMM(VBEstimator):
 
     _records_feature_names = True
 
-    _alloc_class = HDPHMMAlloc
+    _alloc_class: type = HDPHMMAlloc
+
+    # fitted attributes (declared for type checkers; set by ``fit``, see the class docstring)
+    startprob_: np.ndarray
+    transmat_: np.ndarray
+    weights_: np.ndarray
+    means_: np.ndarray
+    covariances_: np.ndarray
+    coef_: np.ndarray
+    counts_: np.ndarray
 
     def __init__(
         self,
-        obs="gauss",
-        n_components=10,
+        obs: str = "gauss",
+        n_components: int = 10,
         *,
-        gamma=1.0,
-        alpha=1.0,
-        kappa=0.0,
-        start_alpha=1.0,
-        algorithm="memoized",
-        n_batches=1,
-        max_laps=100,
-        min_laps=2,
-        tol=1e-6,
-        init="random_blocks",
-        init_block_len=20,
-        init_subsample=100_000,
-        moves=None,
-        birth_start_lap=2,
-        merge_start_lap=2,
-        delete_start_lap=2,
-        max_births_per_lap=1,
-        max_merges_per_lap=3,
-        max_deletes_per_lap=1,
-        move_options=None,
-        learning_rate_delay=1.0,
-        learning_rate_decay=0.6,
-        random_state=None,
-        n_threads=None,
-        verbose=False,
-        warm_start=False,
-        callback=None,
-        checkpoint_path=None,
-        schedule="sequential",
-        backend="local",
-        client=None,
-        prior_dof=None,
-        prior_mean_precision=None,
-        prior_mean="data",
-        prior_covariance="data",
-        prior_scale=1.0,
-        prior_count=None,
-    ):
+        gamma: float = 1.0,
+        alpha: float = 1.0,
+        kappa: float = 0.0,
+        start_alpha: float = 1.0,
+        algorithm: str = "memoized",
+        n_batches: int | None = 1,
+        max_laps: int = 100,
+        min_laps: int = 2,
+        tol: float = 1e-6,
+        init: str = "random_blocks",
+        init_block_len: int = 20,
+        init_subsample: int = 100_000,
+        moves: str | Iterable[str] | None = None,
+        birth_start_lap: int = 2,
+        merge_start_lap: int = 2,
+        delete_start_lap: int = 2,
+        max_births_per_lap: int = 1,
+        max_merges_per_lap: int = 3,
+        max_deletes_per_lap: int = 1,
+        move_options: dict[str, Any] | None = None,
+        learning_rate_delay: float = 1.0,
+        learning_rate_decay: float = 0.6,
+        random_state: RandomStateLike = None,
+        n_threads: int | None = None,
+        verbose: bool = False,
+        warm_start: bool = False,
+        callback: Callable[[Any, dict[str, Any]], Any] | None = None,
+        checkpoint_path: str | os.PathLike[str] | None = None,
+        schedule: str = "sequential",
+        backend: str = "local",
+        client: Any = None,
+        prior_dof: float | None = None,
+        prior_mean_precision: float | None = None,
+        prior_mean: Any = "data",
+        prior_covariance: Any = "data",
+        prior_scale: float = 1.0,
+        prior_count: Any = None,
+    ) -> None:
         self.obs = obs
         self.n_components = n_components
         self.gamma = gamma
@@ -254,7 +273,7 @@ class _BaseHMM(VBEstimator):
         self.counts_ = np.asarray(G.N, dtype=np.float64).copy()
 
     # ----------------------------------------------------------------------- fit
-    def fit(self, X, lengths=None):
+    def fit(self: _H, X: Any, lengths: Any = None) -> _H:
         """Fit the model to the sequences ``X``.
 
         Parameters
@@ -278,7 +297,7 @@ class _BaseHMM(VBEstimator):
         finally:
             self._fit_lengths = None
 
-    def partial_fit(self, X, lengths=None):
+    def partial_fit(self: _H, X: Any, lengths: Any = None) -> _H:
         r"""Add one batch of new sequences (streaming memoized update).
 
         Forward-backward of every sequence of the batch with the current global parameters;
@@ -372,7 +391,7 @@ class _BaseHMM(VBEstimator):
         first = sr[:-1]
         return np.insert(a, first, a[first], axis=0)
 
-    def decode(self, X, lengths=None):
+    def decode(self, X: Any, lengths: Any = None) -> tuple[float, np.ndarray]:
         r"""The most likely state path by Viterbi at the point estimates (hmmlearn's ``decode``).
 
         For ``obs="ar_gauss"`` the path is conditional on each sequence's first step, whose
@@ -401,7 +420,7 @@ class _BaseHMM(VBEstimator):
         states, score = _core.viterbi(logB, batch.seq_range, ls, lt, n_threads=self.n_threads)
         return float(np.sum(score)) + self._log_density_constant(batch), self._ar_full(batch, np.asarray(states, dtype=np.int64))
 
-    def score_samples(self, X, lengths=None):
+    def score_samples(self, X: Any, lengths: Any = None) -> tuple[float, np.ndarray]:
         r"""Log-likelihood and posterior state marginals by forward-backward at the point
         estimates (hmmlearn's ``score_samples``).
 
@@ -468,7 +487,7 @@ class _BaseHMM(VBEstimator):
         """
         return self.score_samples(X, lengths)[1]
 
-    def sample(self, n_samples=1, random_state=None):
+    def sample(self, n_samples: int = 1, random_state: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Draw one sequence from the fitted point-estimate HMM (Gaussian and Bernoulli
         observation models).
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from bnpcore._validation import check_array, check_param
@@ -17,7 +18,14 @@ from bnpcore.model import Model
 from bnpcore.moves.manager import MOVE_KINDS
 from bnpcore.obs import OBS_KINDS, ObsModel, check_magnitude, data_shift, default_prior
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from bnpcore.estimators._engine import RandomStateLike
+
 __all__ = ["DPMixture", "FiniteMixture"]
+
+_M = TypeVar("_M", bound="_BaseMixture")
 
 
 def _dense_sample(X0):
@@ -36,50 +44,59 @@ class _BaseMixture(VBEstimator):
 
     _records_feature_names = True
 
+    # fitted attributes (declared for type checkers; set by ``fit``, see the class docstring)
+    weights_: np.ndarray
+    means_: np.ndarray
+    covariances_: np.ndarray
+    precisions_: np.ndarray
+    precisions_cholesky_: np.ndarray
+    coef_: np.ndarray
+    counts_: np.ndarray
+
     def __init__(
         self,
-        obs="gauss",
-        n_components=None,
+        obs: str = "gauss",
+        n_components: int | None = None,
         *,
-        gamma=1.0,
-        algorithm="auto",
-        n_batches=None,
-        max_laps=100,
-        min_laps=2,
-        tol=1e-6,
-        init="kmeans++",
-        init_subsample=100_000,
-        moves=None,
-        birth_start_lap=2,
-        merge_start_lap=2,
-        delete_start_lap=2,
-        max_births_per_lap=3,
-        max_merges_per_lap=25,
-        max_deletes_per_lap=1,
-        move_options=None,
-        top_l=None,
-        dense_laps=1,
-        learning_rate_delay=1.0,
-        learning_rate_decay=0.6,
-        random_state=None,
-        n_threads=None,
-        verbose=False,
-        warm_start=False,
-        callback=None,
-        checkpoint_path=None,
-        schedule="sequential",
-        backend="local",
-        client=None,
-        prior_dof=None,
-        prior_mean_precision=None,
-        prior_mean="data",
-        prior_covariance="data",
-        prior_scale=1.0,
-        prior_count=None,
-        batch_size=100,
-        n_sweeps=5,
-        prune_every=20_000,
-    ):
+        gamma: float = 1.0,
+        algorithm: str = "auto",
+        n_batches: int | None = None,
+        max_laps: int = 100,
+        min_laps: int = 2,
+        tol: float = 1e-6,
+        init: str = "kmeans++",
+        init_subsample: int = 100_000,
+        moves: str | Iterable[str] | None = None,
+        birth_start_lap: int = 2,
+        merge_start_lap: int = 2,
+        delete_start_lap: int = 2,
+        max_births_per_lap: int = 3,
+        max_merges_per_lap: int = 25,
+        max_deletes_per_lap: int = 1,
+        move_options: dict[str, Any] | None = None,
+        top_l: int | None = None,
+        dense_laps: int = 1,
+        learning_rate_delay: float = 1.0,
+        learning_rate_decay: float = 0.6,
+        random_state: RandomStateLike = None,
+        n_threads: int | None = None,
+        verbose: bool = False,
+        warm_start: bool = False,
+        callback: Callable[[Any, dict[str, Any]], Any] | None = None,
+        checkpoint_path: str | os.PathLike[str] | None = None,
+        schedule: str = "sequential",
+        backend: str = "local",
+        client: Any = None,
+        prior_dof: float | None = None,
+        prior_mean_precision: float | None = None,
+        prior_mean: Any = "data",
+        prior_covariance: Any = "data",
+        prior_scale: float = 1.0,
+        prior_count: Any = None,
+        batch_size: int = 100,
+        n_sweeps: int = 5,
+        prune_every: int = 20_000,
+    ) -> None:
         self.obs = obs
         self.n_components = n_components
         self.gamma = gamma
@@ -288,7 +305,7 @@ class _BaseMixture(VBEstimator):
         self.precisions_ = self.precisions_cholesky_ @ np.transpose(self.precisions_cholesky_, (0, 2, 1))
 
     # ----------------------------------------------------------------------- fit
-    def fit(self, X, y=None, *, eval_X=None):
+    def fit(self: _M, X: Any, y: Any = None, *, eval_X: Any = None) -> _M:
         """Fit the model to ``X``.
 
         Parameters
@@ -484,7 +501,7 @@ class _BaseMixture(VBEstimator):
         (alias of ``elbo_``; total nats, not per row)."""
         return self.elbo_
 
-    def sample(self, n_samples=1, random_state=None):
+    def sample(self, n_samples: int = 1, random_state: Any = None) -> tuple[np.ndarray, np.ndarray]:
         r"""Draw rows from the fitted plug-in mixture :math:`\sum_k w_k F(x\mid\hat\phi_k)`.
 
         Uses ``weights_`` and the posterior-mean parameters: ``means_`` and ``covariances_``

@@ -8,10 +8,13 @@ moves of :mod:`bnpcore.moves.topic`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, TypeVar
+
 import numpy as np
 from bnpcore._validation import check_counts_csr, check_param, make_csr
 from bnpcore.algorithms.executor import shared_options
 from bnpcore.data.documents import DocumentBatches, DocumentStream, _is_count_matrix, _is_iterator, bow_to_csr, document_source
+from bnpcore.estimators._base import TransformerMixin
 from bnpcore.estimators._engine import VBEstimator
 from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeMixin
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
@@ -19,12 +22,20 @@ from bnpcore.io import register_model_type
 from bnpcore.moves.topic import TopicMoveConfig, TopicMoveManager
 from bnpcore.obs import ObsModel
 from bnpcore.topic import HDPTopicAlloc, LDAAlloc, TopicModel, TruncationFreeHDPAlloc, init_topic_stats
-from sklearn.base import TransformerMixin
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable, Iterable
+
+    from bnpcore.estimators._engine import RandomStateLike
+
 
 #: ``n_batches=None`` with a stochastic algorithm: minibatches per pass
 STOCHASTIC_BATCHES = 10
 
 __all__ = ["FiniteTopicModel", "HDPTopicModel"]
+
+_T = TypeVar("_T", bound="_BaseTopicModel")
 
 
 def _minibatches(n_entries: int, n_vocab: int, n_docs: int) -> int:
@@ -94,6 +105,12 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
     allocation model."""
 
     _move_manager = TopicMoveManager
+
+    # fitted attributes (declared for type checkers; set by ``fit``, see the class docstring)
+    topics_: np.ndarray
+    components_: np.ndarray
+    topic_weights_: np.ndarray
+    counts_: np.ndarray
 
     # -------------------------------------------------------------- scikit-learn tags
     def _accepts_sparse(self) -> bool:
@@ -232,7 +249,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         self.counts_ = np.asarray(G.N, dtype=np.float64).copy()
 
     # ----------------------------------------------------------------------- fit
-    def fit(self, X, y=None, *, n_vocab=None, eval_X=None):
+    def fit(self: _T, X: Any, y: Any = None, *, n_vocab: int | None = None, eval_X: Any = None) -> _T:
         """Fit the topic model to the corpus ``X``.
 
         Parameters
@@ -280,7 +297,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         finally:
             self._fit_n_vocab = None
 
-    def partial_fit(self, X, y=None, *, n_vocab=None):
+    def partial_fit(self: _T, X: Any, y: Any = None, *, n_vocab: int | None = None) -> _T:
         r"""Add one batch of new documents (streaming memoized update, Hughes & Sudderth 2013
         §3; ``algorithm="truncation_free"``: one minibatch of its sampler).
 
@@ -350,7 +367,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
             )
         return iter(DocumentStream(chained, 1000, n_vocab=int(V)))
 
-    def fit_transform(self, X, y=None, **fit_params):
+    def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> np.ndarray:
         """Fit to ``X`` and return its document-topic proportions (:meth:`transform`).
 
         Parameters
@@ -371,7 +388,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
             raise ParameterError("fit_transform needs a corpus that can be read twice; an iterator is read once")
         return self.fit(X, **fit_params).transform(X)
 
-    def get_feature_names_out(self, input_features=None):
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """Names of the columns of :meth:`transform`, scikit-learn's convention for transformers
         (and what ``set_output(transform="pandas")`` labels them with): the lower-cased class
         name followed by the topic's position, ``hdptopicmodel0``, ``hdptopicmodel1``, ...
@@ -520,7 +537,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         """
         return float(np.exp(-self.score(X, random_state=random_state)))
 
-    def top_words(self, n=10, vocabulary=None):
+    def top_words(self, n: int = 10, vocabulary: Any = None) -> Any:
         """The ``n`` most probable words of every topic (rows of ``topics_``, most probable first).
 
         Parameters
@@ -759,46 +776,46 @@ class HDPTopicModel(TruncationFreeMixin, _BaseTopicModel):
 
     def __init__(
         self,
-        n_components=None,
+        n_components: int | None = None,
         *,
-        alpha=0.5,
-        gamma=10.0,
-        prior_count=0.1,
-        algorithm="memoized",
-        n_batches=None,
-        max_laps=None,
-        min_laps=2,
-        tol=1e-6,
-        init="random_docs",
-        init_subsample=100_000,
-        moves=None,
-        birth_start_lap=2,
-        merge_start_lap=2,
-        delete_start_lap=2,
-        max_births_per_lap=1,
-        max_merges_per_lap=25,
-        max_deletes_per_lap=2,
-        move_options=None,
-        top_l=None,
-        dense_laps=1,
-        doc_max_iter=100,
-        doc_tol=0.05,
-        restarts=True,
-        learning_rate_delay=1.0,
-        learning_rate_decay=0.6,
-        random_state=None,
-        n_threads=None,
-        verbose=False,
-        warm_start=False,
-        callback=None,
-        checkpoint_path=None,
-        schedule="sequential",
-        backend="local",
-        client=None,
-        batch_size=100,
-        n_sweeps=5,
-        prune_every=20_000,
-    ):
+        alpha: float = 0.5,
+        gamma: float = 10.0,
+        prior_count: float = 0.1,
+        algorithm: str = "memoized",
+        n_batches: int | None = None,
+        max_laps: int | None = None,
+        min_laps: int = 2,
+        tol: float = 1e-6,
+        init: str = "random_docs",
+        init_subsample: int = 100_000,
+        moves: str | Iterable[str] | None = None,
+        birth_start_lap: int = 2,
+        merge_start_lap: int = 2,
+        delete_start_lap: int = 2,
+        max_births_per_lap: int = 1,
+        max_merges_per_lap: int = 25,
+        max_deletes_per_lap: int = 2,
+        move_options: dict[str, Any] | None = None,
+        top_l: int | None = None,
+        dense_laps: int = 1,
+        doc_max_iter: int = 100,
+        doc_tol: float = 0.05,
+        restarts: bool = True,
+        learning_rate_delay: float = 1.0,
+        learning_rate_decay: float = 0.6,
+        random_state: RandomStateLike = None,
+        n_threads: int | None = None,
+        verbose: bool = False,
+        warm_start: bool = False,
+        callback: Callable[[Any, dict[str, Any]], Any] | None = None,
+        checkpoint_path: str | os.PathLike[str] | None = None,
+        schedule: str = "sequential",
+        backend: str = "local",
+        client: Any = None,
+        batch_size: int = 100,
+        n_sweeps: int = 5,
+        prune_every: int = 20_000,
+    ) -> None:
         self.n_components = n_components
         self.alpha = alpha
         self.gamma = gamma
@@ -878,42 +895,42 @@ class FiniteTopicModel(_BaseTopicModel):
 
     def __init__(
         self,
-        n_components=10,
+        n_components: int = 10,
         *,
-        alpha=0.5,
-        prior_count=0.1,
-        algorithm="memoized",
-        n_batches=None,
-        max_laps=100,
-        min_laps=2,
-        tol=1e-6,
-        init="random_docs",
-        init_subsample=100_000,
-        moves=None,
-        birth_start_lap=2,
-        merge_start_lap=2,
-        delete_start_lap=2,
-        max_births_per_lap=1,
-        max_merges_per_lap=25,
-        max_deletes_per_lap=2,
-        move_options=None,
-        top_l=None,
-        dense_laps=1,
-        doc_max_iter=100,
-        doc_tol=0.05,
-        restarts=True,
-        learning_rate_delay=1.0,
-        learning_rate_decay=0.6,
-        random_state=None,
-        n_threads=None,
-        verbose=False,
-        warm_start=False,
-        callback=None,
-        checkpoint_path=None,
-        schedule="sequential",
-        backend="local",
-        client=None,
-    ):
+        alpha: float = 0.5,
+        prior_count: float = 0.1,
+        algorithm: str = "memoized",
+        n_batches: int | None = None,
+        max_laps: int = 100,
+        min_laps: int = 2,
+        tol: float = 1e-6,
+        init: str = "random_docs",
+        init_subsample: int = 100_000,
+        moves: str | Iterable[str] | None = None,
+        birth_start_lap: int = 2,
+        merge_start_lap: int = 2,
+        delete_start_lap: int = 2,
+        max_births_per_lap: int = 1,
+        max_merges_per_lap: int = 25,
+        max_deletes_per_lap: int = 2,
+        move_options: dict[str, Any] | None = None,
+        top_l: int | None = None,
+        dense_laps: int = 1,
+        doc_max_iter: int = 100,
+        doc_tol: float = 0.05,
+        restarts: bool = True,
+        learning_rate_delay: float = 1.0,
+        learning_rate_decay: float = 0.6,
+        random_state: RandomStateLike = None,
+        n_threads: int | None = None,
+        verbose: bool = False,
+        warm_start: bool = False,
+        callback: Callable[[Any, dict[str, Any]], Any] | None = None,
+        checkpoint_path: str | os.PathLike[str] | None = None,
+        schedule: str = "sequential",
+        backend: str = "local",
+        client: Any = None,
+    ) -> None:
         self.n_components = n_components
         self.alpha = alpha
         self.prior_count = prior_count
