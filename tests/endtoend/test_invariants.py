@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from _helpers import KINDS, fit_quietly, record_memos, synthetic_data
 from bnpcore import DPMixture, FiniteMixture, _core
-from bnpcore.exceptions import ParameterError
 from bnpcore._reference.local import top_l_local_step
+from bnpcore.exceptions import ParameterError
 from scipy.special import betaln
 
 ESTIMATORS = {"dp": DPMixture, "finite": FiniteMixture}
