@@ -641,8 +641,8 @@ _DOC_PARAMS = r"""
         Seed of every random choice (initialisation, batch order, moves). None draws fresh
         entropy; a Generator or RandomState is advanced by one draw that seeds the fit.
     n_threads : int or None, default=None
-        Threads of the Rust kernels (None: ``BNPCORE_NUM_THREADS`` or all cores). Results do not
-        depend on it.
+        Threads of the Rust kernels (None: ``BNPCORE_NUM_THREADS`` or all cores), at most
+        ``max(64, 4 × cores)`` (more are capped; above 65536 refused). Results do not depend on it.
     verbose : bool, default=False
         Show a progress bar with the ELBO and the number of clusters.
     warm_start : bool, default=False

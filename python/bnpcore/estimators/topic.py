@@ -638,8 +638,8 @@ _DOC_COMMON = """
         Seed of every random choice (initialisation, batch order, moves). None draws fresh
         entropy; a Generator or RandomState is advanced by one draw that seeds the fit.
     n_threads : int or None, default=None
-        Threads of the Rust kernels (None: ``BNPCORE_NUM_THREADS`` or all cores); results do
-        not depend on it.
+        Threads of the Rust kernels (None: ``BNPCORE_NUM_THREADS`` or all cores), at most
+        ``max(64, 4 × cores)`` (more are capped; above 65536 refused). Results do not depend on it.
     verbose : bool, default=False
         Show a progress bar with the objective and the number of topics.
     warm_start : bool, default=False
