@@ -416,7 +416,8 @@ def check_random_state(seed) -> np.random.SeedSequence:
 
     * ``None``: fresh entropy from the operating system;
     * an ``int`` ≥ 0: ``SeedSequence(seed)``, the same fit every time;
-    * a ``SeedSequence``: used as it is;
+    * a ``SeedSequence``: a copy of it (the fit spawns children from the copy, so the given
+      object is not changed and every fit with it is the same);
     * a ``numpy.random.Generator`` or ``numpy.random.RandomState``: one integer in
       [0, 2**63 − 1) is drawn from it and seeds the ``SeedSequence``. This advances the
       generator, so two fits given the same generator object differ, while a generator
@@ -438,7 +439,7 @@ def check_random_state(seed) -> np.random.SeedSequence:
     if seed is None:
         return np.random.SeedSequence()
     if isinstance(seed, np.random.SeedSequence):
-        return seed
+        return np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key, pool_size=seed.pool_size, n_children_spawned=seed.n_children_spawned)
     if isinstance(seed, np.random.Generator):
         return np.random.SeedSequence(int(seed.integers(0, 2**63 - 1)))
     if isinstance(seed, np.random.RandomState):

@@ -108,7 +108,8 @@ def test_scikit_learn_wording_of_shape_errors():
 def test_random_state_int_seedsequence_none():
     assert check_random_state(7).entropy == 7
     seq = np.random.SeedSequence(11)
-    assert check_random_state(seq) is seq
+    copy = check_random_state(seq)  # a copy in the same state: the fit's spawning leaves seq alone
+    assert copy is not seq and copy.state == seq.state and copy.n_children_spawned == seq.n_children_spawned
     assert check_random_state(np.int32(5)).entropy == 5
     a, b = check_random_state(None), check_random_state(None)
     assert a.entropy != b.entropy

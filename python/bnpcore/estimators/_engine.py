@@ -494,6 +494,8 @@ class VBEstimator(BaseEstimator):
                     self, {"lap": info.lap, "elbo": info.elbo, "n_components": self.n_components_, "accepted_moves": info.accepted}
                 ) is True
             if self.checkpoint_path is not None:
+                # a checkpoint of a run in progress: not converged, this many laps so far
+                self.converged_, self.n_iter_ = False, st.lap - lap0
                 self.save(self.checkpoint_path)
             if stop:
                 stopped.append(info.lap)
@@ -503,8 +505,9 @@ class VBEstimator(BaseEstimator):
             converged = run_laps(model, source, st, config, moves=moves, on_lap=on_lap, progress=bar, executor=executor)
         except BaseException:
             # the lap loop made G the sum of the memos of the completed batches again: keep the
-            # model usable and saveable in that state
+            # model usable and saveable in that state (not converged, the laps it completed)
             self._finalize(model)
+            self.converged_, self.n_iter_ = False, st.lap - lap0
             raise
         finally:
             if bar is not None:
@@ -518,6 +521,8 @@ class VBEstimator(BaseEstimator):
         self._finalize(model)
         self.converged_ = converged
         self.n_iter_ = st.lap - lap0
+        if self.checkpoint_path is not None:  # the last checkpoint says how the run ended
+            self.save(self.checkpoint_path)
         if not converged and not stopped:  # a callback that asked to stop gets no warning
             warn_not_converged(config, stacklevel=4)
 

@@ -635,8 +635,11 @@ _DOC = r"""
         saveable, ``converged_`` is False and no ``ConvergenceWarning`` is issued; any other
         return value is ignored.
     checkpoint_path : str or None, default=None
-        Write a checkpoint there after every lap, atomically (temporary file + rename); resume
-        with ``bnpcore.load`` and ``warm_start=True``.
+        Write a checkpoint there after every lap and when the fit ends, atomically (temporary
+        file + rename). To resume a killed run: ``m = bnpcore.load(path)``; if
+        ``m.converged_`` the run had finished, else ``m.set_params(warm_start=True,
+        max_laps=remaining); m.fit(X)`` with ``remaining = max_laps − m.n_iter_`` reproduces
+        the uninterrupted run exactly.
     schedule : {"sequential", "parallel"}, default="sequential"
         Visiting order of a memoized lap: each batch with the globals left by the previous one,
         or every batch of a lap against the lap's starting globals (what a cluster runs; still

@@ -656,9 +656,11 @@ _DOC_PARAMS = r"""
         callbacks): the model is fitted and saveable, ``converged_`` is False and no
         ``ConvergenceWarning`` is issued; any other return value is ignored.
     checkpoint_path : str or None, default=None
-        Write a checkpoint there after every lap, atomically (temporary file + rename). To
-        resume a killed run: ``m = bnpcore.load(path); m.set_params(warm_start=True,
-        max_laps=remaining); m.fit(X)`` — this reproduces the uninterrupted run exactly.
+        Write a checkpoint there after every lap and when the fit ends, atomically (temporary
+        file + rename). To resume a killed run: ``m = bnpcore.load(path)``; if
+        ``m.converged_`` the run had finished, else ``m.set_params(warm_start=True,
+        max_laps=remaining); m.fit(X)`` with ``remaining = max_laps − m.n_iter_`` reproduces
+        the uninterrupted run exactly.
     schedule : {"sequential", "parallel"}, default="sequential"
         Visiting order of a memoized lap: each batch with the globals left by the previous one
         (Hughes & Sudderth 2013), or every batch of a lap against the lap's starting globals

@@ -649,7 +649,11 @@ _DOC_COMMON = """
         Called after every lap with a dict ``info`` (lap, elbo, n_components, accepted_moves);
         returning ``True`` stops the fit cleanly after that lap.
     checkpoint_path : str or None, default=None
-        Save the model there after every lap (resume with ``bnpcore.load`` + ``warm_start``).
+        Write a checkpoint there after every lap and when the fit ends, atomically (temporary
+        file + rename). To resume a killed run: ``m = bnpcore.load(path)``; if
+        ``m.converged_`` the run had finished, else ``m.set_params(warm_start=True,
+        max_laps=remaining); m.fit(X)`` with ``remaining = max_laps − m.n_iter_`` reproduces
+        the uninterrupted run exactly.
     schedule : {"sequential", "parallel"}, default="sequential"
         Visiting order of a memoized lap: each batch with the topics left by the previous one,
         or every batch of a lap against the lap's starting topics (what a cluster runs), as
