@@ -9,11 +9,13 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 
 import bnpcore
 import numpy as np
 import pytest
 from bnpcore.cli import main
+from bnpcore.exceptions import ConvergenceWarning
 
 
 @pytest.fixture
@@ -134,6 +136,7 @@ def test_text_files(data_file, tmp_path, capsys):
         (["fit", "{data}", "--max-laps", "many"], "--max-laps: expected a positive integer"),
         (["fit", "{data}", "--gamma", "-1"], "--gamma: expected a positive number"),
         (["fit", "{data}", "--gamma", "nan"], "--gamma: expected a positive number"),
+        (["fit", "{data}", "--tol", "-1"], "--tol: expected a non-negative number"),
         (["fit", "{data}", "--random-state", "-3"], "--random-state: expected a non-negative integer"),
         (["fit", "{data}", "--moves", "birth,split"], "--moves"),
         (["fit", "{data}", "--model", "finite", "--moves", "merge"], "--moves need --model dp"),
@@ -202,6 +205,131 @@ def test_interrupt_exits_130(data_file, capsys, monkeypatch):
     monkeypatch.setattr(bnpcore.DPMixture, "fit", interrupted)
     code, _, err = run(["fit", path, "--quiet"], capsys)
     assert code == 130 and err.strip() == "bnpcore: interrupted"
+
+
+def test_tol_zero_is_accepted(data_file, tmp_path, capsys):
+    """The estimators accept tol=0 (stop only on an unchanged ELBO): so does --tol."""
+    path, X = data_file
+    code, _, err = run(["fit", path, "--tol", "0", "--max-laps", "6", "--quiet", "--out", tmp_path / "m.npz"], capsys)
+    assert code == 0, err
+    model = bnpcore.load(tmp_path / "m.npz")
+    assert model.get_params()["tol"] == 0
+    again = bnpcore.DPMixture(tol=0, max_laps=6, random_state=0).fit(X)
+    assert model.n_iter_ == again.n_iter_ and model.elbo_ == again.elbo_
+
+
+def test_out_directory_is_checked_before_fitting(data_file, tmp_path, capsys, monkeypatch):
+    path, _ = data_file
+    fits = []
+    monkeypatch.setattr(bnpcore.DPMixture, "fit", lambda self, X, y=None: fits.append(X))
+    missing = tmp_path / "nowhere" / "m.npz"
+    assert_one_line_error(*run(["fit", path, "--out", missing], capsys), 1, "--out", repr(str(missing.parent)), "does not exist")
+    assert_one_line_error(*run(["fit", path, "--out", tmp_path], capsys), 1, "is a directory")
+    assert fits == []  # refused before any work
+    assert not (tmp_path / "nowhere").exists() and not list(tmp_path.glob(".*tmp*"))
+
+
+def test_predict_out_directory_is_checked(data_file, tmp_path, capsys):
+    path, _ = data_file
+    assert run(["fit", path, "--quiet", "--out", tmp_path / "m.npz"], capsys)[0] == 0
+    missing = tmp_path / "nowhere" / "labels.npy"
+    assert_one_line_error(*run(["predict", tmp_path / "m.npz", path, "--out", missing], capsys), 1, "does not exist")
+
+
+def test_unexpected_errors_are_one_line(data_file, capsys, monkeypatch):
+    """A failure that is not a bnpcore error (a bug) still gives one line and exit status 1."""
+    path, _ = data_file
+
+    def broken(self, X, y=None):
+        raise TypeError("something broke")
+
+    monkeypatch.setattr(bnpcore.DPMixture, "fit", broken)
+    assert_one_line_error(*run(["fit", path, "--quiet"], capsys), 1, "unexpected TypeError: something broke")
+
+
+# ---------------------------------------------------------- topic models and HMMs (saved from Python)
+
+
+@pytest.fixture(scope="module")
+def other_families(tmp_path_factory):
+    """Fitted and unfitted models of the other families, saved from Python, and their data."""
+    d = tmp_path_factory.mktemp("families")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        counts = bnpcore.datasets.make_bars(n_docs=150, random_state=0)[0]
+        np.save(d / "counts.npy", counts.toarray())
+        bnpcore.HDPTopicModel(n_components=2, max_laps=3, random_state=0).fit(counts).save(d / "hdp_topics.npz")
+        bnpcore.FiniteTopicModel(n_components=3, max_laps=3, random_state=0).fit(counts).save(d / "lda.npz")
+        bnpcore.HDPTopicModel().save(d / "unfitted_topics.npz")
+        S, lengths, _ = bnpcore.datasets.make_sticky_hmm(n_seqs=4, seq_len=80, random_state=0)
+        np.save(d / "S.npy", S)
+        np.save(d / "lengths.npy", lengths)
+        np.savetxt(d / "lengths.txt", lengths, fmt="%d")
+        bnpcore.HDPHMM(n_components=2, max_laps=3, random_state=0).fit(S, lengths).save(d / "hdphmm.npz")
+        bnpcore.FiniteHMM(n_components=3, max_laps=3, random_state=0).fit(S, lengths).save(d / "fhmm.npz")
+    return d, S, lengths
+
+
+@pytest.mark.parametrize(
+    "name,what",
+    [("hdp_topics", "topics"), ("lda", "topics"), ("hdphmm", "states"), ("fhmm", "states")],
+)
+def test_info_on_every_family(other_families, name, what, capsys):
+    d, _, _ = other_families
+    model = bnpcore.load(d / f"{name}.npz")
+    code, out, err = run(["info", d / f"{name}.npz"], capsys)
+    assert code == 0 and err == "", err
+    status = "converged" if model.converged_ else "not converged"
+    assert type(model).__name__ in out and f"n_components={model.get_params()['n_components']!r}" in out
+    assert f"{what + ':':<10} {model.n_components_} with expected count >= 1 ({model.counts_.size} represented)" in out
+    assert f"ELBO:      {model.elbo_:.6g}" in out
+    assert f"laps:      {len(model.history_['lap'])} in total, {status}" in out
+    assert f"largest {what} (index: weight," in out
+    code, out, err = run(["info", d / "unfitted_topics.npz"], capsys)
+    assert code == 0 and err == "" and "HDPTopicModel" in out and "not fitted" in out
+
+
+@pytest.mark.parametrize("name", ["hdp_topics", "lda"])
+def test_predict_refuses_topic_models(other_families, name, tmp_path, capsys):
+    d, _, _ = other_families
+    for extra in ([], ["--proba"]):
+        argv = ["predict", d / f"{name}.npz", d / "counts.npy", "--out", tmp_path / "out.npy", *extra]
+        assert_one_line_error(*run(argv, capsys), 1, "has no labels to predict", "transform")
+    assert not (tmp_path / "out.npy").exists()
+
+
+def test_predict_hmm_with_and_without_lengths(other_families, tmp_path, capsys):
+    d, S, lengths = other_families
+    for name in ("hdphmm", "fhmm"):
+        model = bnpcore.load(d / f"{name}.npz")
+        for lengths_file in ("lengths.npy", "lengths.txt"):
+            code, out, err = run(["predict", d / f"{name}.npz", d / "S.npy", "--lengths", d / lengths_file, "--out", tmp_path / "z.npy"], capsys)
+            assert code == 0, err
+            np.testing.assert_array_equal(np.load(tmp_path / "z.npy"), model.predict(S, lengths))
+            assert f"in {len(lengths)} sequences" in out
+        code, _, err = run(["predict", d / f"{name}.npz", d / "S.npy", "--lengths", d / "lengths.npy", "--proba", "--out", tmp_path / "p.npy"], capsys)
+        assert code == 0, err
+        np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), model.predict_proba(S, lengths))
+        # without --lengths the file is one sequence, as documented (and said in the summary)
+        code, out, err = run(["predict", d / f"{name}.npz", d / "S.npy", "--out", tmp_path / "one.npy"], capsys)
+        assert code == 0, err
+        np.testing.assert_array_equal(np.load(tmp_path / "one.npy"), model.predict(S))
+        assert "in 1 sequence" in out
+    np.save(tmp_path / "short.npy", lengths[:-1])
+    assert_one_line_error(*run(["predict", d / "hdphmm.npz", d / "S.npy", "--lengths", tmp_path / "short.npy"], capsys), 1, "lengths", "sums to")
+    assert_one_line_error(*run(["predict", d / "hdphmm.npz", d / "S.npy", "--lengths", tmp_path / "none.npy"], capsys), 1, "no such lengths file")
+
+
+def test_lengths_only_for_sequence_models(data_file, other_families, tmp_path, capsys):
+    path, _ = data_file
+    d, _, _ = other_families
+    assert run(["fit", path, "--quiet", "--out", tmp_path / "m.npz"], capsys)[0] == 0
+    assert_one_line_error(*run(["predict", tmp_path / "m.npz", path, "--lengths", d / "lengths.npy"], capsys), 2, "--lengths", "DPMixture")
+
+
+def test_help_documents_other_families(capsys):
+    code, out, _ = run(["predict", "--help"], capsys)
+    assert code == 0 and "--lengths" in out and "one sequence" in " ".join(out.split()) and "transform" in out
 
 
 # ---------------------------------------------------------------------------- real processes

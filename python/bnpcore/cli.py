@@ -4,7 +4,12 @@
 
     bnpcore fit DATA.npy [--model dp] [--obs gauss] [--out DATA.model.npz] ...
     bnpcore info MODEL.npz
-    bnpcore predict MODEL.npz DATA.npy [--out DATA.labels.npy] [--proba]
+    bnpcore predict MODEL.npz DATA.npy [--out DATA.labels.npy] [--proba] [--lengths LENGTHS.npy]
+
+``info`` describes a model file of any registered model type (mixtures, topic models, HMMs).
+``predict`` gives the cluster labels of a mixture and the state path of an HMM (``--lengths``:
+the length of every sequence in DATA; without it DATA is one sequence); topic models have no
+labels and are refused (use ``transform`` in Python for document-topic proportions).
 
 also available as ``python -m bnpcore ...``. ``DATA`` is a ``.npy`` file of shape
 (n_samples, n_features) (read batch by batch, never copied whole) or a numeric text file
@@ -12,15 +17,16 @@ also available as ``python -m bnpcore ...``. ``DATA`` is a ``.npy`` file of shap
 skipped). Every option has a default, so ``bnpcore fit DATA.npy`` alone fits a Dirichlet-process
 mixture of full-covariance Gaussians by memoized inference with birth, merge and delete moves.
 
-Errors (bad arguments, unreadable or corrupted files, invalid data) are reported as one line on
-standard error, with exit status 2 for usage errors and 1 for the others; never a traceback.
-Only the public API is used (:class:`bnpcore.DPMixture`, :class:`bnpcore.FiniteMixture`,
-:func:`bnpcore.load`, ``model.save``).
+Errors (bad arguments, unreadable or corrupted files, invalid data, and any unexpected
+failure) are reported as one line on standard error, with exit status 2 for usage errors and 1
+for the others; never a traceback. Only the public API is used (:class:`bnpcore.DPMixture`,
+:class:`bnpcore.FiniteMixture`, :func:`bnpcore.load`, ``model.save``).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import sys
 import time
@@ -64,6 +70,16 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
     if not (value > 0 and np.isfinite(value)):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}") from None
+    if not (value >= 0 and np.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a non-negative number, got {text!r}")
     return value
 
 
@@ -122,7 +138,7 @@ def _build_parser() -> _Parser:
         help="learning algorithm ('auto': memoized for dp, full for finite)"
     )
     fit.add_argument("--max-laps", type=_positive_int, default=100, help="maximum passes through the data")
-    fit.add_argument("--tol", type=_positive_float, default=1e-6, help="relative ELBO change at convergence")
+    fit.add_argument("--tol", type=_non_negative_float, default=1e-6, help="relative ELBO change at convergence (0: stop only on an unchanged ELBO)")
     fit.add_argument(
         "--n-batches", type=_positive_int, default=None,
         help="batches of memoized/stochastic learning (None: from the number of rows, one below 10,000, ten from 50,000)"
@@ -140,19 +156,36 @@ def _build_parser() -> _Parser:
     fit.add_argument("--out", default=None, help="model file to write (default: DATA with extension .model.npz)")
     fit.add_argument("--quiet", action="store_true", help="print only errors (no progress bar, summary or warnings)")
 
-    info = sub.add_parser("info", help="describe a saved model", description="Describe a model file written by `bnpcore fit`.")
+    info = sub.add_parser(
+        "info",
+        help="describe a saved model",
+        description=(
+            "Describe a model file written by `bnpcore fit` or by `save` in Python (mixtures, topic models, HMMs): "
+            "its type and main parameters and, if fitted, the components found, ELBO, laps, convergence and the largest components."
+        ),
+    )
     info.add_argument("model", metavar="MODEL", help="model file (.npz)")
 
     predict = sub.add_parser(
         "predict",
         help="cluster labels of new data",
-        description="Most responsible cluster of each row of DATA under a saved model.",
+        description=(
+            "Most responsible cluster of each row of DATA under a saved mixture, or the most likely state of each row "
+            "under a saved HMM (DATA: the sequences concatenated; give their lengths with --lengths, otherwise DATA is one "
+            "sequence). Topic models have no labels: use their transform method in Python for document-topic proportions."
+        ),
         formatter_class=fmt,
     )
     predict.add_argument("model", metavar="MODEL", help="model file (.npz)")
     predict.add_argument("data", metavar="DATA", help="data file: .npy, .csv or .txt")
     predict.add_argument("--out", default=None, help="output .npy (default: DATA with extension .labels.npy, .proba.npy with --proba)")
     predict.add_argument("--proba", action="store_true", help="save the responsibilities (n_samples, K) instead of labels")
+    predict.add_argument(
+        "--lengths",
+        default=None,
+        metavar="LENGTHS",
+        help="HMMs only: .npy (or text) file of the length of every sequence in DATA, summing to its rows (default: DATA is one sequence)",
+    )
     predict.add_argument("--quiet", action="store_true", help="print nothing on success")
     return parser
 
@@ -204,6 +237,53 @@ def _default_out(data: str, suffix: str) -> str:
     return str(p.with_name(p.stem + suffix))
 
 
+def _check_out(path: str, option: str = "--out") -> None:
+    """Refuse an output path that cannot be written, before any work is done."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"{option} {path!r}: directory {directory!r} does not exist")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{option} {path!r} is a directory")
+    if not os.access(directory, os.W_OK):
+        raise PermissionError(f"{option} {path!r}: directory {directory!r} is not writable")
+
+
+def _read_lengths(path: str) -> np.ndarray:
+    """The sequence lengths of ``--lengths``: a ``.npy`` array or a numeric text file (validated by the model)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such lengths file: {path!r}")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path!r} is a directory, not a lengths file")
+    if path.lower().endswith(".npy"):
+        try:
+            return np.load(path, allow_pickle=False)
+        except Exception as exc:
+            raise ValueError(f"{path!r} is not a readable .npy file: {exc}") from None
+    delimiter = "," if path.lower().endswith(".csv") else None
+    try:
+        return np.loadtxt(path, delimiter=delimiter, ndmin=1, dtype=np.float64)
+    except ValueError as exc:
+        raise ValueError(f"--lengths {path!r} is not a numeric file: {exc}") from None
+
+
+def _family(model) -> tuple[str, str]:
+    """(components, what they count) in the words of the model's family."""
+    import bnpcore
+
+    if isinstance(model, (bnpcore.HDPTopicModel, bnpcore.FiniteTopicModel)):
+        return "topics", "expected tokens"
+    if isinstance(model, (bnpcore.HDPHMM, bnpcore.FiniteHMM)):
+        return "states", "expected time steps"
+    return "clusters", "expected rows"
+
+
+def _takes_lengths(model) -> bool:
+    try:
+        return "lengths" in inspect.signature(model.predict).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return False
+
+
 # ------------------------------------------------------------------------------------- commands
 
 
@@ -212,6 +292,7 @@ def _fit(args) -> int:
 
     X, n_rows, n_features = _open_data(args.data)
     out = args.out or _default_out(args.data, ".model.npz")
+    _check_out(out)  # before fitting, not after
     cls = bnpcore.DPMixture if args.model == "dp" else bnpcore.FiniteMixture
     if args.moves and args.model != "dp":
         raise _UsageError(f"{PROG} fit: error: --moves need --model dp")
@@ -252,11 +333,18 @@ def _fit(args) -> int:
 
 
 def _cluster_table(model, top: int = 10) -> str:
-    order = np.argsort(-model.counts_, kind="stable")[:top]
-    lines = ["largest clusters (index: weight, expected rows):"]
-    lines += [f"  {k:4d}: {model.weights_[k]:.4f}, {model.counts_[k]:.1f}" for k in order]
-    if model.counts_.size > top:
-        lines.append(f"  ... {model.counts_.size - top} more")
+    what, counted = _family(model)
+    counts = np.asarray(model.counts_)
+    weights = getattr(model, "weights_", getattr(model, "topic_weights_", None))
+    order = np.argsort(-counts, kind="stable")[:top]
+    if weights is None:
+        lines = [f"largest {what} (index: {counted}):"]
+        lines += [f"  {k:4d}: {counts[k]:.1f}" for k in order]
+    else:
+        lines = [f"largest {what} (index: weight, {counted}):"]
+        lines += [f"  {k:4d}: {weights[k]:.4f}, {counts[k]:.1f}" for k in order]
+    if counts.size > top:
+        lines.append(f"  ... {counts.size - top} more")
     return "\n".join(lines)
 
 
@@ -266,18 +354,31 @@ def _info(args) -> int:
     model = bnpcore.load(args.model)
     params = model.get_params()
     print(f"{args.model}: {type(model).__name__}, {os.path.getsize(args.model)} bytes")
-    print(f"obs={params['obs']!r}, algorithm={params['algorithm']!r}, gamma={params['gamma']!r}, n_components={params['n_components']!r}")
+    shown = [name for name in ("obs", "algorithm", "gamma", "alpha", "kappa", "n_components") if name in params]
+    if shown:
+        print(", ".join(f"{name}={params[name]!r}" for name in shown))
     fitted = hasattr(model, "n_components_")
     if not fitted:
         print("not fitted")
         return EXIT_OK
+    what, _ = _family(model)
+    counts = getattr(model, "counts_", None)
     status = "converged" if getattr(model, "converged_", False) else "not converged"
-    laps = len(model.history_["lap"])
-    print(f"features:  {model.n_features_in_}")
-    print(f"clusters:  {model.n_components_} with expected count >= 1 ({model.counts_.size} represented)")
-    print(f"ELBO:      {model.elbo_:.6g}")
-    print(f"laps:      {laps} in total, {status}; {model.history_['seconds'][-1]:.2f} s" if laps else "laps:      0")
-    print(_cluster_table(model))
+    history = getattr(model, "history_", None) or {}
+    laps = len(history.get("lap", ()))
+    if hasattr(model, "n_features_in_"):
+        print(f"features:  {model.n_features_in_}")
+    represented = f" ({np.size(counts)} represented)" if counts is not None else ""
+    print(f"{what + ':':<10} {model.n_components_} with expected count >= 1{represented}")
+    if hasattr(model, "elbo_"):
+        print(f"ELBO:      {model.elbo_:.6g}")
+    seconds = history.get("seconds", ())
+    if laps:
+        print(f"laps:      {laps} in total, {status}" + (f"; {seconds[-1]:.2f} s" if len(seconds) else ""))
+    else:
+        print("laps:      0")
+    if counts is not None:
+        print(_cluster_table(model))
     return EXIT_OK
 
 
@@ -285,18 +386,29 @@ def _predict(args) -> int:
     import bnpcore
 
     model = bnpcore.load(args.model)
+    name = type(model).__name__
+    if not hasattr(model, "predict"):
+        hint = "; use its transform method in Python (bnpcore.load(MODEL).transform(X)) for the document-topic proportions" if hasattr(model, "transform") else ""
+        raise ValueError(f"the {name} in {args.model!r} has no labels to predict{hint}")
+    sequences = _takes_lengths(model)
+    if args.lengths is not None and not sequences:
+        raise _UsageError(f"{PROG} predict: error: --lengths applies to sequence models (HMMs), not to the {name} in {args.model!r}")
+    lengths = _read_lengths(args.lengths) if args.lengths is not None else None
     X = _read_array(args.data)
     suffix = ".proba.npy" if args.proba else ".labels.npy"
     out = args.out or _default_out(args.data, suffix)
-    result = model.predict_proba(X) if args.proba else model.predict(X)
+    _check_out(out)
+    kw = {"lengths": lengths} if sequences else {}
+    result = model.predict_proba(X, **kw) if args.proba else model.predict(X, **kw)
     np.save(out, result)
     if not args.quiet:
         labels = np.argmax(result, axis=1) if args.proba else result
         used, counts = np.unique(labels, return_counts=True)
         what = "responsibilities" if args.proba else "labels"
-        print(f"{X.shape[0]} rows -> {len(used)} clusters; {what} of shape {result.shape} saved to {out}")
+        n_seqs = "" if not sequences else (" in 1 sequence" if lengths is None else f" in {np.size(lengths)} sequences")
+        print(f"{X.shape[0]} rows{n_seqs} -> {len(used)} {_family(model)[0]}; {what} of shape {result.shape} saved to {out}")
         top = np.argsort(-counts, kind="stable")[:10]
-        print("rows per cluster: " + ", ".join(f"{used[i]}: {counts[i]}" for i in top) + (" ..." if len(used) > 10 else ""))
+        print(f"rows per {_family(model)[0][:-1]}: " + ", ".join(f"{used[i]}: {counts[i]}" for i in top) + (" ..." if len(used) > 10 else ""))
     return EXIT_OK
 
 
@@ -327,9 +439,10 @@ def main(argv=None) -> int:
     except Exception as exc:
         from bnpcore.exceptions import BnpcoreError
 
-        if not isinstance(exc, BnpcoreError):
-            raise
-        print(f"{PROG}: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        message = " ".join(str(exc).split())
+        if not isinstance(exc, BnpcoreError):  # a bug rather than bad input: still one line, naming the exception
+            message = f"unexpected {type(exc).__name__}" + (f": {message}" if message else "")
+        print(f"{PROG}: error: {message}", file=sys.stderr)
         return EXIT_FAILURE
 
 
