@@ -207,6 +207,28 @@ def test_checkpoint_written_every_lap(tmp_path):
     _same_state(bnpcore.load(path), est)
 
 
+def test_save_errors_name_the_destination_not_the_temporary_file(tmp_path):
+    """A destination that cannot be written raises the OSError about that path (or its missing
+    directory), never about the hidden ``.<name>.tmp-<pid>`` file; nothing is left behind."""
+    est = fit_quietly(DPMixture(n_components=2, random_state=0, max_laps=2), _data(n=200))
+    target = tmp_path / "nowhere" / "m.npz"
+    for model in (est, DPMixture()):
+        with pytest.raises(FileNotFoundError) as info:
+            model.save(target)
+        assert info.value.filename == str(target) and ".tmp-" not in str(info.value)
+        assert repr(str(target.parent)) in str(info.value) and "does not exist" in str(info.value)
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(IsADirectoryError) as info:
+        bnpcore.io.save(est, tmp_path / "taken")
+    assert info.value.filename == str(tmp_path / "taken") and ".tmp-" not in str(info.value)
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert sorted(os.listdir(tmp_path)) == ["taken"] and os.listdir(tmp_path / "taken") == []
+    # a checkpoint path in a missing directory: the error names the checkpoint path
+    with pytest.raises(FileNotFoundError) as info:
+        fit_quietly(DPMixture(n_components=2, max_laps=2, checkpoint_path=str(target)), _data(n=200))
+    assert info.value.filename == str(target)
+
+
 _KILL_SCRIPT = textwrap.dedent(
     """
     import os, signal, sys, warnings

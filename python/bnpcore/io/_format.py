@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import io
 import json
 import os
@@ -229,15 +230,22 @@ def save(model, path) -> None:
     ------
     ParameterError
         If the class of ``model`` is not registered.
+    OSError
+        If ``path`` cannot be written (its directory does not exist or is not writable, ``path``
+        is a directory...); the exception (e.g. ``FileNotFoundError``) names ``path`` as its
+        ``filename``, never the temporary file. A missing directory is detected before anything
+        is collected or written.
     """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(errno.ENOENT, f"cannot save the model: directory {directory!r} does not exist", path)
     meta, arrays = _collect(model)
     checks = {k: zlib.crc32(np.ascontiguousarray(v).tobytes()) for k, v in arrays.items()}
     meta["crc32"] = checks
     blob = json.dumps(meta, default=_json_default, allow_nan=True).encode("utf-8")
     arrays = dict(arrays)
     arrays["__meta__"] = np.frombuffer(blob, dtype=np.uint8)
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as fh:
@@ -245,6 +253,13 @@ def save(model, path) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if exc.errno is None:
+            raise
+        # the same kind of error, about the file the caller named rather than the temporary one
+        raise OSError(exc.errno, f"cannot save the model: {exc.strerror or os.strerror(exc.errno)}", path) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
