@@ -85,6 +85,38 @@ def test_unfitted_round_trip_and_module_level_functions(tmp_path):
     assert p["callback"] is None  # callables cannot be stored without pickle
 
 
+def test_dask_client_is_never_saved(tmp_path):
+    """A scheduler address is JSON-able but, like a Client object, it is not part of the model:
+    saved as null (listed as dropped), and a loaded model has client=None, so a warm start does
+    not try to reach a cluster that may be gone. Files that hold an address load without it."""
+    address = "tcp://x:1"  # never contacted: nothing here connects
+    X = _data(n=200)
+    models = [
+        DPMixture(backend="dask", algorithm="memoized", n_batches=2, client=address),
+        bnpcore.HDPTopicModel(backend="dask", client=address),
+        bnpcore.FiniteHMM(client=address),
+        fit_quietly(DPMixture(n_components=2, max_laps=2, random_state=0, backend="local", client=address), X),
+    ]
+    for i, est in enumerate(models):
+        path = tmp_path / f"m{i}.npz"
+        est.save(path)
+        with np.load(path) as npz:
+            meta = json.loads(npz["__meta__"].tobytes())
+        assert meta["params"]["client"] is None and "client" in meta["dropped_params"]
+        assert address not in json.dumps(meta)
+        again = bnpcore.load(path)
+        assert again.get_params()["client"] is None and again.get_params()["backend"] == est.get_params()["backend"]
+    DPMixture().save(tmp_path / "none.npz")  # an unset client is not "dropped"
+    with np.load(tmp_path / "none.npz") as npz:
+        assert json.loads(npz["__meta__"].tobytes())["dropped_params"] == []
+    # a file written when the address was stored
+    _rewrite_meta(tmp_path / "m3.npz", tmp_path / "old.npz", lambda m: m["params"].update(client=address))
+    old = bnpcore.load(tmp_path / "old.npz")
+    assert old.get_params()["client"] is None
+    old.set_params(warm_start=True, max_laps=1)
+    fit_quietly(old, X)  # continues locally
+
+
 @pytest.mark.parametrize("algorithm,n_batches", [("memoized", 3), ("full", 1)])
 def test_warm_start_3_plus_save_load_plus_3_equals_6_laps(tmp_path, algorithm, n_batches):
     X = _data(seed=1)

@@ -45,6 +45,12 @@ _STATE_FIELDS = {
 }
 
 
+#: constructor parameters that describe where a fit runs, not the model: never saved (stored as
+#: null, listed in ``dropped_params`` when set) and never restored, so a loaded model does not
+#: reconnect to a cluster that may be gone (a Dask ``client`` object or scheduler address)
+_NOT_SAVED_PARAMS = ("client",)
+
+
 def _json_default(obj):
     if isinstance(obj, np.integer):
         return int(obj)
@@ -142,7 +148,11 @@ def _collect(est) -> tuple[dict, dict]:
     params = {}
     dropped = []
     for name, value in est.get_params().items():
-        if isinstance(value, np.ndarray):
+        if name in _NOT_SAVED_PARAMS:
+            params[name] = None
+            if value is not None:
+                dropped.append(name)
+        elif isinstance(value, np.ndarray):
             arrays[f"param/{name}"] = value
             params[name] = {"__array__": f"param/{name}"}
         elif isinstance(value, tuple) and _jsonable(list(value)):
@@ -333,6 +343,8 @@ def _build(cls, meta: dict, arrays: dict):
 
     params = {}
     for name, value in meta["params"].items():
+        if name in _NOT_SAVED_PARAMS:  # files written before it was dropped may hold an address
+            continue
         if isinstance(value, dict) and "__array__" in value:
             value = np.array(arrays[value["__array__"]])
         elif isinstance(value, dict) and "__tuple__" in value:
