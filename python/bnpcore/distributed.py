@@ -29,9 +29,10 @@ re-run on the same inputs, so the fit ends in the same model. Batches scattered 
 in-memory array have no recipe to recompute them: to survive worker loss give files or a dask
 array. A killed driver resumes from ``checkpoint_path`` exactly as on one machine.
 
-**Timeouts.** Waiting for a first worker is bounded by :data:`WORKER_TIMEOUT` seconds
-(environment variable ``BNPCORE_DASK_TIMEOUT``); a cluster without workers, workers that
-cannot import bnpcore, or files a worker cannot read raise :class:`~bnpcore.exceptions.BackendError`.
+**Timeouts.** Connecting to a scheduler address and waiting for a first worker are each bounded
+by :data:`WORKER_TIMEOUT` seconds (environment variable ``BNPCORE_DASK_TIMEOUT``); a scheduler
+that cannot be reached, a cluster without workers, workers that cannot import bnpcore, or files
+a worker cannot read raise :class:`~bnpcore.exceptions.BackendError`.
 """
 
 from __future__ import annotations
@@ -334,8 +335,9 @@ def dask_session(client=None, *, verbose: bool = False):
     Raises
     ------
     BackendError
-        No worker joined within :data:`WORKER_TIMEOUT` seconds, or a worker cannot import
-        bnpcore.
+        The scheduler at the address ``client`` cannot be reached within
+        :data:`WORKER_TIMEOUT` seconds (the message names the address), no worker joined within
+        :data:`WORKER_TIMEOUT` seconds, or a worker cannot import bnpcore.
     """
     _require_dask()
     from distributed import Client, LocalCluster
@@ -347,7 +349,14 @@ def dask_session(client=None, *, verbose: bool = False):
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
         client = Client(cluster)
     elif isinstance(client, str):
-        client, own = Client(client, timeout=WORKER_TIMEOUT), True
+        address = client
+        try:
+            client, own = Client(address, timeout=WORKER_TIMEOUT), True
+        except (TimeoutError, OSError) as exc:
+            raise BackendError(
+                f"cannot connect to the Dask scheduler at {address!r} within {WORKER_TIMEOUT:g} s ({exc}); "
+                "check the address (set BNPCORE_DASK_TIMEOUT to wait longer)"
+            ) from exc
     try:
         try:
             client.wait_for_workers(1, timeout=WORKER_TIMEOUT)

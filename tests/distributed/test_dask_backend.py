@@ -2,7 +2,9 @@
 bad cluster states (bnpcore.distributed)."""
 
 import os
+import re
 import signal
+import socket
 import warnings
 
 import bnpcore
@@ -199,6 +201,19 @@ def test_cluster_without_workers_times_out(monkeypatch):
         pytest.raises(BackendError, match="no Dask worker"),
     ):
         DPMixture(algorithm="memoized", n_batches=2, backend="dask", client=c).fit(X)
+
+
+def test_unreachable_scheduler_address_is_a_backend_error(monkeypatch):
+    """A `client` address nothing listens on: BackendError naming the address, after the
+    timeout, wrapping the connection error."""
+    monkeypatch.setattr("bnpcore.distributed.WORKER_TIMEOUT", 1.0)
+    with socket.socket() as s:  # a port that was free a moment ago
+        s.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    X = seeded_data("gauss", n=200)
+    with pytest.raises(BackendError, match=re.escape(repr(address))) as info:
+        DPMixture(algorithm="memoized", n_batches=2, backend="dask", client=address).fit(X)
+    assert isinstance(info.value.__cause__, OSError)
 
 
 def test_worker_that_cannot_import_bnpcore(client, monkeypatch):
