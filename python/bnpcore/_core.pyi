@@ -186,6 +186,7 @@ def hmm_global_step(
     kappa: float,
     gamma: float,
     n_iters: int = 1,
+    profile: bool = False,
     omega_update: str = "optimize",
 ) -> dict[str, _F64]: ...
 def hmm_theta(start_count: _F64, trans_count: _F64, u: _F64, *, alpha: float, start_alpha: float, kappa: float, gamma: float) -> _F64: ...

@@ -506,3 +506,40 @@ def test_count_hmm_with_sparse_x_fits_and_predicts_as_with_dense_x(obs, monkeypa
         a = FiniteHMM(obs, n_components=3, random_state=0).partial_fit(fmt(X), lengths)
         b = FiniteHMM(obs, n_components=3, random_state=0).partial_fit(X, lengths)
         np.testing.assert_array_equal(a.transmat_, b.transmat_)
+
+
+def _sticky_binary_with_repeats(seed):
+    """Binary sequences of a sticky chain whose rows are then drawn from a tenth of them
+    (repeated rows): the case where the former dozen-round global step let the ELBO fall."""
+    rng = np.random.default_rng(seed)
+    K, d, ns = int(rng.integers(1, 5)), int(rng.integers(1, 4)), int(rng.integers(2, 8))
+    lens = rng.integers(20, 120, size=ns)
+    stick = rng.uniform(0.5, 0.99)
+    trans = np.full((K, K), (1 - stick) / max(K - 1, 1))
+    np.fill_diagonal(trans, stick if K > 1 else 1.0)
+    p0 = rng.dirichlet(np.full(K, 2.0))
+    z = []
+    for L in lens:
+        s = [rng.choice(K, p=p0)]
+        for _ in range(L - 1):
+            s.append(rng.choice(K, p=trans[s[-1]]))
+        z.extend(s)
+    z = np.array(z)
+    p = rng.uniform(0.05, 0.95, (K, 2 * d))
+    X = (rng.random((z.size, 2 * d)) < p[z]).astype(float)
+    X = X[np.sort(rng.integers(0, max(1, z.size // 10), size=z.size))]
+    return np.ascontiguousarray(X), lens
+
+
+def test_hdp_hmm_objective_never_decreases_with_default_options():
+    """T-MONO1 with the defaults on data that grows ~24 states: the allocation global step
+    reaches the sticks' optimum (theta profiled out), so no lap lowers the ELBO (a dozen
+    alternating rounds fell up to 9e-10 relative short, lap after lap)."""
+    X, lens = _sticky_binary_with_repeats(124)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bnpcore.ELBODecreaseWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = HDPHMM("bern", random_state=801).fit(X, lens)
+    e = m.history_["elbo"]
+    assert m.summaries_.K >= 15
+    assert np.all(np.diff(e[1:]) >= -1e-12 * np.abs(e[2:]))

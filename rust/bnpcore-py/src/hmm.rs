@@ -119,9 +119,10 @@ fn stick_options(py: Python<'_>, omega_update: &str) -> PyResult<StickOptions> {
 }
 
 /// Complete allocation global step of the HDP-HMM: dict with `theta` ((K+1)×(K+1)), `u`, `omega`
-/// and `e_log_pi` (E[ln π] of `theta`).
+/// and `e_log_pi` (E[ln π] of `theta`): `n_iters` alternating rounds, then with `profile` the
+/// joint optimum of the sticks with `theta` profiled out.
 #[pyfunction]
-#[pyo3(signature = (start_count, trans_count, u, omega, *, alpha, start_alpha, kappa, gamma, n_iters = 1, omega_update = "optimize"))]
+#[pyo3(signature = (start_count, trans_count, u, omega, *, alpha, start_alpha, kappa, gamma, n_iters = 1, profile = false, omega_update = "optimize"))]
 fn hmm_global_step<'py>(
     py: Python<'py>,
     start_count: PyReadonlyArray1<'py, f64>,
@@ -133,12 +134,13 @@ fn hmm_global_step<'py>(
     kappa: f64,
     gamma: f64,
     n_iters: usize,
+    profile: bool,
     omega_update: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     let opts = stick_options(py, omega_update)?;
     let h = hyper(alpha, start_alpha, kappa, gamma);
     let (m0, m, u, o) = (start_count.as_array(), trans_count.as_array(), u.as_array(), omega.as_array());
-    let g = run_inline(py, || hdp_hmm::hdp_global_step(m0, m, u, o, &h, n_iters, opts))?;
+    let g = run_inline(py, || hdp_hmm::hdp_global_step(m0, m, u, o, &h, n_iters, profile, opts))?;
     let d = PyDict::new(py);
     d.set_item("theta", g.theta.into_pyarray(py))?;
     d.set_item("u", g.u.into_pyarray(py))?;
