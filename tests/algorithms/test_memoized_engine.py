@@ -176,10 +176,11 @@ def test_partial_fit_gives_finite_improving_heldout_scores():
     assert np.all(np.isfinite(scores))
     assert scores[-1] > scores[0]
     assert np.mean(scores[5:]) > np.mean(scores[:5])
-    # G is the exact sum of the frozen memos, so elbo_ is the exact ELBO of the data seen
+    # G is the running sum of the batches' frozen memos (one memo however many batches), so
+    # elbo_ is the exact ELBO of the data seen
     st_ = est.state_
-    assert len(st_.frozen) == 10 and st_.memos == []
-    np.testing.assert_allclose(sum(m.N for m in st_.frozen), st_.stats.N, rtol=1e-13)
+    assert len(st_.frozen) == 1 and st_.memos == []
+    np.testing.assert_allclose(st_.frozen[0].N, st_.stats.N, rtol=1e-13)
     assert st_.stats.N.sum() == pytest.approx(3000)
     G = st_.stats
     want = ref.elbo("gauss", est.obs_model_.prior, "dp", est.gamma, G.N, G.S, G.H, G.h)
@@ -196,7 +197,24 @@ def test_one_shot_iterator_equals_partial_fit_sequence():
         b.partial_fit(c)
     assert np.array_equal(a.summaries_.N, b.summaries_.N) and np.array_equal(a.summaries_.S, b.summaries_.S)
     assert a.elbo_ == b.elbo_ and a.n_iter_ == 1
-    assert len(a.state_.frozen) == 4
+    assert len(a.state_.frozen) == 1  # the four batches' memos as one running sum
+
+
+def test_a_long_stream_keeps_one_memo(tmp_path):
+    """Streamed batches are never revisited: their memos are kept as one running sum, so the
+    state, the model file and the cost of a call do not grow with the number of batches."""
+    X = seeded_data("gauss", n=3000, d=20, seed=11)  # a memo: 4 x (20 + 400) numbers, 13 KB
+    est = DPMixture(n_components=4, random_state=0)
+    sizes = []
+    for i, chunk in enumerate(np.array_split(X, 150)):
+        est.partial_fit(chunk)
+        if i in (2, 149):
+            est.save(tmp_path / f"m{i}.npz")
+            sizes.append((tmp_path / f"m{i}.npz").stat().st_size)
+    assert len(est.state_.frozen) == 1 and est.state_.stats.N.sum() == pytest.approx(3000)
+    assert sizes[1] < sizes[0] + 50_000  # 147 more calls: a few history numbers each, not a memo (2 MB)
+    np.testing.assert_allclose(est.state_.frozen[0].S, est.summaries_.S, rtol=1e-12)
+    assert np.all(np.diff(est.history_["seconds"]) > 0)  # each call's time, cumulative
 
 
 def test_warm_start_fit_after_partial_fit_keeps_frozen_memos():
@@ -271,3 +289,20 @@ def test_keyboard_interrupt_leaves_last_completed_batch(monkeypatch, tmp_path):
     monkeypatch.setattr(ArrayBatches, "get", orig)
     fit_quietly(est, X)  # continues normally
     assert est.history_["lap"][-1] == 5
+
+
+def test_streams_and_fits_without_births_start_from_ten_clusters():
+    """n_components=None means one cluster only where births can grow it: a stream
+    (partial_fit, a one-shot iterator) and moves without births start from ten."""
+    X = seeded_data("gauss", n=900, k=4, seed=12)
+    assert DPMixture(random_state=0).partial_fit(X[:300]).summaries_.K == 10
+    assert DPMixture(random_state=0).fit(iter([X[:450], X[450:]])).summaries_.K == 10
+    assert fit_quietly(DPMixture(random_state=0, moves=("merge",), max_laps=1), X).summaries_.K <= 10
+    assert fit_quietly(DPMixture(random_state=0, moves=(), max_laps=1), X).summaries_.K == 10
+    assert fit_quietly(DPMixture(random_state=0, max_laps=1), X).summaries_.K == 1  # births grow it
+
+
+def test_a_one_shot_iterator_is_refused_by_the_stochastic_algorithm():
+    X = seeded_data("gauss", n=300, seed=13)
+    with pytest.raises(ParameterError, match=r"one-shot iterator .* streaming memoized update"):
+        DPMixture(algorithm="stochastic").fit(iter([X[:150], X[150:]]))

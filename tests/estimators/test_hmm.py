@@ -343,7 +343,10 @@ def test_pair_stat_merge_candidate_equals_explicitly_merged_local_parameters(kap
     G = m.summaries_
     assert G.K >= 3
     i, j = 1, G.K - 1
+    m._fit_lengths = lengths  # the fit's batches of whole sequences (fit sets this while it runs)
     src = m._make_source(X)
+    del m._fit_lengths
+    assert len(src) == 2
     log_start, log_trans = model.alloc.log_potentials(G)
     merged, reference = [], []
     for b in range(len(src)):
@@ -543,3 +546,15 @@ def test_hdp_hmm_objective_never_decreases_with_default_options():
     e = m.history_["elbo"]
     assert m.summaries_.K >= 15
     assert np.all(np.diff(e[1:]) >= -1e-12 * np.abs(e[2:]))
+
+
+def test_more_batches_than_sequences_is_refused_by_name():
+    """As for the mixtures and topic models: an explicit n_batches above the number of
+    sequences is an error (it was silently lowered); the automatic number is capped."""
+    X, lengths, _ = bnpcore.datasets.make_sticky_hmm(n_seqs=4, seq_len=50, random_state=0)
+    for algorithm in ("memoized", "stochastic"):
+        with pytest.raises(ParameterError, match=r"`n_batches`=10 exceeds the number of sequences \(4\)"):
+            FiniteHMM(algorithm=algorithm, n_batches=10).fit(X, lengths)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert FiniteHMM(algorithm="memoized", n_batches=4, max_laps=2).fit(X, lengths).n_iter_ == 2

@@ -142,14 +142,23 @@ def run_memoized_lap(
 
 def stream_batch(model, state: FitState, X, *, n_threads=None) -> float:
     """The streaming memoized update of one batch whose data are not retained (Hughes & Sudderth 2013 §3; Hughes thesis §3.5.3):
-    local step with the current globals, its summaries appended to ``state.frozen``, G
+    local step with the current globals, its summaries added to ``state.frozen`` (one running
+    sum), G
     re-summed, then empty-cluster removal and sorting. Returns the exact ELBO of everything
     seen so far. Does not count a lap."""
     from bnpcore.algorithms.executor import prepare
 
     out = model.local_step(prepare(model, X), state.stats, n_threads=n_threads)
     new = model.stats_from_output(out, state.stats.uids)
-    state.frozen.append(new)
+    # the frozen memos are never revisited and every operation on them is linear (a column
+    # transformation, a move's part): their running sum stands for them all, so memory, model
+    # files and the cost of a call stay those of one memo however many batches were streamed
+    folded = new
+    if state.frozen:  # (several only in a model file of an earlier version)
+        folded = state.frozen[0]
+        for m in [*state.frozen[1:], new]:
+            folded = folded + m
+    state.frozen = [folded]
     state.recompute_total()  # G = tree sum of the revisitable memos + the frozen ones
     n_rows = getattr(X, "n_rows", None)  # a SeqBatch counts its time steps
     state.n_rows += int(X.shape[0] if n_rows is None else n_rows)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import numpy as np
@@ -352,7 +353,12 @@ class VBEstimator(BaseEstimator):
         self._obs_params_ = self._obs_param_values()
         model = self._make_model(self.obs_model_)
         prep = getattr(model, "prepare", None)
-        init_stats = self._init_stats(model, X0 if prep is None else prep(X0), rng_init)
+        # a stream (partial_fit, a one-shot iterator) runs no moves: the initial K cannot rely on births
+        self._init_streaming = not revisit
+        try:
+            init_stats = self._init_stats(model, X0 if prep is None else prep(X0), rng_init)
+        finally:
+            del self._init_streaming
         self.state_ = FitState(
             stats=init_stats,
             memos=[None] * len(source) if revisit else [],
@@ -363,6 +369,13 @@ class VBEstimator(BaseEstimator):
             n_rows=int(source.n_rows) if revisit else 0,
         )
         self.n_features_in_ = source.n_features
+
+    def _births_grow(self) -> bool:
+        """Whether births can grow the model from its initial K in this fit: birth among the
+        moves and allowed per lap, and not a stream (whose batches run no moves)."""
+        if getattr(self, "_init_streaming", False):
+            return False
+        return "birth" in self._moves_tuple() and int(getattr(self, "max_births_per_lap", 1)) > 0
 
     # ---------------------------------------------------------------------- fit
     def fit(self: _E, X: Any, y: Any = None, *, eval_X: Any = None) -> _E:
@@ -584,6 +597,7 @@ class VBEstimator(BaseEstimator):
         if hasattr(self, "state_") and getattr(self.state_, "truncation_free", None):
             raise ParameterError(f"partial_fit cannot continue a truncation-free fit with algorithm={self.algorithm!r}")
         bar = self._progress(1, unit="batch")
+        t0 = time.perf_counter()
         try:
             try:
                 model, elbo = self._stream_one(X, name="X", batch=None)
@@ -591,7 +605,7 @@ class VBEstimator(BaseEstimator):
                 self.state_.recompute_total()
                 self._finalize(self._make_model(self.obs_model_))
                 raise
-            self._end_stream_lap(model, elbo)
+            self._end_stream_lap(model, elbo, time.perf_counter() - t0)
             self.n_iter_ = 1
             self.converged_ = False
             self._bar_step(bar)
@@ -600,7 +614,15 @@ class VBEstimator(BaseEstimator):
                 bar.close()
 
     def _fit_stream(self, batches):
-        """One streaming lap over a one-shot iterable of batches (see :meth:`fit`)."""
+        """One streaming lap over a one-shot iterable of batches (see :meth:`fit`): the
+        streaming memoized update of each batch (``algorithm`` "memoized" or "full"; the
+        stochastic algorithm revisits its batches and is refused, as by :meth:`partial_fit`)."""
+        if self._algorithm() == "stochastic":
+            raise ParameterError(
+                "a one-shot iterator of batches is fitted by the streaming memoized update; use algorithm='memoized', "
+                "or give data that can be read again (an array, a list of batches or of .npy paths) for algorithm='stochastic'"
+            )
+        t0 = time.perf_counter()
         if not self._continuing():
             for name in ("state_", "summaries_"):
                 if hasattr(self, name):
@@ -624,7 +646,7 @@ class VBEstimator(BaseEstimator):
                 bar.close()
         if model is None:
             raise ShapeError("`X` is an empty iterable of batches")
-        self._end_stream_lap(model, elbo)
+        self._end_stream_lap(model, elbo, time.perf_counter() - t0)
         self.n_iter_ = self.state_.lap - laps0
         self.converged_ = False
         return self
@@ -656,9 +678,10 @@ class VBEstimator(BaseEstimator):
         """Support check of a first streamed batch once the observation model exists (the
         families whose :meth:`_check_batch` can only check it against a fitted model)."""
 
-    def _end_stream_lap(self, model, elbo: float) -> None:
+    def _end_stream_lap(self, model, elbo: float, seconds: float) -> None:
         st = self.state_
         st.lap += 1
+        st.seconds += seconds  # history_["seconds"]: cumulative, as for the laps of fit
         st.record(elbo)
         self._finalize(model)
         eval_X = getattr(self, "_eval_X", None)

@@ -223,7 +223,9 @@ class _BaseHMM(VBEstimator):
             n_features = None if n_features is None else 2 * n_features
         probe = SequenceBatches(X, lengths, 1, n_features=n_features, obs=self.obs)
         B = 1 if self._algorithm() == "full" else self._n_batches(probe.n_rows)
-        B = min(B, probe.n_segments)
+        if self.n_batches is not None and self._algorithm() != "full" and probe.n_segments < B:
+            raise ParameterError(f"`n_batches`={B} exceeds the number of sequences ({probe.n_segments}): a batch holds whole sequences")
+        B = min(B, probe.n_segments)  # the automatic number: at most one batch per sequence
         src = _Sequences(probe.X, probe.lengths, B, n_features=n_features)
         if hasattr(self, "obs_model_"):
             src.check_data = self.obs_model_.core.check_data

@@ -159,12 +159,15 @@ class _BaseMixture(VBEstimator):
             prior_count=self.prior_count,
         )
 
-    #: initial K when ``n_components=None``
+    #: initial K when ``n_components=None`` and births can grow the model (else 10)
     _auto_n_components = 10
 
     def _n_components(self) -> int:
-        """``n_components`` with None resolved (:attr:`_auto_n_components`)."""
-        return self._auto_n_components if self.n_components is None else int(self.n_components)
+        """``n_components`` with None resolved: :attr:`_auto_n_components` where births can grow
+        the model (:meth:`_births_grow`), else 10 (moves without births, or a stream)."""
+        if self.n_components is not None:
+            return int(self.n_components)
+        return self._auto_n_components if self._births_grow() else max(self._auto_n_components, 10)
 
     def _default_moves(self) -> tuple:
         nested = self._make_alloc().nested
@@ -561,7 +564,9 @@ _DOC_PARAMS = r"""
     n_components : int or None, default=None
         Initial number of clusters K. None means 1 for :class:`DPMixture`, whose default moves
         then grow and prune the clusters (every cluster added by a birth is one the exact ELBO
-        asked for; starting from one cluster costs a few laps of births), and 10 for
+        asked for; starting from one cluster costs a few laps of births) — 10 where no birth
+        can run (``moves`` without ``"birth"``, ``max_births_per_lap=0``, or a stream:
+        :meth:`partial_fit` and one-shot iterators run no moves) — and 10 for
         :class:`FiniteMixture`, whose K stays fixed (there it is the model, not a start).
     gamma : float, default=1.0
         Concentration of the allocation prior.

@@ -140,10 +140,11 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         return ("birth", "merge", "delete") if (self._algorithm() in ("full", "memoized") and self._make_alloc().nested) else ()
 
     def _initial_components(self) -> int:
-        """``n_components``, or when it is None: 1 if births can grow the model, else 50."""
+        """``n_components``, or when it is None: 1 if births can grow the model
+        (:meth:`_births_grow`; not in a stream), else 50."""
         if self.n_components is not None:
             return int(self.n_components)
-        return 1 if "birth" in self._moves_tuple() and int(self.max_births_per_lap) > 0 else 50
+        return 1 if self._births_grow() else 50
 
     def _doc_options(self) -> dict:
         return {"max_iter": int(self.doc_max_iter), "tol": float(self.doc_tol), "restarts": bool(self.restarts)}
@@ -712,7 +713,8 @@ class HDPTopicModel(TruncationFreeMixin, _BaseTopicModel):
     n_components : int or None, default=None
         Initial number of topics K (moves change it). None: 1 when birth moves are on (the
         default for full and memoized learning: births split topics off, merges and deletes
-        remove redundant ones), 50 otherwise. On the toy bars and on gensim's Lee corpus,
+        remove redundant ones), 50 otherwise (also for streams — :meth:`partial_fit` and
+        one-shot iterators run no moves). On the toy bars and on gensim's Lee corpus,
         growing from one topic by births reaches markedly better optima than shrinking from
         50 random-document topics (Lee: objective about 4 % higher, held-out score −7.49 vs
         −7.62 nats per token; see docs/topic_models.md). It may exceed the number of
