@@ -14,7 +14,7 @@ import numpy as np
 from bnpcore._validation import check_array, check_lengths, is_sequence_list
 from bnpcore.data._base import SeqBatch, balanced_bounds
 from bnpcore.data.sources import NpyFile, _check_lazy_2d
-from bnpcore.exceptions import ParameterError, ShapeError
+from bnpcore.exceptions import DataError, ParameterError, ShapeError
 
 __all__ = ["SequenceBatches", "sequence_source"]
 
@@ -122,7 +122,10 @@ class SequenceBatches:
 
     def _seqs(self, s0: int, s1: int, label: str) -> SeqBatch:
         r0, r1 = int(self.seq_range[s0]), int(self.seq_range[s1])
-        rows = self.X[r0:r1]
+        try:
+            rows = self.X[r0:r1]
+        except DataError as exc:  # a file read by NpyFile: deleted, changed or truncated
+            raise DataError(f"{exc} (reading {label})") from None
         if self._lazy:
             rows = check_array(rows, name=label, n_features=self.n_features)
         if self.check_data is not None:

@@ -65,13 +65,26 @@ class NpyFile:
     the rows it asked for: a lap over a file on disk keeps one batch resident, however large the
     file (a ``numpy.memmap`` would instead keep every page it touched mapped in the process).
 
+    Every read checks, with one ``os.fstat`` of the opened file, that the file is still the one
+    whose header was read (same device, inode, size and modification time): a file rewritten or
+    replaced meanwhile (another dtype or shape, more or fewer rows) would otherwise be read with
+    the old header's offsets and dtype.
+
     Parameters
     ----------
     path : str or os.PathLike
+    name : str
+        Argument name used in error messages.
+
+    Raises
+    ------
+    DataError
+        On a read, if the file has been deleted or has changed since its header was read.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, name: str = "X"):
         self.path = os.fspath(path)
+        self.name = name
         with open(self.path, "rb") as fh:
             version = np.lib.format.read_magic(fh)
             if version == (1, 0):
@@ -79,6 +92,7 @@ class NpyFile:
             else:
                 shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
             self.offset = fh.tell()
+            self._stat = self._identity(os.fstat(fh.fileno()))
         if fortran or dtype.hasobject:
             raise ValueError("not a C-order numeric array")
         self.shape = tuple(int(s) for s in shape)
@@ -89,13 +103,26 @@ class NpyFile:
     def __len__(self) -> int:
         return self.shape[0]
 
+    @staticmethod
+    def _identity(st) -> tuple:
+        """What identifies the file's content for :meth:`_read`: device, inode, size, mtime."""
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
     def _read(self, lo: int, hi: int) -> np.ndarray:
         out = np.empty((hi - lo,) + self.shape[1:], dtype=self.dtype)
-        with open(self.path, "rb") as fh:
-            fh.seek(self.offset + lo * self.row_bytes)
-            got = fh.readinto(memoryview(out).cast("B"))
+        try:
+            with open(self.path, "rb") as fh:
+                if self._identity(os.fstat(fh.fileno())) != self._stat:
+                    raise DataError(
+                        f"`{self.name}`: {self.path!r} changed since the fit started (its size, modification time or inode differ "
+                        "from when its header was read); the file must not be rewritten during a fit"
+                    )
+                fh.seek(self.offset + lo * self.row_bytes)
+                got = fh.readinto(memoryview(out).cast("B"))
+        except FileNotFoundError:
+            raise DataError(f"`{self.name}`: no such file: {self.path!r} (it was deleted after the fit started)") from None
         if got != out.nbytes:
-            raise DataError(f"`X`: {self.path!r} is truncated (rows {lo}-{hi} unreadable)")
+            raise DataError(f"`{self.name}`: {self.path!r} is truncated (rows {lo}-{hi} unreadable)")
         return out
 
     def __getitem__(self, key):
@@ -125,7 +152,7 @@ def open_npy_rows(path, name: str = "X"):
     memory map otherwise."""
     arr = open_npy(path, name=name)  # validates the file and reports errors uniformly
     try:
-        return NpyFile(path)
+        return NpyFile(path, name=name)
     except ValueError:
         return arr
 
@@ -247,15 +274,18 @@ class ArrayBatches:
 
     def get(self, b: int) -> np.ndarray:
         """Batch ``b`` as a C-contiguous float64 array (validated)."""
-        if self.rows is not None:
-            rows = self.rows[b]
-            # a fresh contiguous copy of the batch only (np.take: ~3x faster than X[rows] on rows)
-            Xb = np.take(self.X, rows, axis=0) if isinstance(self.X, np.ndarray) else self.X[rows]
-            label = f"X (batch {b})"
-        else:
-            lo, hi = self.bounds[b], self.bounds[b + 1]
-            Xb = self.X[lo:hi]
-            label = f"X (batch {b}, rows {lo}-{hi})"
+        try:
+            if self.rows is not None:
+                rows = self.rows[b]
+                # a fresh contiguous copy of the batch only (np.take: ~3x faster than X[rows] on rows)
+                Xb = np.take(self.X, rows, axis=0) if isinstance(self.X, np.ndarray) else self.X[rows]
+                label = f"X (batch {b})"
+            else:
+                lo, hi = self.bounds[b], self.bounds[b + 1]
+                Xb = self.X[lo:hi]
+                label = f"X (batch {b}, rows {lo}-{hi})"
+        except DataError as exc:  # a file read by NpyFile: deleted, changed or truncated
+            raise DataError(f"{exc} [batch {b}]") from None
         if self._validated and isinstance(Xb, np.ndarray) and Xb.dtype == np.float64 and Xb.flags.c_contiguous:
             return Xb
         if self._validated and _sparse(Xb):  # validated sparse rows stay sparse (count models)
