@@ -1,13 +1,15 @@
-"""Batch files that change during a fit are refused with a DataError naming `X` and the batch,
-never read with stale sizes, offsets or dtypes."""
+"""Batch files and re-iterable batches that change during a fit are refused with a DataError
+naming `X` and the batch, never read with stale sizes, offsets or dtypes."""
 
 import os
+import re
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from bnpcore import DPMixture
-from bnpcore.data import ArrayBatches, sequence_source
-from bnpcore.data.sources import open_npy_rows
+from bnpcore.data import ArrayBatches, DocumentListBatches, ListBatches, sequence_source
+from bnpcore.data.sources import ReiterableBatches, open_npy_rows
 from bnpcore.exceptions import DataError
 
 X = np.random.default_rng(0).normal(size=(60, 3))
@@ -67,6 +69,85 @@ def test_sequence_npy_path_rewritten_between_reads(tmp_path):
     np.save(path, X.astype(np.float32))
     with pytest.raises(DataError, match=CHANGED + r".*\(reading X \(batch 1, sequences 1-2\)\)"):
         src.get(1)
+
+
+def path_list(tmp_path):
+    paths = []
+    for b in range(3):
+        paths.append(str(tmp_path / f"x{b}.npy"))
+        np.save(paths[-1], X[20 * b : 20 * (b + 1)])
+    return paths
+
+
+@pytest.mark.parametrize(
+    "new, what",
+    [(X[:5], "5 rows on this read but 20"), (X[:50], "50 rows on this read but 20"), (X[:20, :2], "2 columns on this read but 3")],
+    ids=["fewer rows", "more rows", "fewer columns"],
+)
+def test_list_of_npy_paths_batch_resized_between_reads(tmp_path, new, what):
+    paths = path_list(tmp_path)
+    src = ListBatches(paths)
+    src.get(1)
+    np.save(paths[1], new)
+    with pytest.raises(DataError, match=r"batch 1 of `X` \('.*x1\.npy'\) has " + what + " when the fit started"):
+        src.get(1)
+
+
+def test_list_of_npy_paths_batch_shrunk_before_init_sample(tmp_path):
+    paths = path_list(tmp_path)
+    src = ListBatches(paths)
+    np.save(paths[2], X[:5])
+    with pytest.raises(DataError, match=r"batch 2 of `X` \('.*x2\.npy'\) has 5 rows on this read but 20"):
+        src.sample_for_init(1000, np.random.default_rng(0))
+
+
+def test_list_of_npz_paths_batch_resized_between_reads(tmp_path):
+    counts = np.random.default_rng(1).poisson(1.0, size=(30, 8)).astype(float)
+    paths = []
+    for b in range(3):
+        paths.append(str(tmp_path / f"c{b}.npz"))
+        sp.save_npz(paths[-1], sp.csr_matrix(counts[10 * b : 10 * (b + 1)]))
+    src = DocumentListBatches(paths)
+    src.get(0)
+    sp.save_npz(paths[0], sp.csr_matrix(counts[:25]))
+    msg = r"batch 0 of `X` \('.*c0\.npz'\) has 25 documents on this read but 10 when the fit started"
+    with pytest.raises(DataError, match=msg):
+        src.get(0)
+    sp.save_npz(paths[0], sp.csr_matrix(counts[:4]))  # the init sample would index past its end
+    with pytest.raises(DataError, match=msg.replace("25", "4")):
+        src.sample_for_init(1000, np.random.default_rng(0))
+
+
+class Passes:
+    """Six batches per pass; from the second pass on, ``change`` alters them."""
+
+    def __init__(self, change):
+        self.change, self.passes = change, 0
+
+    def __iter__(self):
+        self.passes += 1
+        batches = [X[10 * b : 10 * (b + 1)] for b in range(6)]
+        if self.passes > 1:
+            batches = self.change(batches)
+        return iter(batches)
+
+
+@pytest.mark.parametrize(
+    "change, read, message",
+    [
+        (lambda bs: bs[:2] + [bs[2][:3]] + bs[3:], 2, "batch 2 of `X` has 3 rows on this read but 10 when the fit started"),
+        (lambda bs: bs[:2] + [X[:15]] + bs[3:], 2, "batch 2 of `X` has 15 rows on this read but 10 when the fit started"),
+        (lambda bs: bs + [X[:10]], 5, "`X` yielded more than 6 batches on this pass but 6 on the first one"),
+        (lambda bs: bs[:5], 5, "`X` yielded 5 batches on this pass but 6 on the first one"),
+    ],
+    ids=["smaller batch", "bigger batch", "more batches", "fewer batches"],
+)
+def test_reiterable_batches_changed_on_a_later_pass(change, read, message):
+    src = ReiterableBatches(Passes(change))
+    with pytest.raises(DataError, match=re.escape(message)):
+        for b in range(len(src)):
+            src.get(b)
+        src.get(read)  # a later pass
 
 
 def test_memoized_fit_refuses_npy_file_rewritten_after_first_lap(tmp_path):

@@ -245,6 +245,9 @@ class DocumentListBatches:
     ShapeError
         If a batch is not 2-D, has no documents, or its width differs from the others' (or
         from ``n_vocab``).
+    DataError
+        When a batch is read, if it holds another number of documents than when the source
+        was built (a ``.npz`` file replaced during a fit).
     """
 
     segment = "document"
@@ -296,6 +299,13 @@ class DocumentListBatches:
         item = self.items[b]
         raw = _load_npz(item, f"{self.name}[{b}]") if _is_path(item) else item
         label = f"{self.name} (batch {b})"
+        n_docs = tuple(getattr(raw, "shape", ()))[:1]
+        if n_docs and n_docs[0] != self.sizes[b]:
+            where = f" ({os.fspath(item)!r})" if _is_path(item) else ""
+            raise DataError(
+                f"batch {b} of `{self.name}`{where} has {n_docs[0]} documents on this read but {int(self.sizes[b])} when the fit started; "
+                "the batches must not change during a fit"
+            )
         out = check_counts_csr(raw, name=label, n_vocab=self._n_vocab)
         if self.check_data is not None:
             self.check_data(out, label)

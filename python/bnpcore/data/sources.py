@@ -321,6 +321,9 @@ class ListBatches:
     ShapeError
         If the batches do not all have the same number of columns (the message names the first
         offending batch).
+    DataError
+        When a batch is read, if its shape differs from the one it had when the source was built
+        (a ``.npy`` file replaced during a fit).
     """
 
     def __init__(self, items, n_features=None, check_data=None, obs=None):
@@ -370,7 +373,26 @@ class ListBatches:
 
     def _raw(self, b: int):
         item = self.items[b]
-        return open_npy(item, name=f"X[{b}]") if _is_path(item) else item
+        if _is_path(item):
+            return self._same_shape(open_npy(item, name=f"X[{b}]"), b, f" ({os.fspath(item)!r})")
+        return self._same_shape(item, b)
+
+    def _same_shape(self, raw, b: int, where: str = ""):
+        """``raw`` (batch ``b`` as read now), checked against the batch's shape when the source
+        was built: a batch file replaced by one of another size would otherwise be fitted with
+        the first sizes' weights (and sample_for_init would index past its end)."""
+        shape = tuple(getattr(raw, "shape", ()))
+        if len(shape) == 2 and shape[0] != self.sizes[b]:
+            raise DataError(
+                f"batch {b} of `X`{where} has {shape[0]} rows on this read but {int(self.sizes[b])} when the fit started; "
+                "the batches must not change during a fit"
+            )
+        if len(shape) == 2 and shape[1] != self._n_features:
+            raise DataError(
+                f"batch {b} of `X`{where} has {shape[1]} columns on this read but {self._n_features} when the fit started; "
+                "the batches must not change during a fit"
+            )
+        return raw
 
     def get(self, b: int) -> np.ndarray:
         return self._check(self._raw(b), f"X (batch {b})", b)
@@ -393,12 +415,19 @@ class ListBatches:
         return np.concatenate(parts, axis=0)
 
 
+_END = object()  # the end of an iterator (a batch may be any object)
+
+
 class ReiterableBatches(ListBatches):
     """Batches from a re-iterable object (``__iter__`` starts a new pass, e.g. a corpus class
     reading files): one pass here for the batch sizes, then batch ``b`` is read by iterating
     to it when visited. Visiting batches in order costs one pass per lap; a visit to an earlier
     batch restarts the pass (so a memoized lap in random order reads O(B²/2) batches: give a
-    list of ``.npy`` paths for large data)."""
+    list of ``.npy`` paths for large data).
+
+    Every pass must yield the batches of the first one: a batch of another shape, or a pass
+    that ends early or goes on after the last batch, is a :class:`~bnpcore.exceptions.DataError`
+    when it is read."""
 
     def __init__(self, corpus, n_features=None, check_data=None, obs=None):
         self.corpus = corpus
@@ -437,10 +466,22 @@ class ReiterableBatches(ListBatches):
                 item = next(self._it)
             except StopIteration:
                 self._it = None
-                raise ShapeError(f"`X` yielded fewer batches on a later pass than the {len(self)} of the first") from None
+                raise self._changed(self._pos) from None
             self._pos += 1
             if self._pos - 1 == b:
-                return item
+                break
+        if b == len(self) - 1:  # end of the pass: the corpus must end here too
+            extra = next(self._it, _END) is not _END
+            self._it = None
+            if extra:
+                raise self._changed(f"more than {len(self)}")
+        return self._same_shape(item, b)
+
+    def _changed(self, got) -> DataError:
+        return DataError(
+            f"`X` yielded {got} batches on this pass but {len(self)} on the first one; "
+            "a re-iterable source must yield the same batches on every pass"
+        )
 
 
 def make_batches(X, n_batches: int, seed=None) -> ArrayBatches:
