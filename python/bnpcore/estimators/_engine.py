@@ -74,6 +74,29 @@ AUTO_MAX_BATCHES = 10
 AUTO_MAX_ROWS_PER_BATCH = 500_000
 
 
+#: numpydoc entries of the engine's parameters, the same in every family's estimator docstring
+DOC_LEARNING_RATE = """    learning_rate_delay : float, default=1.0
+        ``algorithm="stochastic"``: the delay of the learning rate ρ_t = (t + delay)^(−decay),
+        t = 1, 2, ... counting batch steps; at least 0.
+    learning_rate_decay : float, default=0.6
+        ``algorithm="stochastic"``: the decay of that rate, in (0.5, 1] (Robbins–Monro).
+"""
+DOC_SEED_THREADS = """    random_state : None, int, numpy.random.SeedSequence, numpy.random.Generator or numpy.random.RandomState, default=None
+        Seed of every random choice (initialisation, batch order, moves). None draws fresh
+        entropy; a Generator or RandomState is advanced by one draw that seeds the fit.
+    n_threads : int or None, default=None
+        Threads of the Rust kernels (None: ``BNPCORE_NUM_THREADS`` or all cores), at most
+        ``max(64, 4 × cores)`` (more are capped; above 65536 refused). Results do not depend on it.
+"""
+DOC_CHECKPOINT = """    checkpoint_path : str or None, default=None
+        Write a checkpoint there after every lap and when the fit ends, atomically (temporary
+        file + rename). To resume a killed run: ``m = bnpcore.load(path)``; if
+        ``m.converged_`` the run had finished, else ``m.set_params(warm_start=True,
+        max_laps=remaining); m.fit(X)`` with ``remaining = max_laps − m.n_iter_`` reproduces
+        the uninterrupted run exactly.
+"""
+
+
 def auto_n_batches(n_rows: int) -> int:
     r"""The number of batches ``n_batches=None`` gives ``n_rows`` rows:
     :math:`\max(1, \min(10, \lfloor n/5000\rfloor), \lceil n/500000\rceil)`.

@@ -9,7 +9,7 @@ from bnpcore import _core
 from bnpcore._validation import check_array, check_lengths, check_param, is_sequence_list
 from bnpcore.data._base import SeqBatch
 from bnpcore.data.sequences import SequenceBatches
-from bnpcore.estimators._engine import VBEstimator
+from bnpcore.estimators._engine import DOC_CHECKPOINT, DOC_LEARNING_RATE, DOC_SEED_THREADS, VBEstimator
 from bnpcore.exceptions import ParameterError
 from bnpcore.hmm import FiniteHMMAlloc, HDPHMMAlloc, HMMModel, init_hmm_stats
 from bnpcore.io import register_model_type
@@ -613,18 +613,7 @@ _DOC = r"""
         (0.5), ``accept_rtol``; the values each key accepts are in
         ``bnpcore.moves.hmm.HMMMoveManager.OPTION_RANGES``. An unknown key or a value out of
         its range raises :class:`~bnpcore.exceptions.ParameterError` before fitting.
-    learning_rate_delay : float, default=1.0
-        ``algorithm="stochastic"``: the delay of the learning rate ρ_t = (t + delay)^(−decay),
-        t = 1, 2, ... counting batch steps; at least 0.
-    learning_rate_decay : float, default=0.6
-        ``algorithm="stochastic"``: the decay of that rate, in (0.5, 1] (Robbins–Monro).
-    random_state : None, int, numpy.random.SeedSequence, numpy.random.Generator or numpy.random.RandomState, default=None
-        Seed of every random choice (initialisation, batch order, moves). None draws fresh
-        entropy; a Generator or RandomState is advanced by one draw that seeds the fit.
-    n_threads : int or None, default=None
-        Threads of the Rust kernels (None: ``BNPCORE_NUM_THREADS`` or all cores), at most
-        ``max(64, 4 × cores)`` (more are capped; above 65536 refused). Results do not depend on it.
-    verbose : bool, default=False
+""" + DOC_LEARNING_RATE + DOC_SEED_THREADS + r"""    verbose : bool, default=False
         Show a progress bar with the ELBO and the number of states.
     warm_start : bool, default=False
         Continue from the fitted state (summaries, random streams, history) on the next ``fit``.
@@ -636,13 +625,7 @@ _DOC = r"""
         Returning ``True`` stops the fit cleanly after that lap: the model is fitted and
         saveable, ``converged_`` is False and no ``ConvergenceWarning`` is issued; any other
         return value is ignored.
-    checkpoint_path : str or None, default=None
-        Write a checkpoint there after every lap and when the fit ends, atomically (temporary
-        file + rename). To resume a killed run: ``m = bnpcore.load(path)``; if
-        ``m.converged_`` the run had finished, else ``m.set_params(warm_start=True,
-        max_laps=remaining); m.fit(X)`` with ``remaining = max_laps − m.n_iter_`` reproduces
-        the uninterrupted run exactly.
-    schedule : {"sequential", "parallel"}, default="sequential"
+""" + DOC_CHECKPOINT + r"""    schedule : {"sequential", "parallel"}, default="sequential"
         Visiting order of a memoized lap: each batch with the globals left by the previous one,
         or every batch of a lap against the lap's starting globals (what a cluster runs; still
         monotone lap to lap), as for :class:`bnpcore.DPMixture`.

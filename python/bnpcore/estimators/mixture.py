@@ -10,7 +10,7 @@ from bnpcore._validation import check_array, check_param
 from bnpcore.alloc import DPAlloc, FiniteAlloc
 from bnpcore.data.documents import BagOfWordsBatches
 from bnpcore.data.sources import ArrayBatches, ListBatches, NpyFile, ReiterableBatches, _check_lazy_2d, is_batch_list, open_npy_rows
-from bnpcore.estimators._engine import VBEstimator, is_one_shot
+from bnpcore.estimators._engine import DOC_CHECKPOINT, DOC_LEARNING_RATE, DOC_SEED_THREADS, VBEstimator, is_one_shot
 from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeMixin
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
 from bnpcore.io import register_model_type
@@ -637,18 +637,7 @@ _DOC_PARAMS = r"""
         the dense one (``benches/plot_top_l_mass.py``, ``benches/bench_sparse.py``). Costs one
         dense lap; 0 is L-sparse throughout. The ELBO is monotone from the end of the first
         L-sparse lap on (that lap replaces dense memos by L-sparse ones).
-    learning_rate_delay : float, default=1.0
-        ``algorithm="stochastic"``: the delay of the learning rate ρ_t = (t + delay)^(−decay),
-        t = 1, 2, ... counting batch steps; at least 0.
-    learning_rate_decay : float, default=0.6
-        ``algorithm="stochastic"``: the decay of that rate, in (0.5, 1] (Robbins–Monro).
-    random_state : None, int, numpy.random.SeedSequence, numpy.random.Generator or numpy.random.RandomState, default=None
-        Seed of every random choice (initialisation, batch order, moves). None draws fresh
-        entropy; a Generator or RandomState is advanced by one draw that seeds the fit.
-    n_threads : int or None, default=None
-        Threads of the Rust kernels (None: ``BNPCORE_NUM_THREADS`` or all cores), at most
-        ``max(64, 4 × cores)`` (more are capped; above 65536 refused). Results do not depend on it.
-    verbose : bool, default=False
+""" + DOC_LEARNING_RATE + DOC_SEED_THREADS + r"""    verbose : bool, default=False
         Show a progress bar with the ELBO and the number of clusters.
     warm_start : bool, default=False
         Continue from the fitted state (summaries, random streams, history) on the next ``fit``.
@@ -660,13 +649,7 @@ _DOC_PARAMS = r"""
         Returning ``True`` stops the fit cleanly after that lap (like Keras and LightGBM
         callbacks): the model is fitted and saveable, ``converged_`` is False and no
         ``ConvergenceWarning`` is issued; any other return value is ignored.
-    checkpoint_path : str or None, default=None
-        Write a checkpoint there after every lap and when the fit ends, atomically (temporary
-        file + rename). To resume a killed run: ``m = bnpcore.load(path)``; if
-        ``m.converged_`` the run had finished, else ``m.set_params(warm_start=True,
-        max_laps=remaining); m.fit(X)`` with ``remaining = max_laps − m.n_iter_`` reproduces
-        the uninterrupted run exactly.
-    schedule : {"sequential", "parallel"}, default="sequential"
+""" + DOC_CHECKPOINT + r"""    schedule : {"sequential", "parallel"}, default="sequential"
         Visiting order of a memoized lap: each batch with the globals left by the previous one
         (Hughes & Sudderth 2013), or every batch of a lap against the lap's starting globals
         (what a cluster runs; still monotone lap to lap). With ``backend="dask"`` the

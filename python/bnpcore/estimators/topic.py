@@ -15,7 +15,7 @@ from bnpcore._validation import check_counts_csr, check_param, make_csr
 from bnpcore.algorithms.executor import shared_options
 from bnpcore.data.documents import DocumentBatches, DocumentStream, _is_count_matrix, _is_iterator, bow_to_csr, document_source
 from bnpcore.estimators._base import TransformerMixin
-from bnpcore.estimators._engine import VBEstimator
+from bnpcore.estimators._engine import DOC_CHECKPOINT, DOC_LEARNING_RATE, DOC_SEED_THREADS, VBEstimator
 from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeMixin
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
 from bnpcore.io import register_model_type
@@ -630,18 +630,7 @@ _DOC_COMMON = """
         Stop a document when no document-topic count changes by more than ``doc_tol``.
     restarts : bool, default=True
         Sparse restart proposals in the document step (thesis Alg. 5.2).
-    learning_rate_delay : float, default=1.0
-        ``algorithm="stochastic"``: the delay of the learning rate ρ_t = (t + delay)^(−decay),
-        t = 1, 2, ... counting batch steps; at least 0.
-    learning_rate_decay : float, default=0.6
-        ``algorithm="stochastic"``: the decay of that rate, in (0.5, 1] (Robbins–Monro).
-    random_state : None, int, numpy.random.SeedSequence, numpy.random.Generator or numpy.random.RandomState, default=None
-        Seed of every random choice (initialisation, batch order, moves). None draws fresh
-        entropy; a Generator or RandomState is advanced by one draw that seeds the fit.
-    n_threads : int or None, default=None
-        Threads of the Rust kernels (None: ``BNPCORE_NUM_THREADS`` or all cores), at most
-        ``max(64, 4 × cores)`` (more are capped; above 65536 refused). Results do not depend on it.
-    verbose : bool, default=False
+""" + DOC_LEARNING_RATE + DOC_SEED_THREADS + """    verbose : bool, default=False
         Show a progress bar with the objective and the number of topics.
     warm_start : bool, default=False
         Continue from the fitted state on the next ``fit`` (``prior_count`` must be unchanged:
@@ -649,13 +638,7 @@ _DOC_COMMON = """
     callback : callable(model, info) or None, default=None
         Called after every lap with a dict ``info`` (lap, elbo, n_components, accepted_moves);
         returning ``True`` stops the fit cleanly after that lap.
-    checkpoint_path : str or None, default=None
-        Write a checkpoint there after every lap and when the fit ends, atomically (temporary
-        file + rename). To resume a killed run: ``m = bnpcore.load(path)``; if
-        ``m.converged_`` the run had finished, else ``m.set_params(warm_start=True,
-        max_laps=remaining); m.fit(X)`` with ``remaining = max_laps − m.n_iter_`` reproduces
-        the uninterrupted run exactly.
-    schedule : {"sequential", "parallel"}, default="sequential"
+""" + DOC_CHECKPOINT + """    schedule : {"sequential", "parallel"}, default="sequential"
         Visiting order of a memoized lap: each batch with the topics left by the previous one,
         or every batch of a lap against the lap's starting topics (what a cluster runs), as
         for :class:`bnpcore.DPMixture`.
