@@ -309,7 +309,11 @@ def check_counts_csr(X, name: str = "X", n_vocab: int | None = None, min_rows: i
     if width == 0:
         raise ShapeError(f"`{name}` has no columns (empty vocabulary)")
     if n_vocab is not None and width != n_vocab:
-        raise ShapeError(f"`{name}` has {width} columns (vocabulary size) but the vocabulary size is {n_vocab} (`n_vocab`, or the fitted model's)")
+        # scikit-learn's wording (its estimator checks look for it)
+        raise ShapeError(
+            f"{name} has {width} features, but it is expecting {n_vocab} features as input "
+            "(the vocabulary size: `n_vocab`, or the fitted model's)"
+        )
     indptr = np.asarray(csr.indptr)
     if indptr.shape != (n_docs + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
         raise DataError(f"`{name}` has an invalid CSR structure (indptr must start at 0 and be non-decreasing)")

@@ -269,7 +269,7 @@ def test_bad_counts(make):
 
 def test_bad_shapes_and_types():
     X = corpus()
-    expect(ShapeError, r"`X` has 25 columns .* the vocabulary size is 30 \(`n_vocab`", DocumentBatches, sp.csr_array(X), n_vocab=30)
+    expect(ShapeError, r"^X has 25 features, but it is expecting 30 features as input \(the vocabulary size", DocumentBatches, sp.csr_array(X), n_vocab=30)
     expect(ShapeError, "`X` has 0 documents", DocumentBatches, sp.csr_array((0, 5)))
     expect(ShapeError, "`X` has no columns", DocumentBatches, sp.csr_array((4, 0)))
     expect(ShapeError, "`X` must be 2-D", DocumentBatches, sp.coo_array(np.ones(5)))

@@ -558,3 +558,12 @@ def test_more_batches_than_sequences_is_refused_by_name():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         assert FiniteHMM(algorithm="memoized", n_batches=4, max_laps=2).fit(X, lengths).n_iter_ == 2
+
+
+def test_decode_takes_hmmlearns_algorithm_argument():
+    X, lengths, _ = bnpcore.datasets.make_sticky_hmm(n_seqs=3, seq_len=40, random_state=0)
+    m = _fit(FiniteHMM(n_components=3, max_laps=3, random_state=0), X, lengths)
+    a, b = m.decode(X, lengths), m.decode(X, lengths, algorithm="viterbi")
+    assert a[0] == b[0] and np.array_equal(a[1], b[1])
+    with pytest.raises(ParameterError, match="`algorithm` of decode must be 'viterbi'"):
+        m.decode(X, lengths, algorithm="map")

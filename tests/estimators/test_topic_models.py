@@ -929,3 +929,20 @@ def test_partial_fit_vocabulary_size(bars, algorithm):
         c.partial_fit(later)
     d = FiniteTopicModel(2, random_state=0).partial_fit([[(0, 2), (3, 1)], [(1, 1)]], n_vocab=8).partial_fit([[(7, 1)]])
     assert d.n_features_in_ == 8 and d.topics_.shape == (2, 8)
+
+
+def test_dataframe_vocabulary_names_are_kept_and_checked():
+    """As scikit-learn's LDA: a DataFrame's column names are the fitted feature_names_in_, and
+    transform/score refuse reordered columns (they would be other words) by name."""
+    import pandas as pd
+
+    counts = np.random.default_rng(0).poisson(1, (30, 6))
+    df = pd.DataFrame(counts, columns=list("abcdef"))
+    m = _fit(FiniteTopicModel(n_components=2, max_laps=5, random_state=0), df)
+    assert list(m.feature_names_in_) == list("abcdef")
+    for method in (m.transform, m.score):
+        with pytest.raises(DataError, match="feature names should match"):
+            method(df[df.columns[::-1]])
+    with pytest.warns(UserWarning, match="does not have valid feature names"):  # an array: a warning only
+        np.testing.assert_array_equal(m.transform(df), m.transform(counts))
+    assert not hasattr(_fit(FiniteTopicModel(n_components=2, max_laps=2), [[(0, 2), (3, 1)], [(1, 1)]]), "feature_names_in_")

@@ -393,7 +393,7 @@ class _BaseHMM(VBEstimator):
         first = sr[:-1]
         return np.insert(a, first, a[first], axis=0)
 
-    def decode(self, X: Any, lengths: Any = None) -> tuple[float, np.ndarray]:
+    def decode(self, X: Any, lengths: Any = None, algorithm: str = "viterbi") -> tuple[float, np.ndarray]:
         r"""The most likely state path by Viterbi at the point estimates (hmmlearn's ``decode``).
 
         For ``obs="ar_gauss"`` the path is conditional on each sequence's first step, whose
@@ -407,6 +407,9 @@ class _BaseHMM(VBEstimator):
             :meth:`fit`.
         lengths : array-like of int or None
             Length of every sequence (summing to ``len(X)``); None is one sequence.
+        algorithm : {"viterbi"}, default="viterbi"
+            The decoder, as hmmlearn's argument (only Viterbi is offered; the estimator's own
+            ``algorithm`` is the learning algorithm).
 
         Returns
         -------
@@ -417,6 +420,8 @@ class _BaseHMM(VBEstimator):
         states : ndarray of int64, shape (n_samples,)
             State of every time step.
         """
+        if algorithm != "viterbi":
+            raise ParameterError(f"`algorithm` of decode must be 'viterbi' (the only decoder offered), got {algorithm!r}")
         batch = self._sequences(X, lengths)
         logB, ls, lt = self._plugin(batch)
         states, score = _core.viterbi(logB, batch.seq_range, ls, lt, n_threads=self.n_threads)

@@ -105,6 +105,8 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
     allocation model."""
 
     _move_manager = TopicMoveManager
+    #: a DataFrame's column names (the vocabulary) are kept and checked, as by scikit-learn's LDA
+    _records_feature_names = True
 
     # fitted attributes (declared for type checkers; set by ``fit``, see the class docstring)
     topics_: np.ndarray
@@ -415,6 +417,8 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
     # ----------------------------------------------------------------- inference
     def _as_csr(self, X, name="X"):
         self._check_fitted()
+        if _is_count_matrix(X):
+            self._check_feature_names(X)
         return self._corpus_csr(X, name)
 
     def _check_eval_X(self, eval_X):
