@@ -587,8 +587,9 @@ class VBEstimator(BaseEstimator):
         batch is never revisited), then the exact global step and the end-of-lap housekeeping
         (empty clusters removed, clusters sorted by size for DP mixtures). Because G is the sum of
         all memos, ``elbo_`` stays the exact ELBO of everything seen so far. The first call
-        initialises the model (default priors and initial clusters) from ``X``. Each call counts
-        as one lap in ``history_``.
+        initialises the model (default priors and initial clusters: with ``n_components=None``
+        ten, since no birth runs in a stream) from ``X``. Each call counts as one lap in
+        ``history_``. No moves run.
 
         Parameters
         ----------
@@ -598,6 +599,12 @@ class VBEstimator(BaseEstimator):
         Returns
         -------
         self
+
+        Raises
+        ------
+        ParameterError
+            With ``algorithm="stochastic"``, whose steps revisit their batches (use
+            ``"memoized"``; ``"truncation_free"`` has its own streaming step).
         """
         first = not hasattr(self, "state_")
         if self._records_feature_names and not first:

@@ -503,7 +503,8 @@ class _BaseHMM(VBEstimator):
         n_samples : int, default=1
             Number of time steps.
         random_state : int, numpy.random.Generator or None
-            Seed of the draw.
+            Seed of the draw; None draws fresh entropy (not the estimator's ``random_state``,
+            unlike hmmlearn: pass a seed for a reproducible draw).
 
         Returns
         -------
