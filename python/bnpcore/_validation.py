@@ -22,6 +22,7 @@ Sequence lengths (hmmlearn-style ``(X, lengths)``) are checked by :func:`check_l
 from __future__ import annotations
 
 import numbers
+import os
 
 import numpy as np
 
@@ -187,6 +188,14 @@ def check_array(
     NonFiniteError
         NaN, infinity or a missing value.
     """
+    if isinstance(X, (str, bytes, os.PathLike)) or (
+        isinstance(X, (list, tuple)) and X and all(isinstance(x, (str, bytes, os.PathLike)) for x in X)
+    ):  # callers that read files do so before this
+        what = f"a path ({os.fsdecode(X)!r})" if isinstance(X, (str, bytes, os.PathLike)) else "a list of paths"
+        raise DataError(
+            f"`{name}` is {what}, not an array: this estimator or method reads arrays "
+            "(numpy.load the file, with mmap_mode='r' for a large one)"
+        )
     if is_sparse(X):
         if keep_sparse and obs in DENSIFIED_SPARSE_OBS:
             return check_sparse_rows(X, obs, name=name, n_features=n_features, min_rows=min_rows)

@@ -567,3 +567,14 @@ def test_decode_takes_hmmlearns_algorithm_argument():
     assert a[0] == b[0] and np.array_equal(a[1], b[1])
     with pytest.raises(ParameterError, match="`algorithm` of decode must be 'viterbi'"):
         m.decode(X, lengths, algorithm="map")
+
+
+def test_paths_are_refused_with_a_clear_message(tmp_path):
+    """The HMM estimators read arrays (the mixtures also read .npy paths): a path, or a list of
+    them, is a DataError saying so, not 'must be numeric, got dtype <U..'."""
+    X, lengths, _ = bnpcore.datasets.make_sticky_hmm(n_seqs=3, seq_len=40, random_state=0)
+    path = tmp_path / "x.npy"
+    np.save(path, X)
+    for data in (str(path), path, [str(path), str(path)]):
+        with pytest.raises(DataError, match=r"`X` is (a path .*|a list of paths), not an array"):
+            FiniteHMM().fit(data, None if isinstance(data, list) else lengths)
