@@ -306,3 +306,15 @@ def test_a_one_shot_iterator_is_refused_by_the_stochastic_algorithm():
     X = seeded_data("gauss", n=300, seed=13)
     with pytest.raises(ParameterError, match=r"one-shot iterator .* streaming memoized update"):
         DPMixture(algorithm="stochastic").fit(iter([X[:150], X[150:]]))
+
+
+def test_stream_messages_name_the_batch_once_and_a_stochastic_continuation_says_why():
+    X = seeded_data("gauss", n=300, seed=14)
+    bad = X.copy()
+    bad[250, 0] = np.nan
+    with pytest.raises(ValueError, match="batch 2") as info:
+        DPMixture(n_components=2).fit(iter([X[:100], X[100:200], bad[200:]]))
+    assert str(info.value).count("batch 2") == 1
+    m = DPMixture(n_components=2).partial_fit(X[:100])
+    with pytest.raises(ParameterError, match="fitted by partial_fit or a one-shot stream continues with algorithm='memoized'"):
+        m.set_params(warm_start=True, algorithm="stochastic", n_batches=3).fit(X)

@@ -454,6 +454,11 @@ class VBEstimator(BaseEstimator):
             # fitted by partial_fit / a stream only: the new batches join the frozen memos
             self.state_.memos = [None] * len(source)
             self.state_.n_rows += source.n_rows
+        elif not self.state_.memos:
+            raise ParameterError(
+                "warm_start of a model fitted by partial_fit or a one-shot stream continues with algorithm='memoized' or "
+                "'full' (its batches are not kept, and the stochastic algorithm revisits the batches of its previous fit)"
+            )
         elif len(self.state_.memos) != len(source):
             raise ParameterError(
                 f"warm_start needs the same number of batches as the previous fit ({len(self.state_.memos)}), "
@@ -686,10 +691,14 @@ class VBEstimator(BaseEstimator):
         Returns the model and the exact ELBO after the batch."""
         fitted = hasattr(self, "state_")
         suffix = "" if batch is None else f" [batch {batch}]"
+
+        def named(exc):  # the batch named once (the message may already name it)
+            return type(exc)(f"{exc}" if f"batch {batch}" in str(exc) else f"{exc}{suffix}")
+
         try:
             Xb = self._check_batch(X, name)
         except ValueError as exc:
-            raise type(exc)(f"{exc}{suffix}") from None
+            raise named(exc) from None
         if not fitted:
             self._initialize(self._batch_source(Xb), revisit=False)
             try:
@@ -698,7 +707,7 @@ class VBEstimator(BaseEstimator):
                 for attr in ("state_", "obs_model_", "n_features_in_"):
                     if hasattr(self, attr):
                         delattr(self, attr)
-                raise type(exc)(f"{exc}{suffix}") from None
+                raise named(exc) from None
         model = self._make_model(self.obs_model_)
         model.top_l = self._lap_top_l()
         elbo = stream_batch(model, self.state_, Xb, n_threads=self.n_threads)
