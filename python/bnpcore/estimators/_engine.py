@@ -95,6 +95,28 @@ DOC_CHECKPOINT = """    checkpoint_path : str or None, default=None
         max_laps=remaining); m.fit(X)`` with ``remaining = max_laps − m.n_iter_`` reproduces
         the uninterrupted run exactly.
 """
+DOC_CLIENT = """    client : dask.distributed.Client, str or None, default=None
+        The Dask client (or scheduler address) of ``backend="dask"``; None starts a
+        ``LocalCluster`` for the fit and closes it afterwards. Not saved in model files.
+"""
+#: the Gaussian observation models' prior entries (mixtures and HMMs)
+DOC_GAUSSIAN_PRIORS = """    prior_dof : float or None, default=None
+        Degrees of freedom ν̄ of the Wishart (``"gauss"``, ``"zero_mean_gauss"``, above
+        n_features − 1), Gamma (``"diag_gauss"``) or Matrix-Normal-Wishart (``"ar_gauss"``)
+        prior; None: n_features + 2, 3 for ``"diag_gauss"``.
+    prior_mean_precision : float or None, default=None
+        κ̄, the precision scale of the prior mean (``"gauss"``, ``"diag_gauss"``); None: 1e-4.
+    prior_mean : "data", float or array of shape (n_features,), default="data"
+        m̄, the prior mean (``"gauss"``, ``"diag_gauss"``), in the data's coordinates; "data"
+        is the mean of the initialisation sample.
+    prior_covariance : "data", "eye" or array, default="data"
+        E₀, the prior expected covariance before ``prior_scale`` (``"gauss"``,
+        ``"diag_gauss"``, ``"zero_mean_gauss"``): the empirical covariance (zero-mean: the
+        second moment) of the initialisation sample plus a small floor, the identity, or the
+        given matrix (variances for ``"diag_gauss"``).
+    prior_scale : float, default=1.0
+        Multiplies E₀ (Gaussian models) or the innovation covariance scale of ``"ar_gauss"``.
+"""
 
 
 def auto_n_batches(n_rows: int) -> int:

@@ -9,7 +9,7 @@ from bnpcore import _core
 from bnpcore._validation import check_array, check_lengths, check_param, is_sequence_list
 from bnpcore.data._base import SeqBatch
 from bnpcore.data.sequences import SequenceBatches
-from bnpcore.estimators._engine import DOC_CHECKPOINT, DOC_LEARNING_RATE, DOC_SEED_THREADS, VBEstimator
+from bnpcore.estimators._engine import DOC_CHECKPOINT, DOC_CLIENT, DOC_GAUSSIAN_PRIORS, DOC_LEARNING_RATE, DOC_SEED_THREADS, VBEstimator
 from bnpcore.exceptions import ParameterError
 from bnpcore.hmm import FiniteHMMAlloc, HDPHMMAlloc, HMMModel, init_hmm_stats
 from bnpcore.io import register_model_type
@@ -641,26 +641,7 @@ _DOC = r"""
         are scattered once; the moves' whole-dataset passes run there too. Needs
         ``n_batches >= 2`` and memoized or stochastic laps. For the same batches, ``schedule``
         and ``random_state`` the result equals the local one.
-    client : dask.distributed.Client, str or None, default=None
-        The Dask client (or scheduler address) of ``backend="dask"``; None starts a
-        ``LocalCluster`` for the fit and closes it afterwards. Not saved in model files.
-    prior_dof : float or None, default=None
-        Degrees of freedom ν̄ of the Wishart (``"gauss"``, ``"zero_mean_gauss"``, above
-        n_features − 1), Gamma (``"diag_gauss"``) or Matrix-Normal-Wishart (``"ar_gauss"``)
-        prior; None: n_features + 2, 3 for ``"diag_gauss"``.
-    prior_mean_precision : float or None, default=None
-        κ̄, the precision scale of the prior mean (``"gauss"``, ``"diag_gauss"``); None: 1e-4.
-    prior_mean : "data", float or array of shape (n_features,), default="data"
-        m̄, the prior mean (``"gauss"``, ``"diag_gauss"``), in the data's coordinates; "data"
-        is the mean of the initialisation sample.
-    prior_covariance : "data", "eye" or array, default="data"
-        E₀, the prior expected covariance before ``prior_scale`` (``"gauss"``,
-        ``"diag_gauss"``, ``"zero_mean_gauss"``): the empirical covariance (zero-mean: the
-        second moment) of the initialisation sample plus a small floor, the identity, or the
-        given matrix (variances for ``"diag_gauss"``).
-    prior_scale : float, default=1.0
-        Multiplies E₀ (Gaussian models) or the innovation covariance scale of ``"ar_gauss"``.
-    prior_count : float, array, pair or None, default=None
+""" + DOC_CLIENT + DOC_GAUSSIAN_PRIORS + r"""    prior_count : float, array, pair or None, default=None
         Dirichlet pseudo-counts of ``"mult"`` (None: 0.1) or Beta pseudo-counts (λ̄₁, λ̄₀) of
         ``"bern"`` (None: (0.1, 0.1)). The prior is described in full at
         :func:`bnpcore.obs.default_prior`; ``"ar_gauss"`` reads only ``prior_dof`` and

@@ -15,7 +15,7 @@ from bnpcore._validation import check_counts_csr, check_param, make_csr
 from bnpcore.algorithms.executor import shared_options
 from bnpcore.data.documents import DocumentBatches, DocumentStream, _is_count_matrix, _is_iterator, bow_to_csr, document_source
 from bnpcore.estimators._base import TransformerMixin
-from bnpcore.estimators._engine import DOC_CHECKPOINT, DOC_LEARNING_RATE, DOC_SEED_THREADS, VBEstimator
+from bnpcore.estimators._engine import DOC_CHECKPOINT, DOC_CLIENT, DOC_LEARNING_RATE, DOC_SEED_THREADS, VBEstimator
 from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeMixin
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
 from bnpcore.io import register_model_type
@@ -650,10 +650,7 @@ _DOC_COMMON = """
         Where the document steps run: rayon threads in this process, or the workers of a Dask
         cluster (``docs/distributed.md``), to which the batches are scattered once; delete and
         birth candidates fetch them back for their extra passes.
-    client : dask.distributed.Client, str or None, default=None
-        The Dask client (or scheduler address) of ``backend="dask"``; None starts a
-        ``LocalCluster`` for the fit and closes it afterwards. Not saved in model files.
-
+""" + DOC_CLIENT + """
     Attributes
     ----------
     n_components_ : int
