@@ -19,7 +19,7 @@ import numpy as np
 
 from bnpcore.algorithms._base import FitState
 from bnpcore.algorithms.executor import SCHEDULES
-from bnpcore.algorithms.memoized import MONOTONE_RTOL, run_memoized_lap
+from bnpcore.algorithms.memoized import is_decrease, run_memoized_lap
 from bnpcore.algorithms.stochastic import StochasticConfig, run_stochastic_lap
 from bnpcore.exceptions import ConvergenceWarning, ELBODecreaseWarning
 
@@ -163,7 +163,7 @@ def run_laps(
             elbo = res["elbo"]
             if shrinks:
                 prev = None
-            if prev is not None and not stochastic and elbo < prev - MONOTONE_RTOL * abs(prev):
+            if not stochastic and is_decrease(prev, elbo, model, state.stats):
                 warnings.warn(f"ELBO decreased at lap {state.lap}: {prev!r} -> {elbo!r}", ELBODecreaseWarning, stacklevel=4)
             state.record(elbo)
             stop = on_lap(LapInfo(state.lap, elbo, int(res["accepted"]))) if on_lap is not None else None

@@ -17,14 +17,31 @@ import numpy as np
 from bnpcore.algorithms._base import FitState, Timer, remove_empty_and_sort
 from bnpcore.exceptions import ELBODecreaseWarning
 
-__all__ = ["MONOTONE_RTOL", "run_memoized_lap", "stream_batch"]
+__all__ = ["MONOTONE_RTOL", "elbo_roundoff", "is_decrease", "run_memoized_lap", "stream_batch"]
 
 #: relative round-off tolerance of the monotonicity checks
 MONOTONE_RTOL = 1e-9
 
 
-def _check_monotone(prev: float | None, new: float, where: str) -> None:
-    if prev is not None and new < prev - MONOTONE_RTOL * abs(prev):
+def elbo_roundoff(model, stats) -> float:
+    """The observation model's estimate of the objective's round-off at ``stats``
+    (:meth:`bnpcore.obs.ObsModel.elbo_roundoff`; 0 for models without one)."""
+    estimate = getattr(getattr(model, "obs", None), "elbo_roundoff", None)
+    return 0.0 if estimate is None else float(estimate(stats.N, stats.S))
+
+
+def is_decrease(prev: float | None, new: float, model=None, stats=None) -> bool:
+    """Whether ``new`` is below ``prev`` by more than round-off: :data:`MONOTONE_RTOL`
+    relative, or — for objectives whose terms are ill conditioned at ``stats`` (Gaussian data
+    in an affine subspace, see :meth:`bnpcore.obs.ObsModel.elbo_roundoff`) — the model's own
+    estimate of its round-off there (computed only when the first test fails)."""
+    if prev is None or new >= prev - MONOTONE_RTOL * abs(prev):
+        return False
+    return model is None or new < prev - elbo_roundoff(model, stats)
+
+
+def _check_monotone(prev: float | None, new: float, where: str, model=None, stats=None) -> None:
+    if is_decrease(prev, new, model, stats):
         warnings.warn(
             f"ELBO decreased {where}: {prev!r} -> {new!r} (change {new - prev:.3e})",
             ELBODecreaseWarning,
@@ -95,7 +112,7 @@ def run_memoized_lap(
             moves.after_batch(model, state, b, res.out, X=res.X)
         if exact:
             if check_monotone:
-                _check_monotone(prev_batch, cur, f"after visiting batch {b} in lap {state.lap + 1}")
+                _check_monotone(prev_batch, cur, f"after visiting batch {b} in lap {state.lap + 1}", model, state.stats)
             state.batch_elbo.append(cur)
             prev_batch = cur
         if on_batch is not None:
