@@ -274,6 +274,24 @@ class _BaseHMM(VBEstimator):
                 delattr(self, name + "_")
         self.counts_ = np.asarray(G.N, dtype=np.float64).copy()
 
+    @property
+    def covars_(self) -> np.ndarray:
+        r"""The state covariances as full matrices, shape (K, n_features, n_features), under
+        hmmlearn's name: ``covariances_`` (the posterior means :math:`E_q[\Sigma_k]`, the
+        point estimates that ``score`` and ``predict`` use) with the variances of
+        ``obs="diag_gauss"`` on the diagonals, as hmmlearn's ``covars_`` is full whatever
+        ``covariance_type``. A new array on every access (assigning to it is refused). Gaussian
+        observation models only (for ``"ar_gauss"`` the noise covariances); an
+        ``AttributeError`` otherwise and before ``fit``."""
+        cov = getattr(self, "covariances_", None)
+        if cov is None:
+            if hasattr(self, "obs_model_"):
+                raise AttributeError(f"covars_ exists for the Gaussian observation models only, not obs={self.obs_model_.kind!r}")
+            raise AttributeError(f"this {type(self).__name__} is not fitted yet: covars_ is set by fit")
+        if cov.ndim == 2:  # obs="diag_gauss": (K, D) variances, on the diagonals
+            return cov[:, :, None] * np.eye(cov.shape[1])
+        return np.array(cov)
+
     # ----------------------------------------------------------------------- fit
     def fit(self: _H, X: Any, lengths: Any = None) -> _H:
         """Fit the model to the sequences ``X``.
@@ -657,7 +675,12 @@ _DOC = r"""
         Expected transition matrix (rows sum to 1) over the K represented states.
     means_, covariances_ : ndarray
         Posterior-mean emission parameters (Gaussian models; ``means_`` holds word or
-        Bernoulli probabilities for ``mult`` / ``bern``).
+        Bernoulli probabilities for ``mult`` / ``bern``). ``covariances_`` has shape
+        (K, n_features) for ``"diag_gauss"`` and (K, n_features, n_features) otherwise.
+    covars_ : ndarray of shape (K, n_features, n_features)
+        hmmlearn's name: ``covariances_`` as full matrices whatever ``obs`` (the variances of
+        ``"diag_gauss"`` on the diagonals), the same posterior means :math:`E_q[\Sigma_k]`;
+        Gaussian models only (read-only, computed on access).
     coef_ : ndarray of shape (K, n_features, n_features)
         Auto-regressive matrices :math:`A_k` (``obs="ar_gauss"``).
     elbo_, history_, n_iter_, converged_, moves_log_

@@ -1,0 +1,90 @@
+"""The names a hmmlearn user reaches for on HDPHMM and FiniteHMM: ``covars_``. The checks
+run without hmmlearn; where hmmlearn is installed, its GaussianHMM given the fitted point
+estimates is compared too."""
+
+import warnings
+
+import bnpcore
+import numpy as np
+import pytest
+from bnpcore import HDPHMM, FiniteHMM
+from bnpcore._reference import hmm as ref_hmm
+from bnpcore.exceptions import ConvergenceWarning
+from scipy.stats import multivariate_normal
+
+GAUSS_OBS = ("gauss", "diag_gauss", "zero_mean_gauss")
+
+
+def _data(n_seqs=3, seq_len=60, seed=0):
+    return bnpcore.datasets.make_sticky_hmm(n_seqs=n_seqs, seq_len=seq_len, random_state=seed)[:2]
+
+
+def _fit(est, X, lengths=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return est.fit(X, lengths)
+
+
+def _emission_log_lik(m, X):
+    """log N(x_t | means_[k], covars_[k]) of every step and state, by scipy."""
+    K, d = m.covars_.shape[0], X.shape[1]
+    means = m.means_ if hasattr(m, "means_") else np.zeros((K, d))
+    return np.stack([multivariate_normal(means[k], m.covars_[k]).logpdf(X) for k in range(K)], axis=1)
+
+
+@pytest.mark.parametrize("cls", [HDPHMM, FiniteHMM])
+@pytest.mark.parametrize("obs", GAUSS_OBS)
+def test_covars_are_the_full_covariances_that_score_uses(cls, obs):
+    X, lengths = _data()
+    m = _fit(cls(obs, n_components=3, max_laps=5, random_state=0), X, lengths)
+    K, d = m.transmat_.shape[0], X.shape[1]
+    cov = m.covars_
+    assert cov.shape == (K, d, d)
+    expected = np.stack([np.diag(v) for v in m.covariances_]) if obs == "diag_gauss" else m.covariances_
+    assert np.array_equal(cov, expected)
+    cov[...] = 0.0  # a new array: the fitted covariances are untouched
+    assert np.all(np.diagonal(m.covars_, axis1=1, axis2=2) > 0)
+    # the forward algorithm with Gaussians of means_ and covars_ is the model's score
+    seq_range = np.r_[0, np.cumsum(lengths)]
+    ref = ref_hmm.forward_backward(_emission_log_lik(m, X), seq_range, np.log(m.startprob_), np.log(m.transmat_))
+    assert np.isclose(m.score(X, lengths), ref["log_z_sum"], rtol=1e-9)
+    with pytest.raises(AttributeError):
+        m.covars_ = cov
+
+
+def test_covars_of_the_autoregressive_model_are_its_noise_covariances():
+    X, lengths = _data()
+    m = _fit(FiniteHMM("ar_gauss", n_components=2, max_laps=3, random_state=0), X, lengths)
+    assert m.covars_.shape == (2, X.shape[1], X.shape[1]) and np.array_equal(m.covars_, m.covariances_)
+
+
+@pytest.mark.parametrize("obs", ["mult", "bern"])
+def test_covars_are_absent_without_gaussian_observations(obs):
+    X, lengths = _data()
+    X = (X > 0).astype(float) if obs == "bern" else np.abs(np.round(X))
+    m = _fit(FiniteHMM(obs, n_components=2, max_laps=3, random_state=0), X, lengths)
+    assert not hasattr(m, "covars_")
+    with pytest.raises(AttributeError, match=f"Gaussian observation models only, not obs='{obs}'"):
+        _ = m.covars_
+    with pytest.raises(AttributeError, match="not fitted yet"):
+        _ = FiniteHMM().covars_
+
+
+def test_covars_survive_save_and_load(tmp_path):
+    X, lengths = _data()
+    m = _fit(FiniteHMM("diag_gauss", n_components=2, max_laps=3, random_state=0), X, lengths)
+    m.save(tmp_path / "m.npz")
+    assert np.array_equal(bnpcore.load(tmp_path / "m.npz").covars_, m.covars_)
+
+
+@pytest.mark.parametrize("obs", ["gauss", "diag_gauss"])
+def test_hmmlearn_given_the_point_estimates_scores_and_decodes_the_same(obs):
+    hmm = pytest.importorskip("hmmlearn.hmm")
+    X, lengths = _data()
+    m = _fit(FiniteHMM(obs, n_components=3, max_laps=5, random_state=0), X, lengths)
+    h = hmm.GaussianHMM(n_components=3, covariance_type="full", init_params="", params="")
+    h.n_features = X.shape[1]
+    h.startprob_, h.transmat_, h.means_, h.covars_ = m.startprob_, m.transmat_, m.means_, m.covars_
+    assert np.isclose(h.score(X, lengths), m.score(X, lengths), rtol=1e-9)
+    assert np.array_equal(h.predict(X, lengths), m.predict(X, lengths))
+    assert np.allclose(h.predict_proba(X, lengths), m.predict_proba(X, lengths), atol=1e-9)
