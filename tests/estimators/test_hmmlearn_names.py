@@ -1,4 +1,4 @@
-"""The names a hmmlearn user reaches for on HDPHMM and FiniteHMM: ``covars_``. The checks
+"""The names a hmmlearn user reaches for on HDPHMM and FiniteHMM: ``covars_``, ``sample(currstate=)``. The checks
 run without hmmlearn; where hmmlearn is installed, its GaussianHMM given the fitted point
 estimates is compared too."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from bnpcore import HDPHMM, FiniteHMM
 from bnpcore._reference import hmm as ref_hmm
-from bnpcore.exceptions import ConvergenceWarning
+from bnpcore.exceptions import ConvergenceWarning, ParameterError
 from scipy.stats import multivariate_normal
 
 GAUSS_OBS = ("gauss", "diag_gauss", "zero_mean_gauss")
@@ -76,6 +76,30 @@ def test_covars_survive_save_and_load(tmp_path):
     m.save(tmp_path / "m.npz")
     assert np.array_equal(bnpcore.load(tmp_path / "m.npz").covars_, m.covars_)
 
+
+
+@pytest.mark.parametrize("obs", ["gauss", "bern"])
+def test_sample_starts_in_currstate_and_goes_on_from_a_previous_draw(obs):
+    X, lengths = _data()
+    X = (X > 0).astype(float) if obs == "bern" else X
+    m = _fit(FiniteHMM(obs, n_components=3, max_laps=5, random_state=0), X, lengths)
+    for k in range(3):
+        for seed in range(5):
+            S, z = m.sample(4, random_state=seed, currstate=k)
+            assert z[0] == k and z.dtype == np.int64 and S.shape == (4, X.shape[1])
+    _, z = m.sample(30, random_state=0)
+    _, z2 = m.sample(30, random_state=1, currstate=z[-1])  # numpy integers are states too
+    assert z2[0] == z[-1]
+    # None draws the first state from startprob_, as before
+    assert np.array_equal(m.sample(30, random_state=2, currstate=None)[1], m.sample(30, random_state=2)[1])
+
+
+@pytest.mark.parametrize("bad", [-1, 3, 1.0, "0", True, [0]])
+def test_sample_refuses_a_currstate_that_is_not_a_state(bad):
+    X, lengths = _data()
+    m = _fit(FiniteHMM(n_components=3, max_laps=3, random_state=0), X, lengths)
+    with pytest.raises(ParameterError, match="`currstate` must be"):
+        m.sample(5, random_state=0, currstate=bad)
 
 @pytest.mark.parametrize("obs", ["gauss", "diag_gauss"])
 def test_hmmlearn_given_the_point_estimates_scores_and_decodes_the_same(obs):

@@ -512,7 +512,7 @@ class _BaseHMM(VBEstimator):
         """
         return self.score_samples(X, lengths)[1]
 
-    def sample(self, n_samples: int = 1, random_state: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    def sample(self, n_samples: int = 1, random_state: Any = None, currstate: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Draw one sequence from the fitted point-estimate HMM (Gaussian and Bernoulli
         observation models).
 
@@ -523,6 +523,11 @@ class _BaseHMM(VBEstimator):
         random_state : int, numpy.random.Generator or None
             Seed of the draw; None draws fresh entropy (not the estimator's ``random_state``,
             unlike hmmlearn: pass a seed for a reproducible draw).
+        currstate : int or None, default=None
+            State of the first step, in ``range(K)`` (the rows of ``transmat_``), as
+            hmmlearn's argument: ``X2, z2 = model.sample(n, currstate=z[-1])`` goes on from
+            the last state of a previous draw (``z2[0] == z[-1]``). None draws it from
+            ``startprob_``.
 
         Returns
         -------
@@ -532,13 +537,16 @@ class _BaseHMM(VBEstimator):
             The hidden states.
         """
         check_param("n_samples", n_samples, kind="int", low=1, low_inclusive=True)
+        check_param("currstate", currstate, kind="int", allow_none=True)
         self._check_fitted()
         if self.obs not in ("gauss", "diag_gauss", "zero_mean_gauss", "bern"):  # not mult, ar_gauss
             raise ParameterError(f"sample() is not available for obs={self.obs!r}")
         rng = np.random.default_rng(random_state)
         K = self.transmat_.shape[0]
+        if currstate is not None and not 0 <= currstate < K:
+            raise ParameterError(f"`currstate` must be a state in range({K}) (the rows of transmat_), got {currstate!r}")
         z = np.empty(int(n_samples), dtype=np.int64)
-        z[0] = rng.choice(K, p=self.startprob_)
+        z[0] = rng.choice(K, p=self.startprob_) if currstate is None else currstate
         for t in range(1, int(n_samples)):
             z[t] = rng.choice(K, p=self.transmat_[z[t - 1]])
         d = self.n_features_in_
