@@ -1,8 +1,11 @@
-"""The names a hmmlearn user reaches for on HDPHMM and FiniteHMM: ``covars_``, ``sample(currstate=)``. The checks
+"""The names a hmmlearn user reaches for on HDPHMM and FiniteHMM: ``covars_``, ``sample(currstate=)``,
+``monitor_``. The checks
 run without hmmlearn; where hmmlearn is installed, its GaussianHMM given the fitted point
 estimates is compared too."""
 
+import dataclasses
 import warnings
+from collections import deque
 
 import bnpcore
 import numpy as np
@@ -100,6 +103,46 @@ def test_sample_refuses_a_currstate_that_is_not_a_state(bad):
     m = _fit(FiniteHMM(n_components=3, max_laps=3, random_state=0), X, lengths)
     with pytest.raises(ParameterError, match="`currstate` must be"):
         m.sample(5, random_state=0, currstate=bad)
+
+
+def test_monitor_reports_the_last_fit(tmp_path):
+    X, lengths = _data()
+    m = _fit(HDPHMM(n_components=3, kappa=10.0, max_laps=40, tol=1e-5, verbose=False, random_state=0), X, lengths)
+    mon = m.monitor_
+    assert m.converged_ and mon.converged is True
+    assert mon.iter == m.n_iter_ and mon.n_iter == 40 and mon.tol == 1e-5 and mon.verbose is False
+    assert isinstance(mon.history, deque) and list(mon.history) == list(m.history_["elbo"])
+    # a stop at max_laps is not convergence (hmmlearn's monitor says converged then)
+    short = _fit(FiniteHMM(n_components=3, max_laps=1, random_state=0), X, lengths)  # min_laps=2: no test of convergence
+    assert not short.converged_ and short.monitor_.converged is False and short.monitor_.iter == short.monitor_.n_iter == 1
+    # a continued fit reports its own laps only, and a loaded model the same as the saved one
+    short.set_params(warm_start=True, max_laps=3)
+    _fit(short, X, lengths)
+    assert short.monitor_.iter == short.n_iter_ and len(short.history_["elbo"]) == 1 + short.n_iter_
+    assert list(short.monitor_.history) == list(short.history_["elbo"][1:])
+    short.save(tmp_path / "m.npz")
+    assert bnpcore.load(tmp_path / "m.npz").monitor_ == short.monitor_
+
+
+def test_monitor_is_read_only_and_absent_before_fit():
+    assert not hasattr(FiniteHMM(), "monitor_")
+    X, lengths = _data()
+    m = _fit(FiniteHMM(n_components=2, max_laps=3, random_state=0), X, lengths)
+    with pytest.raises(AttributeError):
+        m.monitor_ = None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.monitor_.converged = True
+
+
+def test_monitor_has_the_attributes_of_hmmlearns():
+    hmm = pytest.importorskip("hmmlearn.hmm")
+    X, lengths = _data()
+    h = hmm.GaussianHMM(n_components=2, n_iter=3, random_state=0).fit(X, lengths)
+    m = _fit(FiniteHMM(n_components=2, max_laps=3, random_state=0), X, lengths)
+    names = {k for k in vars(h.monitor_) if not k.startswith("_")} | {"converged"}
+    assert names <= {f.name for f in dataclasses.fields(m.monitor_)}
+    for name in names:
+        assert isinstance(getattr(m.monitor_, name), type(getattr(h.monitor_, name))), name
 
 @pytest.mark.parametrize("obs", ["gauss", "diag_gauss"])
 def test_hmmlearn_given_the_point_estimates_scores_and_decodes_the_same(obs):

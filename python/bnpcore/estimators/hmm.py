@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
     from bnpcore.estimators._engine import RandomStateLike
 
-__all__ = ["HDPHMM", "FiniteHMM"]
+__all__ = ["HDPHMM", "ConvergenceMonitor", "FiniteHMM"]
 
 _H = TypeVar("_H", bound="_BaseHMM")
 
@@ -33,6 +35,38 @@ class _Sequences(SequenceBatches):
     @property
     def _check(self):
         return self
+
+
+@dataclass(frozen=True)
+class ConvergenceMonitor:
+    """How the last fit of an HMM ended, with the attributes of hmmlearn's ``monitor_``
+    (read-only; :attr:`HDPHMM.monitor_` builds it from the fitted attributes on access).
+
+    Parameters
+    ----------
+    tol : float
+        The estimator's ``tol``: a bound on the *relative* ELBO change of a lap (hmmlearn's is
+        an absolute log-likelihood gain).
+    n_iter : int
+        The estimator's ``max_laps``, the most laps a fit runs.
+    verbose : bool
+        The estimator's ``verbose``.
+    history : collections.deque of float
+        The ELBO after each lap of the last fit (``history_["elbo"]``'s last ``iter`` values,
+        total nats), oldest first.
+    iter : int
+        Laps run by the last fit (``n_iter_``).
+    converged : bool
+        ``converged_``: the ELBO met ``tol`` with no move pending. Unlike hmmlearn's, it is
+        False when the fit stopped at ``n_iter`` laps without converging.
+    """
+
+    tol: float
+    n_iter: int
+    verbose: bool
+    history: deque
+    iter: int
+    converged: bool
 
 
 class _BaseHMM(VBEstimator):
@@ -291,6 +325,23 @@ class _BaseHMM(VBEstimator):
         if cov.ndim == 2:  # obs="diag_gauss": (K, D) variances, on the diagonals
             return cov[:, :, None] * np.eye(cov.shape[1])
         return np.array(cov)
+
+    @property
+    def monitor_(self) -> ConvergenceMonitor:
+        """hmmlearn's convergence report of the last fit (``monitor_.converged``,
+        ``monitor_.history``, ``monitor_.iter``, ...), a read-only
+        :class:`~bnpcore.estimators.hmm.ConvergenceMonitor` built on access from
+        ``converged_``, ``n_iter_``, ``history_``, ``tol``, ``max_laps`` and ``verbose`` (so a
+        loaded model has it too); an ``AttributeError`` before ``fit``. Unlike hmmlearn's it
+        cannot be replaced to change the convergence test (use ``tol`` and ``min_laps``)."""
+        if not hasattr(self, "n_iter_"):
+            raise AttributeError(f"this {type(self).__name__} is not fitted yet: monitor_ is set by fit")
+        elbo = self.history_["elbo"]
+        last = elbo[len(elbo) - int(self.n_iter_):]
+        return ConvergenceMonitor(
+            tol=self.tol, n_iter=self.max_laps, verbose=self.verbose, history=deque(float(v) for v in last),
+            iter=int(self.n_iter_), converged=bool(self.converged_),
+        )
 
     # ----------------------------------------------------------------------- fit
     def fit(self: _H, X: Any, lengths: Any = None) -> _H:
@@ -693,6 +744,11 @@ _DOC = r"""
         Auto-regressive matrices :math:`A_k` (``obs="ar_gauss"``).
     elbo_, history_, n_iter_, converged_, moves_log_
         As for :class:`bnpcore.DPMixture`.
+    monitor_ : ConvergenceMonitor
+        hmmlearn's convergence report (``converged``, ``history``, ``iter``, ``tol``,
+        ``n_iter``, ``verbose``), read-only and built from ``converged_``, ``history_`` and
+        ``n_iter_`` on access; ``converged`` is ``converged_`` (False when ``max_laps`` ran
+        out, unlike hmmlearn's) and ``tol`` is relative.
 
     Examples
     --------
