@@ -1,5 +1,6 @@
 """The names a hmmlearn user reaches for on HDPHMM and FiniteHMM: ``covars_``, ``sample(currstate=)``,
-``monitor_``. The checks
+``monitor_``, ``n_features``, ``get_stationary_distribution``, ``decode(algorithm=None)`` and
+the ``(X, lengths)`` conventions of ``score`` and ``predict``. The checks
 run without hmmlearn; where hmmlearn is installed, its GaussianHMM given the fitted point
 estimates is compared too."""
 
@@ -144,6 +145,54 @@ def test_monitor_has_the_attributes_of_hmmlearns():
     for name in names:
         assert isinstance(getattr(m.monitor_, name), type(getattr(h.monitor_, name))), name
 
+
+@pytest.mark.parametrize(("obs", "width"), [("gauss", 2), ("ar_gauss", 2), ("bern", 2)])
+def test_n_features_is_the_number_of_columns_fitted(obs, width):
+    assert not hasattr(FiniteHMM(), "n_features")
+    X, lengths = _data()
+    X = (X > 0).astype(float) if obs == "bern" else X
+    m = _fit(FiniteHMM(obs, n_components=2, max_laps=2, random_state=0), X, lengths)
+    assert m.n_features == m.n_features_in_ == width and type(m.n_features) is int
+    with pytest.raises(AttributeError):
+        m.n_features = 3
+
+
+@pytest.mark.parametrize("cls", [HDPHMM, FiniteHMM])
+def test_stationary_distribution_is_the_long_run_share_of_the_chain(cls):
+    X, lengths = _data(n_seqs=4, seq_len=100)
+    m = _fit(cls(n_components=4, kappa=5.0, max_laps=10, random_state=0), X, lengths)
+    pi = m.get_stationary_distribution()
+    K = m.transmat_.shape[0]
+    assert pi.shape == (K,) and np.all(pi >= 0) and np.isclose(pi.sum(), 1.0)
+    assert np.allclose(pi @ m.transmat_, pi, atol=1e-12)
+    # the distribution of the state after many steps, from any start
+    assert np.allclose(m.startprob_ @ np.linalg.matrix_power(m.transmat_, 2000), pi, atol=1e-8)
+    with pytest.raises(bnpcore.exceptions.NotFittedError):
+        cls().get_stationary_distribution()
+
+
+def test_decode_with_hmmlearns_default_algorithm_none_is_viterbi():
+    X, lengths = _data()
+    m = _fit(FiniteHMM(n_components=3, max_laps=3, random_state=0), X, lengths)
+    (a, za), (b, zb) = m.decode(X, lengths, algorithm=None), m.decode(X, lengths, algorithm="viterbi")
+    assert a == b and np.array_equal(za, zb)
+
+
+def test_lengths_conventions_and_total_score():
+    X, lengths = _data()
+    m = _fit(FiniteHMM(n_components=3, max_laps=5, random_state=0), X, lengths)
+    assert _fit(m, X, lengths) is m
+    score, states = m.score(X, lengths), m.predict(X, lengths)
+    for lens in (list(lengths), tuple(int(n) for n in lengths), np.asarray(lengths, dtype=np.int32)):
+        assert m.score(X, lens) == score and np.array_equal(m.predict(X, lens), states)
+    # the total over the sequences, each scored on its own; None is one sequence
+    bounds = np.r_[0, np.cumsum(lengths)]
+    parts = [m.score(X[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    assert np.isclose(score, sum(parts), rtol=1e-12)
+    assert m.score(X) == m.score(X, [len(X)]) and m.score(X) != score
+    logp, post = m.score_samples(X, lengths)
+    assert logp == score and post.shape == (len(X), m.transmat_.shape[0])
+
 @pytest.mark.parametrize("obs", ["gauss", "diag_gauss"])
 def test_hmmlearn_given_the_point_estimates_scores_and_decodes_the_same(obs):
     hmm = pytest.importorskip("hmmlearn.hmm")
@@ -155,3 +204,7 @@ def test_hmmlearn_given_the_point_estimates_scores_and_decodes_the_same(obs):
     assert np.isclose(h.score(X, lengths), m.score(X, lengths), rtol=1e-9)
     assert np.array_equal(h.predict(X, lengths), m.predict(X, lengths))
     assert np.allclose(h.predict_proba(X, lengths), m.predict_proba(X, lengths), atol=1e-9)
+    (hp, hz), (mp, mz) = h.decode(X, lengths), m.decode(X, lengths)
+    assert np.isclose(hp, mp, rtol=1e-9) and np.array_equal(hz, mz)
+    assert np.allclose(h.get_stationary_distribution(), m.get_stationary_distribution(), atol=1e-9)
+    assert h.n_features == m.n_features

@@ -327,6 +327,15 @@ class _BaseHMM(VBEstimator):
         return np.array(cov)
 
     @property
+    def n_features(self) -> int:
+        """hmmlearn's name of ``n_features_in_``: the number of columns of ``X`` the model was
+        fitted on (for ``"ar_gauss"`` the series' own columns); an ``AttributeError`` before
+        ``fit``."""
+        if not hasattr(self, "n_features_in_"):
+            raise AttributeError(f"this {type(self).__name__} is not fitted yet: n_features is set by fit")
+        return int(self.n_features_in_)
+
+    @property
     def monitor_(self) -> ConvergenceMonitor:
         """hmmlearn's convergence report of the last fit (``monitor_.converged``,
         ``monitor_.history``, ``monitor_.iter``, ...), a read-only
@@ -462,7 +471,7 @@ class _BaseHMM(VBEstimator):
         first = sr[:-1]
         return np.insert(a, first, a[first], axis=0)
 
-    def decode(self, X: Any, lengths: Any = None, algorithm: str = "viterbi") -> tuple[float, np.ndarray]:
+    def decode(self, X: Any, lengths: Any = None, algorithm: str | None = "viterbi") -> tuple[float, np.ndarray]:
         r"""The most likely state path by Viterbi at the point estimates (hmmlearn's ``decode``).
 
         For ``obs="ar_gauss"`` the path is conditional on each sequence's first step, whose
@@ -476,9 +485,10 @@ class _BaseHMM(VBEstimator):
             :meth:`fit`.
         lengths : array-like of int or None
             Length of every sequence (summing to ``len(X)``); None is one sequence.
-        algorithm : {"viterbi"}, default="viterbi"
-            The decoder, as hmmlearn's argument (only Viterbi is offered; the estimator's own
-            ``algorithm`` is the learning algorithm).
+        algorithm : {"viterbi"} or None, default="viterbi"
+            The decoder, as hmmlearn's argument (only Viterbi is offered: hmmlearn's ``"map"``
+            path is ``predict_proba(X, lengths).argmax(axis=1)``). None, hmmlearn's default,
+            is Viterbi too (the estimator's own ``algorithm`` is the learning algorithm).
 
         Returns
         -------
@@ -489,7 +499,7 @@ class _BaseHMM(VBEstimator):
         states : ndarray of int64, shape (n_samples,)
             State of every time step.
         """
-        if algorithm != "viterbi":
+        if algorithm not in (None, "viterbi"):
             raise ParameterError(f"`algorithm` of decode must be 'viterbi' (the only decoder offered), got {algorithm!r}")
         batch = self._sequences(X, lengths)
         logB, ls, lt = self._plugin(batch)
@@ -563,6 +573,28 @@ class _BaseHMM(VBEstimator):
         """
         return self.score_samples(X, lengths)[1]
 
+    def get_stationary_distribution(self) -> np.ndarray:
+        r"""The stationary distribution of the fitted chain, as hmmlearn's method.
+
+        The distribution :math:`\pi` over the K states with :math:`\pi^\top P = \pi^\top`
+        for :math:`P` = ``transmat_`` and :math:`\sum_k \pi_k = 1` (unique: the
+        posterior-mean transition rows are positive), the long-run share of time in each state.
+
+        Returns
+        -------
+        stationary : ndarray of shape (K,)
+            Non-negative, sums to 1; indexed as the rows of ``transmat_``.
+        """
+        self._check_fitted()
+        P = np.asarray(self.transmat_, dtype=np.float64)
+        K = P.shape[0]
+        # pi (P - I) = 0 with the normalisation as one more equation, by least squares
+        A = np.vstack([P.T - np.eye(K), np.ones((1, K))])
+        b = np.zeros(K + 1)
+        b[-1] = 1.0
+        pi = np.clip(np.linalg.lstsq(A, b, rcond=None)[0], 0.0, None)
+        return pi / pi.sum()
+
     def sample(self, n_samples: int = 1, random_state: Any = None, currstate: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Draw one sequence from the fitted point-estimate HMM (Gaussian and Bernoulli
         observation models).
@@ -629,7 +661,10 @@ _DOC = r"""
         leaves the coefficients and states unchanged; the model has no intercept, so a series
         far from 0 next to its steps must be centred by the caller.
     n_components : int, default=10
-        Initial number of states K (the HDP-HMM keeps states with expected count ≥ 1).
+        Initial number of states K (the HDP-HMM keeps states with expected count ≥ 1). Unlike
+        hmmlearn's, it is where ``HDPHMM`` starts, not its fitted number of states: the fitted
+        arrays, the columns of ``predict_proba`` and the states of ``predict`` are over
+        K = ``transmat_.shape[0]`` states (``FiniteHMM``: ``n_components``).
     gamma : float, default=1.0
         Top-level concentration (HDP-HMM only).
     alpha : float, default=1.0
@@ -742,6 +777,8 @@ _DOC = r"""
         Gaussian models only (read-only, computed on access).
     coef_ : ndarray of shape (K, n_features, n_features)
         Auto-regressive matrices :math:`A_k` (``obs="ar_gauss"``).
+    n_features_in_, n_features : int
+        Columns of ``X`` (``n_features`` is hmmlearn's name, read-only).
     elbo_, history_, n_iter_, converged_, moves_log_
         As for :class:`bnpcore.DPMixture`.
     monitor_ : ConvergenceMonitor
@@ -749,6 +786,19 @@ _DOC = r"""
         ``n_iter``, ``verbose``), read-only and built from ``converged_``, ``history_`` and
         ``n_iter_`` on access; ``converged`` is ``converged_`` (False when ``max_laps`` ran
         out, unlike hmmlearn's) and ``tol`` is relative.
+
+    Notes
+    -----
+    ``score``, ``score_samples``, ``decode``, ``predict``, ``predict_proba`` and ``sample``
+    use the point estimates ``startprob_``, ``transmat_`` and the posterior-mean emission
+    parameters: a hmmlearn ``GaussianHMM`` (``covariance_type="full"``) given ``startprob_``,
+    ``transmat_``, ``means_`` and ``covars_`` computes the same numbers. Where this differs
+    from hmmlearn on purpose: ``n_components`` is the initial K of ``HDPHMM``; there is no
+    ``aic``/``bic`` (the number of states is inferred: compare ``elbo_``, or ``score`` on
+    held-out sequences); ``decode`` offers Viterbi only; ``sample`` with
+    ``random_state=None`` draws fresh entropy; ``params``/``init_params`` do not exist and
+    fitted attributes set by hand before ``fit`` are not a starting point (``warm_start``
+    continues a fit); ``monitor_`` is a read-only report whose ``converged`` means converged.
 
     Examples
     --------
