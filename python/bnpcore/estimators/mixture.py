@@ -603,7 +603,9 @@ _DOC_PARAMS = r"""
     max_laps : int, default=100
         Maximum number of passes through the data (in addition to previous ones with ``warm_start``).
     min_laps : int, default=2
-        Minimum number of laps before convergence is tested.
+        Minimum number of laps before convergence is tested, counted over all the model's
+        laps: a warm start or a resume from a checkpoint continues the count (so that 3 + 3 laps
+        are 6 laps), and a fit continuing a converged model may stop after one lap.
     tol : float, default=1e-6
         Convergence when the relative ELBO change of a lap is at most ``tol`` and no move was
         accepted in that lap.
