@@ -9,6 +9,10 @@ from bnpcore.stats import SuffStats
 
 __all__ = ["Model"]
 
+#: a ``top_l`` above the number of columns any local step has (column indices are ``uint32``,
+#: ``2**32 - 1`` pads) keeps every entry: larger values are passed to the kernels as this one
+MAX_TOP_L = int(np.iinfo(np.uint32).max)
+
 
 def _is_sparse(X) -> bool:
     return hasattr(X, "tocsr") and hasattr(X, "nnz")
@@ -63,7 +67,10 @@ class Model:
         """
         from bnpcore import _core
 
-        options.setdefault("top_l", self.top_l)
+        top_l = options.setdefault("top_l", self.top_l)
+        if top_l is not None and top_l > MAX_TOP_L:
+            # any L at least the number of columns keeps every entry; the kernel takes a machine integer
+            options["top_l"] = MAX_TOP_L
         prepared = options.pop("prepared", None)
         if prepared is None:
             core_alloc = self.alloc.core_for(glob)

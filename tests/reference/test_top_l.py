@@ -354,6 +354,23 @@ def test_estimator_top_l_at_least_k_equals_dense():
     assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
 
 
+@pytest.mark.parametrize("cls", [DPMixture, FiniteMixture])
+def test_top_l_beyond_a_machine_integer_is_any_large_l(cls):
+    """A top_l too large for a machine integer (2**64 and up) fits as any other top_l above
+    the number of clusters, with the default moves, and the fitted model predicts alike."""
+    from bnpcore.datasets import make_gaussian_mixture
+
+    X, _ = make_gaussian_mixture(n_samples=600, n_features=2, n_components=4, random_state=2)
+    kw = dict(n_components=None if cls is DPMixture else 4, algorithm="memoized", n_batches=2, max_laps=6, random_state=1)
+    a = fit_quietly(cls(top_l=50, **kw), X)
+    for huge in (2**64, 2**70):
+        b = fit_quietly(cls(top_l=huge, **kw), X)
+        assert np.array_equal(a.history_["elbo"], b.history_["elbo"])
+        assert a.moves_log_ == b.moves_log_
+        assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
+    assert cls is FiniteMixture or any(r["accepted"] for r in a.moves_log_)
+
+
 @pytest.mark.parametrize("moves", [("birth",), ("merge",), ("delete",), ("birth", "merge", "delete")])
 @pytest.mark.parametrize("top_l", [1, 2])
 @pytest.mark.parametrize("dense_laps", [0, 1])
