@@ -590,6 +590,42 @@ def test_dense_laps_survive_save_load_and_warm_start(tmp_path, moves):
     assert again.state_.last_top_l == 2
 
 
+def test_interrupted_first_sparse_lap_then_a_dense_warm_start_is_not_an_elbo_decrease(tmp_path, monkeypatch):
+    """Ctrl-C in the first L-sparse lap (top_l=1 after six dense laps) leaves memos of both
+    families; a warm start with top_l=None then replaces the hard memo, and its first lap may end
+    below the last recorded (all-dense) ELBO. That lap is not held to it, as a lap that shrinks
+    the family is not (pytest turns an ELBODecreaseWarning into an error), in memory and after
+    save/load; the lap after it is checked again."""
+    import bnpcore
+    from _helpers import synthetic_data
+    from bnpcore.algorithms._base import FitState
+
+    X, _ = synthetic_data("mult", n=900, n_clusters=8, seed=3)
+    kw = dict(obs="mult", n_components=8, n_batches=3, max_laps=10, tol=0.0, moves=(), random_state=2, top_l=1, dense_laps=6)
+    orig = FitState.set_memo
+
+    def set_memo(self, b, new):
+        orig(self, b, new)
+        if self.lap == 6:  # one memo of the first L-sparse lap replaced
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(FitState, "set_memo", set_memo)
+    m = DPMixture(**kw)
+    with pytest.raises(KeyboardInterrupt):
+        m.fit(X)
+    monkeypatch.setattr(FitState, "set_memo", orig)
+    assert m.state_.lap == 6 and m.state_.last_top_l is None and m.state_.mixed_top_l
+    m.save(tmp_path / "m.npz")
+    before = m.history_["elbo"][-1]
+    fit_quietly(m.set_params(warm_start=True, max_laps=3, top_l=None), X)
+    assert m.history_["elbo"][6] < before - 1e-6 * abs(before)  # what the check would have refused
+    assert not m.state_.mixed_top_l and _monotone(m.history_["elbo"][6:])
+    loaded = bnpcore.load(tmp_path / "m.npz")
+    assert loaded.state_.mixed_top_l
+    fit_quietly(loaded.set_params(warm_start=True, max_laps=3, top_l=None), X)
+    assert np.array_equal(loaded.history_["elbo"], m.history_["elbo"])
+
+
 def test_invalid_dense_laps_is_a_clear_error():
     X = make_data("gauss", 50, 2, np.random.default_rng(0))
     for bad in (-1, 1.5, "1"):

@@ -73,6 +73,11 @@ class FitState:
     last_top_l : int or None
         L of the local steps of the last lap (None: dense), to recognise a lap whose family of
         responsibilities is smaller than that of the memos it replaces.
+    mixed_top_l : bool
+        A lap whose L differed from ``last_top_l`` was interrupted (Ctrl-C, an error in a
+        batch): the memos may come from both families, so the next lap is checked for
+        monotonicity neither batch by batch nor against the last recorded ELBO, as a lap that
+        shrinks the family.
     n_rows : int
         Rows (observations) summarised by the memos and frozen memos.
     moves_state : dict
@@ -99,6 +104,7 @@ class FitState:
     frozen: list = field(default_factory=list)
     batch_seed: int | None = None
     last_top_l: int | None = None
+    mixed_top_l: bool = False
     n_rows: int = 0
     moves_state: dict = field(default_factory=dict)
     truncation_free: dict = field(default_factory=dict)

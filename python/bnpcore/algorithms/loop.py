@@ -133,14 +133,17 @@ def run_laps(
     prev = state.history["elbo"][-1] if state.history["elbo"] else None
     if not stochastic and any(m is None for m in state.memos):
         prev = None  # batches never summarised yet: the previous ELBO covered other data
+    lap_l = state.last_top_l
     try:
         for _ in range(config.max_laps):
             # L-sparse steps start after `dense_laps` dense laps. When the family of
             # responsibilities shrinks (dense -> top L, or a smaller L on warm start), the
             # first lap of the new family replaces memos the new family cannot represent, so
-            # the ELBO is monotone again from the end of that lap on (as after lap 1).
+            # the ELBO is monotone again from the end of that lap on (as after lap 1). So it is
+            # after an interrupted lap that changed the family (its memos mix two families).
             lap_l = lap_top_l(config, state)
             shrinks = state.lap > 0 and lap_l is not None and (state.last_top_l is None or lap_l < state.last_top_l)
+            shrinks = shrinks or state.mixed_top_l
             model.top_l = lap_l
             if stochastic:
                 res = run_stochastic_lap(
@@ -157,7 +160,7 @@ def run_laps(
                     schedule=config.schedule,
                     executor=executor,
                 )
-            state.last_top_l = lap_l
+            state.last_top_l, state.mixed_top_l = lap_l, False
             if moves is not None:
                 state.moves_state = moves.get_state()
             elbo = res["elbo"]
@@ -184,6 +187,8 @@ def run_laps(
                 break
             prev = elbo
     except BaseException:
+        if lap_l != state.last_top_l:  # interrupted in a lap that changed the family
+            state.mixed_top_l = True
         if not stochastic:
             with contextlib.suppress(Exception):  # (memos on a cluster that is gone: G stays)
                 state.recompute_total()

@@ -263,7 +263,7 @@ class TopicMoveManager(MoveOptions):
         self._lap = state.lap + 1
         self._exact = all(m is not None for m in state.memos)
         lap_top_l = model.top_l
-        self._guard = self.config.monotone and self._exact and lap_top_l == state.last_top_l
+        self._guard = self.config.monotone and self._exact and lap_top_l == state.last_top_l and not state.mixed_top_l
         movable = self._exact and model.alloc.nested and not state.frozen
         if "merge" in self.kinds and movable and self._lap >= self._start("merge"):
             self._pairs = self._planned_merges(model, state.stats)
