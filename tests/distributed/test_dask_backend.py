@@ -121,6 +121,17 @@ def test_dask_equals_local_with_sparse_rows_and_default_moves(client):
     assert remote.moves_log_ == local.moves_log_
 
 
+@pytest.mark.parametrize("obs", ["mult", "bern"])
+def test_dask_equals_local_on_scipy_sparse_rows_with_births(client, obs):
+    """scipy.sparse rows scattered to the workers: a birth's collected rows come back sparse
+    (not an object array the move cannot read) and the fit equals the local one."""
+    sp = pytest.importorskip("scipy.sparse")
+    X = sp.csr_matrix(seeded_data(obs, n=900, d=12, k=5, seed=7))
+    kw = dict(obs=obs, n_components=1, algorithm="memoized", n_batches=3, schedule="parallel", max_laps=5, tol=0, random_state=1)
+    local = _fit(DPMixture(**kw), X)
+    assert any(r["kind"] == "birth" for r in local.moves_log_)
+    _same_fit(local, _fit(DPMixture(backend="dask", client=client, **kw), X))
+
 def test_dask_stochastic_and_finite(client):
     X = seeded_data("diag_gauss", n=600, seed=2)
     for est in (

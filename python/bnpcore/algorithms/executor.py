@@ -63,7 +63,8 @@ def select_collected_rows(out: dict, X, threshold: float):
     rows = np.flatnonzero((cols > threshold).any(axis=1))
     out = dict(out)
     out["cols"] = np.ascontiguousarray(cols[rows])
-    return out, np.ascontiguousarray(X[rows])
+    picked = X[rows]
+    return out, picked if hasattr(picked, "nnz") else np.ascontiguousarray(picked)  # scipy.sparse rows stay sparse
 
 
 #: local-step option of a move that reads per-row outputs with their rows (topic and HMM
