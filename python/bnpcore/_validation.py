@@ -134,6 +134,37 @@ def _from_dataframe(X):
     return X.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
+def _lazy_kind(x) -> str | None:
+    """``"Delayed"`` or ``"Future"`` for a dask Delayed object or a distributed Future (told
+    apart by class, without importing dask), else None."""
+    for cls in type(x).__mro__:
+        if cls.__name__ in ("Delayed", "Future") and cls.__module__.split(".")[0] in ("dask", "distributed"):
+            return cls.__name__
+    return None
+
+
+def check_not_lazy(X, name: str = "X") -> None:
+    """Refuse a dask Delayed object or a distributed Future (or a list of them) given as data:
+    their values are not known to bnpcore, only to Dask.
+
+    Raises
+    ------
+    DataError
+        Naming ``name`` and saying what to pass instead.
+    """
+    items = X if isinstance(X, (list, tuple)) else [X]
+    for i, x in enumerate(items):
+        kind = _lazy_kind(x)
+        if kind is None:
+            continue
+        where = f"`{name}`" if x is X else f"`{name}[{i}]`"
+        what = "a dask Delayed object" if kind == "Delayed" else "a dask.distributed Future"
+        raise DataError(
+            f"{where} is {what}: pass an array (compute it first) or a dask.array.Array "
+            "(dask.array.from_delayed)"
+        )
+
+
 def _object_to_float(arr: np.ndarray, name: str) -> np.ndarray:
     """Convert an object array of numbers (e.g. ``X.astype(object)``) to float64."""
     try:
@@ -188,6 +219,7 @@ def check_array(
     NonFiniteError
         NaN, infinity or a missing value.
     """
+    check_not_lazy(X, name)
     if isinstance(X, (str, bytes, os.PathLike)) or (
         isinstance(X, (list, tuple)) and X and all(isinstance(x, (str, bytes, os.PathLike)) for x in X)
     ):  # callers that read files do so before this

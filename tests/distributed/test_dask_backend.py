@@ -190,6 +190,28 @@ def test_bad_data_on_workers_is_a_clear_error(client, tmp_path):
         DPMixture(algorithm="memoized", backend="dask", client=client).fit(iter([X]))
 
 
+def test_delayed_objects_and_futures_as_data_are_a_clear_error(client):
+    """A dask Delayed object or a distributed Future (alone or in a list of batches) is not
+    data bnpcore can read: a DataError naming the argument, on either backend and for every
+    method that takes data (not a TypeError or AttributeError from inside)."""
+    import dask
+    from bnpcore import HDPTopicModel
+    from bnpcore.exceptions import DataError
+
+    X = seeded_data("gauss", n=300)
+    fitted = _fit(DPMixture(n_components=2, max_laps=2), X)
+    docs = bnpcore.datasets.make_bars(n_docs=60, random_state=0)[0]
+    topics = _fit(HDPTopicModel(n_components=2, max_laps=2), docs)
+    lazy = (dask.delayed(np.asarray)(X), client.scatter(X, hash=False),
+            [dask.delayed(np.asarray)(X[:150]), dask.delayed(np.asarray)(X[150:])])
+    for data in lazy:
+        for backend in ("local", "dask"):
+            with pytest.raises(DataError, match=r"`X(\[0\])?` is a dask"):
+                DPMixture(algorithm="memoized", n_batches=2, backend=backend, client=client).fit(data)
+        for call in (DPMixture().partial_fit, fitted.predict, fitted.score, topics.transform, topics.score):
+            with pytest.raises(DataError, match=r"`X(\[0\])?` is a dask"):
+                call(data)
+
 def test_save_load_and_resume_after_a_dask_fit(client, tmp_path):
     X = seeded_data("gauss", n=900, k=5, seed=9)
     kw = dict(n_components=2, algorithm="memoized", n_batches=3, schedule="parallel", tol=0, random_state=8)

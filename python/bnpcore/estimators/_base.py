@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import sklearn
-from bnpcore._validation import DENSIFIED_SPARSE_OBS
+from bnpcore._validation import DENSIFIED_SPARSE_OBS, check_not_lazy
 from bnpcore.exceptions import DataError
 
 if TYPE_CHECKING:
@@ -99,6 +99,7 @@ class BaseEstimator(DensityMixin, _SklearnBaseEstimator):
     def _check_feature_names(self, X) -> None:
         """scikit-learn's rule: the column names of a DataFrame given to predict/score must be
         those of the fit (ValueError); a warning when only one of the two had names."""
+        check_not_lazy(X)
         names = _feature_names(X)
         fitted = getattr(self, "feature_names_in_", None)
         if names is None and fitted is None:

@@ -50,7 +50,7 @@ import time
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import numpy as np
-from bnpcore._validation import check_param, check_random_state
+from bnpcore._validation import check_not_lazy, check_param, check_random_state
 from bnpcore.algorithms._base import FitState, is_remote
 from bnpcore.algorithms.loop import ALGORITHMS, FitConfig, lap_top_l, run_laps, warn_not_converged
 from bnpcore.algorithms.memoized import stream_batch
@@ -434,6 +434,7 @@ class VBEstimator(BaseEstimator):
         -------
         self
         """
+        check_not_lazy(X)
         names = _feature_names(X)
         self._validate_params()
         if self._continuing():
@@ -633,6 +634,7 @@ class VBEstimator(BaseEstimator):
             With ``algorithm="stochastic"``, whose steps revisit their batches (use
             ``"memoized"``; ``"truncation_free"`` has its own streaming step).
         """
+        check_not_lazy(X)
         first = not hasattr(self, "state_")
         if self._records_feature_names and not first:
             self._check_feature_names(X)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-from bnpcore._validation import check_counts_csr, check_param, make_csr
+from bnpcore._validation import check_counts_csr, check_not_lazy, check_param, make_csr
 from bnpcore.algorithms.executor import shared_options
 from bnpcore.data.documents import DocumentBatches, DocumentStream, _is_count_matrix, _is_iterator, bow_to_csr, document_source
 from bnpcore.estimators._base import TransformerMixin
@@ -427,6 +427,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
 
     def _corpus_csr(self, X, name: str):
         """Documents to score or transform as CSR counts over the fitted vocabulary."""
+        check_not_lazy(X, name)
         V = int(self.n_features_in_)
         if _is_count_matrix(X):
             return check_counts_csr(X, name=name, n_vocab=V)
