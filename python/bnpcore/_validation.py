@@ -170,7 +170,7 @@ def _object_to_float(arr: np.ndarray, name: str) -> np.ndarray:
     try:
         return arr.astype(np.float64)
     except TypeError as exc:
-        missing = np.frompyfunc(_is_missing, 1, 1)(arr).astype(bool)
+        missing = np.asarray(np.frompyfunc(_is_missing, 1, 1)(arr), dtype=bool)  # a 0-d array gives a scalar
         if missing.any():
             raise NonFiniteError(f"`{name}` contains a missing value (None or pd.NA) ({_first_bad(missing)})") from None
         raise _NonNumericObjectError(f"`{name}` must be numeric; converting its object array failed: {exc}") from None

@@ -79,8 +79,9 @@ def test_non_finite_data(cls, kind, bad):
         (np.array([[1.0, "x"], [2.0, 3.0]], dtype=object), DataError),  # object
         (np.array([[1 + 1j, 2.0], [3.0, 4.0]]), DataError),  # complex
         ([[1.0, 2.0], [3.0]], DataError),  # ragged
+        (object(), DataError),  # a lone non-numeric object (e.g. a handle to remote data)
     ],
-    ids=["1d", "3d", "empty-rows", "empty-cols", "scalar", "strings", "object", "complex", "ragged"],
+    ids=["1d", "3d", "empty-rows", "empty-cols", "scalar", "strings", "object", "complex", "ragged", "lone-object"],
 )
 def test_malformed_arrays(cls, X, exc_type):
     expect_error(exc_type, "X", cls(n_components=1).fit, X)
