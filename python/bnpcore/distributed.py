@@ -37,6 +37,7 @@ a worker cannot read raise :class:`~bnpcore.exceptions.BackendError`.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import os
@@ -327,6 +328,20 @@ class RemoteMemo:
 
 
 # ------------------------------------------------------------------------ the driver side
+def _cluster_lost(exc, client) -> bool:
+    """Whether ``exc``, raised during a fit, means the cluster is gone: the client was closed
+    under the fit, a connection closed for good, tasks were cancelled by a lost scheduler or
+    killed workers; or any ``OSError`` once the client is no longer running."""
+    from distributed import KilledWorker
+    from distributed.client import ClosedClientError
+    from distributed.comm import CommClosedError
+
+    lost = (ClosedClientError, CommClosedError, KilledWorker, asyncio.CancelledError, concurrent.futures.CancelledError)
+    if isinstance(exc, lost):
+        return True
+    return isinstance(exc, OSError) and getattr(client, "status", "running") != "running"
+
+
 @contextlib.contextmanager
 def dask_session(client=None, *, verbose: bool = False):
     """The client of a fit: ``client`` itself (left open), or a ``LocalCluster`` started here
@@ -337,7 +352,9 @@ def dask_session(client=None, *, verbose: bool = False):
     BackendError
         The scheduler at the address ``client`` cannot be reached within
         :data:`WORKER_TIMEOUT` seconds (the message names the address), no worker joined within
-        :data:`WORKER_TIMEOUT` seconds, or a worker cannot import bnpcore.
+        :data:`WORKER_TIMEOUT` seconds, a worker cannot import bnpcore, ``client`` is closed, or
+        the cluster is lost while the fit runs (the client closes, the scheduler goes away,
+        tasks are cancelled or workers killed).
     """
     _require_dask()
     from distributed import Client, LocalCluster
@@ -358,6 +375,11 @@ def dask_session(client=None, *, verbose: bool = False):
                 "check the address (set BNPCORE_DASK_TIMEOUT to wait longer)"
             ) from exc
     try:
+        if getattr(client, "status", "running") in ("closing", "closed"):
+            raise BackendError(
+                f"the Dask `client` is closed ({client!r}); pass an open Client, a scheduler address, or None to start "
+                "a LocalCluster for the fit"
+            )
         try:
             client.wait_for_workers(1, timeout=WORKER_TIMEOUT)
         except (TimeoutError, OSError) as exc:
@@ -374,6 +396,15 @@ def dask_session(client=None, *, verbose: bool = False):
             link = getattr(client, "dashboard_link", None)
             print(f"bnpcore: Dask client {client!r}" + (f", dashboard {link}" if link else ""))
         yield client
+    except BackendError:
+        raise
+    except (Exception, asyncio.CancelledError) as exc:
+        if not _cluster_lost(exc, client):
+            raise
+        raise BackendError(
+            f"the Dask cluster was lost during the fit ({type(exc).__name__}: {exc}); the estimator keeps the laps it "
+            "completed (not converged): continue with warm_start=True and a working client, or from checkpoint_path"
+        ) from exc
     finally:
         if own:
             client.close()

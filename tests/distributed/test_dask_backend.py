@@ -236,6 +236,33 @@ def test_cluster_without_workers_times_out(monkeypatch):
         DPMixture(algorithm="memoized", n_batches=2, backend="dask", client=c).fit(X)
 
 
+def test_closed_client_and_cluster_closed_mid_fit_are_backend_errors(tmp_path):
+    """A client closed before the fit, and a cluster closed under a running fit, raise
+    BackendError saying so (not the client's ClosedClientError, nor a misleading "cannot import
+    bnpcore"); the estimator keeps the laps it completed and can be saved."""
+    X = seeded_data("gauss", n=600, seed=3)
+    kw = dict(n_components=3, algorithm="memoized", n_batches=3, schedule="parallel", moves=(), max_laps=6, tol=0, random_state=0)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        c = distributed.Client(cluster)
+        c.close()
+        with pytest.raises(BackendError, match="`client` is closed"):
+            DPMixture(backend="dask", client=c, **kw).fit(X)
+    with (
+        distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster,
+        distributed.Client(cluster) as c,
+    ):
+
+        def close_at_lap_2(model, info):
+            if info["lap"] == 2:
+                cluster.close()
+
+        est = DPMixture(backend="dask", client=c, callback=close_at_lap_2, **kw)
+        with pytest.raises(BackendError, match="cluster was lost during the fit"):
+            est.fit(X)
+    assert est.n_iter_ == 2 and not est.converged_
+    est.save(tmp_path / "m.npz")
+    assert bnpcore.load(tmp_path / "m.npz").n_iter_ == 2
+
 def test_unreachable_scheduler_address_is_a_backend_error(monkeypatch):
     """A `client` address nothing listens on: BackendError naming the address, after the
     timeout, wrapping the connection error."""
