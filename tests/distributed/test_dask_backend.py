@@ -224,6 +224,34 @@ def test_save_load_and_resume_after_a_dask_fit(client, tmp_path):
     _same_fit(straight, _fit(loaded, X))
 
 
+def test_clone_deepcopy_and_pickle_with_a_client(client):
+    """An estimator holding a Client (a live connection that cannot be copied): clone and
+    deepcopy share the client (so cross-validation and grid search work), pickling leaves it
+    out (client=None, as in model files), and the copies fit to the same model."""
+    import copy
+    import pickle
+
+    from sklearn.base import clone
+    from sklearn.model_selection import cross_val_score
+
+    X = seeded_data("gauss", n=600, seed=4)
+    est = DPMixture(backend="dask", client=client, n_components=3, algorithm="memoized", n_batches=2, max_laps=3, tol=0,
+                    random_state=0)
+    assert clone(est).client is client
+    assert copy.deepcopy(est).client is client
+    fitted = _fit(est, X)
+    assert est.client is client
+    for other in (clone(fitted), copy.deepcopy(fitted)):
+        assert other.client is client
+        _same_fit(fitted, _fit(other, X))
+    back = pickle.loads(pickle.dumps(fitted))
+    assert back.client is None and back.backend == "dask"
+    _same_fit(fitted, back)
+    assert fitted.client is client
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert np.all(np.isfinite(cross_val_score(est, X, cv=2)))
+
 # --------------------------------------------------------------------------- bad clusters
 def test_cluster_without_workers_times_out(monkeypatch):
     monkeypatch.setattr("bnpcore.distributed.WORKER_TIMEOUT", 1.0)

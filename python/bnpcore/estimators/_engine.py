@@ -44,6 +44,7 @@ Dask supplies ``_make_dask_source(X, seed, client)`` (see :mod:`bnpcore.distribu
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import time
@@ -97,7 +98,9 @@ DOC_CHECKPOINT = """    checkpoint_path : str or None, default=None
 """
 DOC_CLIENT = """    client : dask.distributed.Client, str or None, default=None
         The Dask client (or scheduler address) of ``backend="dask"``; None starts a
-        ``LocalCluster`` for the fit and closes it afterwards. Not saved in model files.
+        ``LocalCluster`` for the fit and closes it afterwards. Not saved in model files, and a
+        ``Client`` is not pickled either (an unpickled estimator has ``client=None``);
+        :func:`sklearn.base.clone` and :func:`copy.deepcopy` share the same ``Client``.
 """
 #: the Gaussian observation models' prior entries (mixtures and HMMs)
 DOC_GAUSSIAN_PRIORS = """    prior_dof : float or None, default=None
@@ -800,6 +803,41 @@ class VBEstimator(BaseEstimator):
         return self._make_model(self.obs_model_).elbo_terms(self.summaries_)
 
     # -------------------------------------------------------------- persistence
+    def _live_client(self):
+        """The ``client`` parameter when it is a live connection (not None, not an address)."""
+        client = self.__dict__.get("client")
+        return None if client is None or isinstance(client, str) else client
+
+    def __sklearn_clone__(self):
+        # a Dask client is a live connection that cannot be copied: the clone shares it
+        client = self._live_client()
+        if client is None:
+            return super().__sklearn_clone__()
+        self.client = None
+        try:
+            new = super().__sklearn_clone__()
+        finally:
+            self.client = client
+        new.client = client
+        return new
+
+    def __deepcopy__(self, memo):
+        client = self._live_client()
+        if client is not None:
+            memo[id(client)] = client  # shared, not copied (as by clone)
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return new
+
+    def __getstate__(self):
+        # a pickled estimator does not hold a live Dask client (as in model files): it unpickles
+        # with client=None; a scheduler address is kept
+        state = super().__getstate__()
+        if self._live_client() is not None:
+            state = dict(state, client=None)
+        return state
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Save the estimator (parameters, fitted state, random streams, history) to ``path``
         atomically (temporary file + rename); reload with :func:`bnpcore.load`. No pickle:
