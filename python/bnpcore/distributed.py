@@ -401,9 +401,17 @@ def dask_session(client=None, *, verbose: bool = False):
     except (Exception, asyncio.CancelledError) as exc:
         if not _cluster_lost(exc, client):
             raise
+        if getattr(client, "status", None) == "running":  # workers lost, results that cannot be recomputed
+            what = (
+                f"Dask workers were lost during the fit and the results they held could not be recomputed "
+                f"({type(exc).__name__}: {exc}); batches scattered from in-memory data are lost with their worker "
+                "(give a dask array or a list of .npy paths to survive worker loss)"
+            )
+        else:
+            what = f"the Dask cluster was lost during the fit ({type(exc).__name__}: {exc})"
         raise BackendError(
-            f"the Dask cluster was lost during the fit ({type(exc).__name__}: {exc}); the estimator keeps the laps it "
-            "completed (not converged): continue with warm_start=True and a working client, or from checkpoint_path"
+            f"{what}; the estimator keeps the laps it completed (not converged): continue with warm_start=True and a "
+            "working client, or from checkpoint_path"
         ) from exc
     finally:
         if own:

@@ -655,3 +655,27 @@ def test_topic_parallel_schedule_keeps_the_guarded_update_monotone(client):
     assert np.all(np.diff(e[1:]) >= -1e-9 * np.abs(e[2:]))
     assert np.array_equal(e, remote.history_["elbo"])
     assert local.moves_log_ == remote.moves_log_
+
+
+def test_worker_lost_with_scattered_batches_is_a_backend_error_saying_why(fresh_process_client, monkeypatch):
+    """Batches scattered from an in-memory array have no recipe: a worker that held some is
+    killed between laps, and the fit ends with a BackendError that says so and names the
+    inputs that survive worker loss (not distributed's FutureCancelledError); the estimator
+    keeps its completed laps."""
+    monkeypatch.setattr("bnpcore.distributed.LOST_ATTEMPTS", 1)
+    c = fresh_process_client
+    X = seeded_data("gauss", n=900, k=4, seed=5)
+    killed = []
+
+    def kill_a_holder(model, info):
+        if info["lap"] == 2 and not killed:
+            holder = next(w for w, keys in sorted(c.has_what().items()) if any(str(k).startswith("ndarray-") for k in keys))
+            pid = c.run(os.getpid)[holder]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    est = DPMixture(backend="dask", client=c, callback=kill_a_holder, n_components=3, algorithm="memoized", n_batches=3,
+                    schedule="parallel", moves=(), max_laps=5, tol=0, random_state=0)
+    with pytest.raises(BackendError, match="scattered from in-memory data"):
+        est.fit(X)
+    assert killed and est.n_iter_ == 2 and not est.converged_
