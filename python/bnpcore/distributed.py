@@ -342,6 +342,18 @@ def _cluster_lost(exc, client) -> bool:
     return isinstance(exc, OSError) and getattr(client, "status", "running") != "running"
 
 
+def _check_address(address: str) -> None:
+    """Refuse a ``client`` string that is not a scheduler address, before a ``Client`` is built
+    from it (a client left half-built by a bad address blocks the interpreter's exit)."""
+    from distributed.comm import get_address_host_port, parse_address
+
+    try:
+        if parse_address(address)[0] != "inproc":  # an in-process address has no host and port
+            get_address_host_port(address)
+    except ValueError as exc:  # no port, an unknown scheme...
+        raise ParameterError(f"`client` {address!r} is not a Dask scheduler address ({exc}); e.g. 'tcp://host:8786'") from None
+
+
 @contextlib.contextmanager
 def dask_session(client=None, *, verbose: bool = False):
     """The client of a fit: ``client`` itself (left open), or a ``LocalCluster`` started here
@@ -349,6 +361,8 @@ def dask_session(client=None, *, verbose: bool = False):
 
     Raises
     ------
+    ParameterError
+        ``client`` is a string that is not a scheduler address.
     BackendError
         The scheduler at the address ``client`` cannot be reached within
         :data:`WORKER_TIMEOUT` seconds (the message names the address), no worker joined within
@@ -367,6 +381,7 @@ def dask_session(client=None, *, verbose: bool = False):
         client = Client(cluster)
     elif isinstance(client, str):
         address = client
+        _check_address(address)
         try:
             client, own = Client(address, timeout=WORKER_TIMEOUT), True
         except (TimeoutError, OSError) as exc:

@@ -304,6 +304,13 @@ def test_unreachable_scheduler_address_is_a_backend_error(monkeypatch):
     assert isinstance(info.value.__cause__, OSError)
 
 
+@pytest.mark.parametrize("address", ["not an address", "", "foo://host:8786"])
+def test_malformed_scheduler_address_is_a_parameter_error(address):
+    """A `client` string that is not a scheduler address (no port, unknown scheme) is refused
+    as a ParameterError naming `client`, before any Client is built from it."""
+    with pytest.raises(ParameterError, match=r"`client` .* is not a Dask scheduler address"):
+        DPMixture(algorithm="memoized", n_batches=2, backend="dask", client=address).fit(seeded_data("gauss", n=200))
+
 def test_worker_that_cannot_import_bnpcore(client, monkeypatch):
     def broken():
         raise ModuleNotFoundError("No module named 'bnpcore'")
