@@ -97,7 +97,8 @@ DOC_CHECKPOINT = """    checkpoint_path : str or None, default=None
         the uninterrupted run exactly.
 """
 DOC_CLIENT = """    client : dask.distributed.Client, str or None, default=None
-        The Dask client (or scheduler address) of ``backend="dask"``; None starts a
+        The Dask client (or scheduler address) of ``backend="dask"`` (unused with
+        ``backend="local"``, so that ``backend`` alone switches); None starts a
         ``LocalCluster`` for the fit and closes it afterwards. Not saved in model files, and a
         ``Client`` is not pickled either (an unpickled estimator has ``client=None``);
         :func:`sklearn.base.clone` and :func:`copy.deepcopy` share the same ``Client``.
@@ -620,7 +621,8 @@ class VBEstimator(BaseEstimator):
         all memos, ``elbo_`` stays the exact ELBO of everything seen so far. The first call
         initialises the model (default priors and initial clusters: with ``n_components=None``
         ten, since no birth runs in a stream) from ``X``. Each call counts as one lap in
-        ``history_``. No moves run.
+        ``history_``. No moves run. The batch's local step runs in this process whatever
+        ``backend`` (one batch: nothing to distribute).
 
         Parameters
         ----------

@@ -388,7 +388,8 @@ class _BaseHMM(VBEstimator):
         sequence seen so far (the ELBO of the summed summaries). The first call initialises
         the model (data-scaled priors, ``n_components`` states from random contiguous blocks)
         from its batch. Each call counts as one lap in ``history_``; moves are not run (use
-        :meth:`fit` with ``warm_start=True`` on revisitable data for them).
+        :meth:`fit` with ``warm_start=True`` on revisitable data for them). The
+        forward-backward runs in this process whatever ``backend``.
 
         Parameters
         ----------

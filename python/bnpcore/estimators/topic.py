@@ -307,7 +307,8 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         The document step runs on ``X`` with the current topics, its summaries join the
         whole-corpus summaries as a frozen memo (the documents are not kept), then the global
         step. The first call initialises the model from ``X`` and fixes the vocabulary size;
-        each call counts as one lap in ``history_``.
+        each call counts as one lap in ``history_``. The document step runs in this process
+        whatever ``backend``.
 
         Parameters
         ----------
