@@ -419,6 +419,26 @@ class ObsModel:
             return X
         return np.ascontiguousarray(X - self.shift)
 
+    def check_data(self, X, name: str = "X") -> None:
+        """Check rows for this model: its support (the Rust kernel's check: counts, binary
+        values...) and :func:`check_magnitude`, so that values too large for the model's
+        arithmetic are refused naming ``name`` rather than failing inside a local step.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Rows in the user's coordinates, float64, finite.
+        name : str, default="X"
+            The argument name error messages give.
+
+        Raises
+        ------
+        DataError
+            Values outside the model's support or too large in magnitude.
+        """
+        self._core.check_data(X, name)
+        check_magnitude(self.kind, X, name)
+
     def log_density_constant(self, X):
         """Per-row term of the log density that the kernels' ``log_density`` leaves out (it does
         not depend on the parameters): :func:`log_multinomial_coefficient` for ``"mult"``, None

@@ -35,3 +35,56 @@ def test_predicting_on_counts_too_large_to_add_is_a_clear_error():
     huge = np.full((2, 4), 1e308)
     with pytest.raises(DataError, match="counts too large"):
         model.predict_proba(huge)
+
+
+def _two_regimes():
+    rng = np.random.default_rng(2)
+    states = np.repeat([0, 1, 0, 1], 15)
+    return rng.normal(size=(60, 2)) + np.array([[-4.0, 0.0], [4.0, 0.0]])[states]
+
+
+@pytest.mark.parametrize("obs", ["gauss", "diag_gauss"])
+def test_hmm_inference_on_huge_values_is_the_same_clear_error(obs):
+    X = _two_regimes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnpcore.ConvergenceWarning)
+        model = bnpcore.FiniteHMM(obs=obs, n_components=2, random_state=0, max_laps=3).fit(X, [30, 30])
+    huge = X.copy()
+    huge[3] *= 1e200
+    calls = {
+        "predict": lambda: model.predict(huge, [30, 30]),
+        "predict_proba": lambda: model.predict_proba(huge, [30, 30]),
+        "score": lambda: model.score(huge, [30, 30]),
+        "score_samples": lambda: model.score_samples(huge, [30, 30]),
+        "decode": lambda: model.decode(huge, [30, 30]),
+        "partial_fit": lambda: model.partial_fit(huge, [30, 30]),
+    }
+    elbo = model.elbo_
+    for method, call in calls.items():
+        with pytest.raises(DataError, match=r"`X` is too large in magnitude"):
+            call()
+            pytest.fail(f"{method} accepted the huge values")
+    assert model.elbo_ == elbo  # the refused batch changed nothing
+
+
+@pytest.mark.parametrize("cls", [bnpcore.FiniteMixture, bnpcore.DPMixture])
+def test_huge_rows_outside_the_initialisation_sample_are_a_clear_error(cls):
+    X = _two_regimes()
+    huge = X.copy()
+    huge[-1] *= 1e200
+    # rows beyond init_subsample, and a later partial_fit batch, are checked as the sample is
+    with pytest.raises(DataError, match=r"`X` is too large in magnitude"):
+        cls(n_components=2, random_state=0, init_subsample=10).fit(huge)
+    model = cls(n_components=2, random_state=0).partial_fit(X)
+    elbo = model.elbo_
+    with pytest.raises(DataError, match=r"`X` is too large in magnitude"):
+        model.partial_fit(huge)
+    assert model.elbo_ == elbo
+
+
+def test_hmm_fit_on_huge_rows_outside_the_initialisation_sample_is_a_clear_error():
+    X = _two_regimes()
+    huge = np.r_[X, X]
+    huge[-1] *= 1e200
+    with pytest.raises(DataError, match=r"`X` is too large in magnitude"):
+        bnpcore.FiniteHMM(n_components=2, random_state=0, init_subsample=30, algorithm="memoized", n_batches=2).fit(huge, [60, 60])

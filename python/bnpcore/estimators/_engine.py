@@ -493,7 +493,7 @@ class VBEstimator(BaseEstimator):
             )
         check = getattr(source, "_check", None)
         if check is not None:  # sources validate each batch against the observation model
-            check.check_data = self.obs_model_.core.check_data
+            check.check_data = self.obs_model_.check_data
         model = self._make_model(self.obs_model_)
         executor = None
         if client is not None:

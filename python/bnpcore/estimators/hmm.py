@@ -16,7 +16,7 @@ from bnpcore.exceptions import ParameterError
 from bnpcore.hmm import FiniteHMMAlloc, HDPHMMAlloc, HMMModel, init_hmm_stats
 from bnpcore.io import register_model_type
 from bnpcore.moves.hmm import HMM_MOVE_KINDS, HMMMoveConfig, HMMMoveManager
-from bnpcore.obs import OBS_KINDS, ObsModel, ar_rows, data_shift, default_prior
+from bnpcore.obs import OBS_KINDS, ObsModel, ar_rows, check_magnitude, data_shift, default_prior
 
 if TYPE_CHECKING:
     import os
@@ -256,13 +256,15 @@ class _BaseHMM(VBEstimator):
             X, lengths = ar_rows(X, lengths, n_features=n_features)
             n_features = None if n_features is None else 2 * n_features
         probe = SequenceBatches(X, lengths, 1, n_features=n_features, obs=self.obs)
+        if not probe._lazy:  # in memory: every row, not only the initialisation sample's (lazy ones per batch)
+            check_magnitude(self.obs, probe.X, "X")
         B = 1 if self._algorithm() == "full" else self._n_batches(probe.n_rows)
         if self.n_batches is not None and self._algorithm() != "full" and probe.n_segments < B:
             raise ParameterError(f"`n_batches`={B} exceeds the number of sequences ({probe.n_segments}): a batch holds whole sequences")
         B = min(B, probe.n_segments)  # the automatic number: at most one batch per sequence
         src = _Sequences(probe.X, probe.lengths, B, n_features=n_features)
         if hasattr(self, "obs_model_"):
-            src.check_data = self.obs_model_.core.check_data
+            src.check_data = self.obs_model_.check_data
         return src
 
     def _check_batch(self, X, name: str):
@@ -281,14 +283,14 @@ class _BaseHMM(VBEstimator):
             n_features = None if n_features is None else 2 * n_features
         batch = SequenceBatches(X, lengths, 1, n_features=n_features, name=name, obs=self.obs).get(0)
         if fitted:
-            self.obs_model_.core.check_data(batch.X, name)
+            self.obs_model_.check_data(batch.X, name)
         return batch
 
     def _batch_source(self, X):
         return _Sequences(X.X, X.lengths, 1)
 
     def _check_first_batch(self, Xb, name: str) -> None:
-        self.obs_model_.core.check_data(Xb.X, name)
+        self.obs_model_.check_data(Xb.X, name)
 
     def _set_fitted(self, model, G) -> None:
         self.startprob_ = model.alloc.startprob(G)
@@ -426,7 +428,7 @@ class _BaseHMM(VBEstimator):
             lens = np.array([Xa.shape[0]]) if lengths is None else check_lengths(lengths, Xa.shape[0], rows_name="X")
             src = SequenceBatches(Xa, lens, 1, n_features=self.n_features_in_, obs=self.obs)
         batch = src.get(0)
-        self.obs_model_.core.check_data(batch.X, "X")
+        self.obs_model_.check_data(batch.X, "X")
         return SeqBatch(self.obs_model_.to_model(batch.X), batch.seq_range)
 
     def _log_density_constant(self, batch: SeqBatch) -> float:

@@ -251,6 +251,7 @@ class _BaseMixture(VBEstimator):
                 raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
             return ArrayBatches(X, n_batches)
         X = check_array(X, name="X", n_features=n_features, obs=self.obs, keep_sparse=True)
+        check_magnitude(self.obs, X, "X")  # every row, not only the initialisation sample's
         n_batches = 1 if full else self._n_batches(X.shape[0])
         if n_batches > X.shape[0]:
             raise ParameterError(f"`n_batches`={n_batches} exceeds the number of rows ({X.shape[0]})")
@@ -274,7 +275,7 @@ class _BaseMixture(VBEstimator):
         fitted = hasattr(self, "state_")
         Xb = check_array(X, name=name, n_features=self.n_features_in_ if fitted else None, obs=self.obs, keep_sparse=True)
         if fitted and isinstance(Xb, np.ndarray):  # sparse rows were checked by check_sparse_rows
-            self.obs_model_.core.check_data(Xb, name)
+            self.obs_model_.check_data(Xb, name)
         return Xb
 
     def _batch_source(self, X):
@@ -365,8 +366,9 @@ class _BaseMixture(VBEstimator):
         """Rows to score or label, validated for the fitted model (shape, values, support)."""
         X = check_array(X, name=name, n_features=self.n_features_in_, obs=self.obs, keep_sparse=True)
         if isinstance(X, np.ndarray):  # sparse rows were checked by check_sparse_rows
-            self.obs_model_.core.check_data(X, name)
-        check_magnitude(self.obs, X, name)
+            self.obs_model_.check_data(X, name)
+        else:
+            check_magnitude(self.obs, X, name)
         return X
 
     def _check_eval_X(self, eval_X):
