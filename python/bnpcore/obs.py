@@ -14,7 +14,18 @@ import numpy as np
 from bnpcore import _core
 from bnpcore.exceptions import DataError, ParameterError
 
-__all__ = ["OBS_KINDS", "SHIFT_RATIO", "ObsModel", "ar_rows", "check_magnitude", "data_shift", "default_prior", "log_multinomial_coefficient"]
+__all__ = [
+    "OBS_KINDS",
+    "SHIFT_RATIO",
+    "SMALL_MAGNITUDE",
+    "ObsModel",
+    "ar_rows",
+    "check_magnitude",
+    "check_small_magnitude",
+    "data_shift",
+    "default_prior",
+    "log_multinomial_coefficient",
+]
 
 OBS_KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 
@@ -87,6 +98,43 @@ def check_magnitude(kind: str, X, name: str = "X") -> None:
                 f"`{name}` holds counts too large to add up (max count = {np.abs(X).max():.3g}): their sums "
                 "overflow float64, so no multinomial summary can be formed; rescale the counts"
             )
+
+
+#: Gaussian training data whose largest magnitude is below this are refused: their squares
+#: (about 1e-300 and less) reach the end of float64's normal range, where the covariances, the
+#: data-scaled prior and the summaries lose their digits (the fit would silently merge clusters)
+SMALL_MAGNITUDE = 1e-150
+
+
+def check_small_magnitude(kind: str, X, name: str = "X") -> None:
+    """Refuse Gaussian training data too small in magnitude for the model's arithmetic.
+
+    The counterpart of :func:`check_magnitude` at the other end of float64's range, for the
+    data a model is fitted to (rows to score are not checked: near a fitted model they are
+    zeros). Data that are exactly zero pass.
+
+    Parameters
+    ----------
+    kind : {"gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern", "ar_gauss"}
+        The observation model (only the Gaussian ones are checked).
+    X : ndarray of shape (n_samples, n_features)
+        The data, in the model's coordinates (centred when :func:`data_shift` centred them).
+    name : str, default="X"
+        The argument name the error message gives.
+
+    Raises
+    ------
+    DataError
+        If the largest magnitude is positive and below :data:`SMALL_MAGNITUDE`, naming ``name``.
+    """
+    if kind not in ("gauss", "diag_gauss", "zero_mean_gauss", "ar_gauss") or X.size == 0:
+        return
+    top = float(np.abs(X).max())
+    if 0.0 < top < SMALL_MAGNITUDE:
+        raise DataError(
+            f"`{name}` is too small in magnitude (max |x| = {top:.3g}, from the column means if the data were centred, "
+            f"below {SMALL_MAGNITUDE:g}): its squares underflow float64, so no Gaussian summary can be formed; rescale the data"
+        )
 
 
 def log_multinomial_coefficient(X) -> np.ndarray:
@@ -189,7 +237,8 @@ def _ar_prior(Y, prior_scale=1.0, prior_dof=None) -> dict:
     Raises
     ------
     DataError
-        Sums of squares that overflow, or steps :math:`x_t-x_{t-1}` below the float64
+        Sums of squares that overflow, values too small in magnitude
+        (:func:`check_small_magnitude`), or steps :math:`x_t-x_{t-1}` below the float64
         resolution of the series' magnitude (a constant series, or one far from 0 next to its
         variation: the model has no intercept, so it cannot be centred internally).
     """
@@ -199,6 +248,7 @@ def _ar_prior(Y, prior_scale=1.0, prior_dof=None) -> dict:
 
         raise ShapeError(f"obs='ar_gauss' needs rows [x_t, x_(t-1)] with an even number of columns, got {d} (see bnpcore.obs.ar_rows)")
     check_magnitude("ar_gauss", Y)
+    check_small_magnitude("ar_gauss", Y)
     F = d // 2
     nu = float(F + 2 if prior_dof is None else _real_above("prior_dof", prior_dof, F - 1.0, f"F - 1 = {F - 1}"))
     diff = Y[:, :F] - Y[:, F:]
@@ -255,6 +305,12 @@ def default_prior(
     -------
     dict
         The prior in the layout of docs/internals.md, e.g. ``{"nu", "kappa", "m", "B"}``.
+
+    Raises
+    ------
+    DataError
+        Gaussian data too large (:func:`check_magnitude`) or too small
+        (:func:`check_small_magnitude`) in magnitude for float64, or counts whose sums overflow.
     """
     if kind == "ar_gauss":
         return _ar_prior(X, _real_above("prior_scale", prior_scale, 0.0, "0"), prior_dof)
@@ -263,6 +319,7 @@ def default_prior(
     n, d = X.shape
     prior_scale = _real_above("prior_scale", prior_scale, 0.0, "0")
     check_magnitude(kind, X)
+    check_small_magnitude(kind, X)
     if kind in ("gauss", "diag_gauss", "zero_mean_gauss"):
         if prior_mean_precision is None:
             prior_mean_precision = 1e-4

@@ -88,3 +88,25 @@ def test_hmm_fit_on_huge_rows_outside_the_initialisation_sample_is_a_clear_error
     huge[-1] *= 1e200
     with pytest.raises(DataError, match=r"`X` is too large in magnitude"):
         bnpcore.FiniteHMM(n_components=2, random_state=0, init_subsample=30, algorithm="memoized", n_batches=2).fit(huge, [60, 60])
+
+
+@pytest.mark.parametrize("obs", ["gauss", "diag_gauss", "zero_mean_gauss"])
+def test_fitting_values_too_small_to_square_is_a_clear_error(obs):
+    X = _two_regimes()
+    reference = bnpcore.FiniteMixture(obs, n_components=2, random_state=0).fit(X)
+    if obs != "zero_mean_gauss":  # (its slow laps stop at a scale-dependent lap)
+        # small but representable: the same clustering as at scale 1 (the model is scale-equivariant)
+        small = bnpcore.FiniteMixture(obs, n_components=2, random_state=0).fit(X * 1e-140)
+        np.testing.assert_array_equal(small.predict(X * 1e-140), reference.predict(X))
+    # squares below float64's normal range: refused, where the fit silently merged the clusters
+    for model in (bnpcore.FiniteMixture(obs, n_components=2, random_state=0), bnpcore.DPMixture(obs, random_state=0)):
+        with pytest.raises(DataError, match=r"`X` is too small in magnitude"):
+            model.fit(X * 1e-160)
+    assert reference.predict(X[:3] * 1e-200).shape == (3,)  # tiny rows to label are fine
+
+
+@pytest.mark.parametrize("obs", ["gauss", "ar_gauss"])
+def test_hmm_fit_on_values_too_small_to_square_is_a_clear_error(obs):
+    X = _two_regimes()
+    with pytest.raises(DataError, match=r"`X` is too small in magnitude"):
+        bnpcore.FiniteHMM(obs=obs, n_components=2, random_state=0).fit(X * 1e-160, [30, 30])
