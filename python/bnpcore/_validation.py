@@ -185,7 +185,8 @@ def check_array(
 
     Accepted: numeric and boolean arrays and array-likes, object arrays of numbers (converted),
     pandas DataFrames including the nullable dtypes ``Float64``, ``Int64`` and ``boolean``
-    (``pd.NA`` is reported as a missing value); scipy.sparse input: see ``obs``. Error messages
+    (``pd.NA`` is reported as a missing value), masked arrays (a masked entry is reported as a
+    missing value); scipy.sparse input: see ``obs``. Error messages
     follow scikit-learn's wording where its estimator checks look for it.
 
     Parameters
@@ -217,7 +218,7 @@ def check_array(
         Not numeric (strings, objects that are not numbers; the latter is a ``TypeError``
         too), complex, or sparse for an ``obs`` that needs dense data.
     NonFiniteError
-        NaN, infinity or a missing value.
+        NaN, infinity or a missing value (``None``, ``pd.NA``, a masked entry).
     """
     check_not_lazy(X, name)
     if isinstance(X, (str, bytes, os.PathLike)) or (
@@ -233,6 +234,12 @@ def check_array(
             return check_sparse_rows(X, obs, name=name, n_features=n_features, min_rows=min_rows)
         X = densify_sparse_for_dense_kernel(X, name=name, obs=obs)
     X = _from_dataframe(X)
+    if isinstance(X, np.ma.MaskedArray):  # np.asarray would read the values under the mask
+        masked = np.ma.getmaskarray(X)
+        if masked.any():
+            if masked.ndim != 2:
+                raise NonFiniteError(f"`{name}` contains masked (missing) values")
+            raise NonFiniteError(f"`{name}` contains masked (missing) values ({_first_bad(masked)})")
     try:
         arr = np.asarray(X)
     except Exception as exc:  # pragma: no cover - exotic inputs

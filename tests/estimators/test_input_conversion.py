@@ -80,6 +80,23 @@ def test_pandas_missing_value_names_x_and_the_cell(dtype):
         DPMixture(n_components=2).fit(df)
 
 
+def test_masked_entries_are_missing_values_and_never_read():
+    X = data()
+    hidden = X.copy()
+    hidden[5, 1] = 1e300  # the value under the mask must not reach the model
+    masked = np.ma.masked_array(hidden, mask=np.zeros(X.shape, dtype=bool))
+    masked[5, 1] = np.ma.masked
+    with pytest.raises(NonFiniteError, match=r"`X` contains masked \(missing\) values \(first at row 5, column 1\)"):
+        check_array(masked)
+    est = fit(DPMixture(n_components=3, max_laps=5, random_state=0), X)
+    for call in (lambda: est.predict(masked), lambda: est.score_samples(masked), lambda: DPMixture(n_components=2).fit(masked)):
+        with pytest.raises(NonFiniteError, match="masked"):
+            call()
+    # a masked array without masked entries is its data
+    unmasked = np.ma.masked_array(X, mask=False)
+    np.testing.assert_array_equal(est.score_samples(unmasked), est.score_samples(X))
+
+
 def test_pandas_mixed_and_string_frames():
     df = pd.DataFrame({"a": pd.array([1.5, 2.5], dtype="Float64"), "b": np.array([1, 2], dtype=np.int32)})
     np.testing.assert_array_equal(check_array(df), [[1.5, 1.0], [2.5, 2.0]])
