@@ -39,6 +39,7 @@ __all__ = [
     "densify_sparse_for_dense_kernel",
     "is_sparse",
     "make_csr",
+    "read_lengths",
 ]
 
 #: Observation models that accept scipy.sparse ``X``: the mixtures keep it sparse
@@ -411,13 +412,26 @@ def check_counts_csr(X, name: str = "X", n_vocab: int | None = None, min_rows: i
     return out
 
 
+def read_lengths(lengths):
+    """``lengths`` given as a one-shot iterator (a generator of ints) as a list, read once, so
+    that it can be checked and used more than once; anything else unchanged."""
+    if lengths is None or isinstance(lengths, (np.ndarray, list, tuple, str, bytes)):
+        return lengths
+    try:
+        return list(lengths) if iter(lengths) is lengths else lengths
+    except TypeError:
+        return lengths
+
+
 def check_lengths(lengths, n_rows: int, name: str = "lengths", rows_name: str = "X") -> np.ndarray:
     """Validate hmmlearn-style sequence lengths: positive integers summing to ``n_rows``.
 
     Parameters
     ----------
     lengths : array-like of int, shape (n_seqs,)
-        Sequence s is rows ``sum(lengths[:s]) .. sum(lengths[:s+1])`` of ``X``.
+        Sequence s is rows ``sum(lengths[:s]) .. sum(lengths[:s+1])`` of ``X``. Integral
+        floats, an object array of integers and a one-shot iterator (a generator) of integers
+        are accepted.
     n_rows : int
         Number of rows of ``X``.
     name, rows_name : str
@@ -436,9 +450,11 @@ def check_lengths(lengths, n_rows: int, name: str = "lengths", rows_name: str = 
         If an entry is not a positive integer.
     """
     try:
-        arr = np.asarray(lengths)
+        arr = np.asarray(read_lengths(lengths))
     except Exception as exc:
         raise DataError(f"`{name}` could not be converted to an array: {exc}") from None
+    if arr.dtype == object and arr.ndim == 1 and all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in arr):
+        arr = arr.astype(np.float64)  # e.g. Python ints from a pandas object column, as X's object arrays
     if arr.dtype == bool or arr.dtype == object or not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
         raise DataError(f"`{name}` must hold integers, got dtype {arr.dtype}")
     if arr.ndim != 1:

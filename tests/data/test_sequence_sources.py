@@ -150,6 +150,31 @@ def test_integer_valued_float_lengths_are_accepted():
     np.testing.assert_array_equal(SequenceBatches(X, lengths.astype(float)).lengths, lengths)
 
 
+def test_generator_and_object_array_lengths_are_accepted():
+    X, lengths = data()
+    for given in ((int(n) for n in lengths), iter(lengths.tolist()), np.array(lengths.tolist(), dtype=object)):
+        np.testing.assert_array_equal(SequenceBatches(X, given).lengths, lengths)
+    expect(DataError, r"`lengths` must hold integers, got dtype object", SequenceBatches, X, np.array([None, 38], dtype=object))
+    expect(DataError, r"`lengths` must hold integers; lengths\[1\] = 18.5", SequenceBatches, X, (v for v in (20.0, 18.5)))
+
+
+def test_hmm_methods_read_a_generator_of_lengths_once():
+    import warnings
+
+    from bnpcore import ConvergenceWarning, FiniteHMM
+
+    X, lengths = data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        want = FiniteHMM(n_components=2, random_state=0, max_laps=3).fit(X, lengths)
+        got = FiniteHMM(n_components=2, random_state=0, max_laps=3).fit(X, (int(n) for n in lengths))
+        assert got.elbo_ == want.elbo_
+        np.testing.assert_array_equal(got.predict(X, (int(n) for n in lengths)), want.predict(X, lengths))
+        assert got.score(X, iter(lengths.tolist())) == want.score(X, lengths)
+        streamed = FiniteHMM(n_components=2, random_state=0, max_laps=3).partial_fit(X, (int(n) for n in lengths))
+        assert streamed.elbo_ == FiniteHMM(n_components=2, random_state=0, max_laps=3).partial_fit(X, lengths).elbo_
+
+
 def test_bad_sequences():
     X, lengths = data()
     expect(ParameterError, "`lengths` must be None when `X` is a list", SequenceBatches, [X], lengths)

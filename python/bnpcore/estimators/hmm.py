@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from bnpcore import _core
-from bnpcore._validation import check_array, check_lengths, check_param, is_sequence_list
+from bnpcore._validation import check_array, check_lengths, check_param, is_sequence_list, read_lengths
 from bnpcore.data._base import SeqBatch
 from bnpcore.data.sequences import SequenceBatches
 from bnpcore.estimators._engine import DOC_CHECKPOINT, DOC_CLIENT, DOC_GAUSSIAN_PRIORS, DOC_LEARNING_RATE, DOC_SEED_THREADS, VBEstimator
@@ -366,14 +366,14 @@ class _BaseHMM(VBEstimator):
             ``obs="mult"``/``"bern"`` (the forward-backward kernels read dense rows; a dense
             copy of X is made once) and refused with a
             :class:`~bnpcore.exceptions.DataError` for the Gaussian and auto-regressive models.
-        lengths : array-like of int or None
+        lengths : array-like or iterator of int, or None
             Length of every sequence (positive, summing to ``len(X)``); None is one sequence.
 
         Returns
         -------
         self
         """
-        self._fit_lengths = lengths
+        self._fit_lengths = read_lengths(lengths)  # a generator is read once
         try:
             return super().fit(X)
         finally:
@@ -408,7 +408,7 @@ class _BaseHMM(VBEstimator):
         -------
         self
         """
-        self._partial_lengths = lengths
+        self._partial_lengths = read_lengths(lengths)
         try:
             return super().partial_fit(X)
         finally:
