@@ -159,9 +159,10 @@ def _local_step(model, X, glob, opts, n_threads, b, collect_threshold, memo_uids
     ``(memo, out without "S", rows, n)``, of which only the last three travel (see
     :class:`RemoteMemo`)."""
     _tune_malloc()
-    obs_core = getattr(getattr(model, "obs", None), "core", None)
-    if isinstance(X, np.ndarray) and hasattr(obs_core, "check_data"):
-        obs_core.check_data(X, f"X (batch {b})")
+    obs = getattr(model, "obs", None)  # the ObsModel's check (support and magnitude), else the kernel's
+    check = getattr(obs, "check_data", None) or getattr(getattr(obs, "core", None), "check_data", None)
+    if isinstance(X, np.ndarray) and check is not None:
+        check(X, f"X (batch {b})")
     X = prepare(model, X)
     out = model.local_step(X, glob, n_threads=n_threads, **kernel_options(opts))
     keep = out.get("doc_topic") if opts.get(KEEP_DOC_TOPIC) else None

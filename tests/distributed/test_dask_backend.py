@@ -686,3 +686,18 @@ def test_worker_lost_with_scattered_batches_is_a_backend_error_saying_why(fresh_
     with pytest.raises(BackendError, match="scattered from in-memory data"):
         est.fit(X)
     assert killed and est.n_iter_ == 2 and not est.converged_
+
+
+def test_huge_rows_in_a_dask_chunk_are_refused_naming_the_batch(client):
+    """Rows whose squares overflow, in a chunk the driver never reads (the initialisation
+    sample is the first chunk's), are refused on the worker by the observation model's check,
+    naming the batch, as a local fit refuses them; not a failure inside the local step."""
+    from bnpcore.exceptions import DataError
+
+    X = seeded_data("gauss", n=600, d=3, k=3, seed=2)
+    bad = X.copy()
+    bad[450] = 1e200
+    arr = da.from_array(bad, chunks=(200, 3))
+    with pytest.raises(DataError, match=r"`X \(batch 2\)` is too large in magnitude"):
+        _fit(DPMixture(n_components=3, algorithm="memoized", backend="dask", client=client, init_subsample=200,
+                       max_laps=2, random_state=0), arr)
