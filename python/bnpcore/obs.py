@@ -21,6 +21,7 @@ __all__ = [
     "ObsModel",
     "ar_rows",
     "check_magnitude",
+    "check_rows_reachable",
     "check_small_magnitude",
     "data_shift",
     "default_prior",
@@ -134,6 +135,38 @@ def check_small_magnitude(kind: str, X, name: str = "X") -> None:
         raise DataError(
             f"`{name}` is too small in magnitude (max |x| = {top:.3g}, from the column means if the data were centred, "
             f"below {SMALL_MAGNITUDE:g}): its squares underflow float64, so no Gaussian summary can be formed; rescale the data"
+        )
+
+
+def check_rows_reachable(log_density, name: str = "X", rows=None) -> None:
+    """Refuse rows whose log-density under every component is ``-inf``: finite rows so far
+    from every fitted component (e.g. ``1e152`` for a model of scale ``1e-3``) that their
+    quadratic forms overflow. Their responsibilities or states are undefined (a softmax of
+    ``-inf`` only), so they are an error rather than a uniform row.
+
+    Parameters
+    ----------
+    log_density : ndarray of shape (n_samples, K)
+        Per-component log-densities of the rows.
+    name : str, default="X"
+        The argument name the error message gives.
+    rows : ndarray of int or None, default=None
+        The rows' indices in ``name`` when ``log_density`` holds some of its rows only.
+
+    Raises
+    ------
+    DataError
+        Naming ``name`` and the first such row.
+    """
+    log_density = np.asarray(log_density)
+    if log_density.ndim != 2 or log_density.shape[1] == 0:
+        return
+    lost = np.isneginf(log_density).all(axis=1)
+    if lost.any():
+        first = int(np.flatnonzero(lost)[0])
+        raise DataError(
+            f"`{name}` row {first if rows is None else int(rows[first])} is too far from every fitted component: its log-density "
+            "under each overflows to -inf, so it has no responsibilities; rescale or remove it"
         )
 
 

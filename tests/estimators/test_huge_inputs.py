@@ -110,3 +110,35 @@ def test_hmm_fit_on_values_too_small_to_square_is_a_clear_error(obs):
     X = _two_regimes()
     with pytest.raises(DataError, match=r"`X` is too small in magnitude"):
         bnpcore.FiniteHMM(obs=obs, n_components=2, random_state=0).fit(X * 1e-160, [30, 30])
+
+
+@pytest.mark.parametrize("obs", ["gauss", "diag_gauss", "zero_mean_gauss"])
+@pytest.mark.parametrize("top_l", [None, 2])
+def test_a_row_beyond_every_component_is_an_error_not_a_uniform_row(obs, top_l):
+    """A row whose sum of squares is finite but whose quadratic form under every fitted
+    component overflows (a model of scale 1e-3, a row of 1e152) used to come out with uniform
+    responsibilities; it has none, so predict and predict_proba name it. Rows near the model
+    are unaffected, and its log-density stays -inf."""
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(-5, 1, (60, 2)), rng.normal(5, 1, (60, 2)), rng.normal(0, 1, (60, 2))] * 1e-3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnpcore.ConvergenceWarning)
+        model = bnpcore.FiniteMixture(obs, n_components=3, top_l=top_l, random_state=0).fit(X)
+    rows = np.r_[X[:4], [[1e152, 1e152]], X[4:6]]
+    for method in ("predict", "predict_proba"):
+        with pytest.raises(DataError, match=r"`X` row 4 is too far from every fitted component"):
+            getattr(model, method)(rows)
+    assert np.array_equal(model.predict_proba(np.r_[X[:4], X[4:6]]), model.predict_proba(X[:6]))
+    assert model.score_samples(rows)[4] == -np.inf
+
+
+@pytest.mark.parametrize("method", ["predict", "predict_proba", "decode", "score", "score_samples"])
+def test_an_hmm_step_beyond_every_state_is_an_error_naming_x(method):
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(-5, 1, (60, 2)), rng.normal(5, 1, (60, 2))] * 1e-3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnpcore.ConvergenceWarning)
+        model = bnpcore.FiniteHMM(n_components=2, random_state=0).fit(X)
+    rows = np.r_[X[:2], [[1e152, 1e152]], X[2:4]]
+    with pytest.raises(DataError, match=r"`X` row 2 is too far from every fitted component"):
+        getattr(model, method)(rows)

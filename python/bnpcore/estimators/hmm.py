@@ -16,7 +16,7 @@ from bnpcore.exceptions import ParameterError
 from bnpcore.hmm import FiniteHMMAlloc, HDPHMMAlloc, HMMModel, init_hmm_stats
 from bnpcore.io import register_model_type
 from bnpcore.moves.hmm import HMM_MOVE_KINDS, HMMMoveConfig, HMMMoveManager
-from bnpcore.obs import OBS_KINDS, ObsModel, ar_rows, check_magnitude, data_shift, default_prior
+from bnpcore.obs import OBS_KINDS, ObsModel, ar_rows, check_magnitude, check_rows_reachable, data_shift, default_prior
 
 if TYPE_CHECKING:
     import os
@@ -443,6 +443,7 @@ class _BaseHMM(VBEstimator):
         probabilities of the fitted model (hmmlearn's point-estimate semantics)."""
         G = self.summaries_
         logB = np.asarray(self.obs_model_.core.log_density(batch.X, G.N, G.S, n_threads=self.n_threads))
+        check_rows_reachable(logB, "X")
         with np.errstate(divide="ignore"):
             return logB, np.log(self.startprob_), np.log(self.transmat_)
 

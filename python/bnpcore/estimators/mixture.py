@@ -24,7 +24,7 @@ from bnpcore.exceptions import DataError, ParameterError, ShapeError
 from bnpcore.io import register_model_type
 from bnpcore.model import Model
 from bnpcore.moves.manager import MOVE_KINDS
-from bnpcore.obs import OBS_KINDS, ObsModel, check_magnitude, data_shift, default_prior
+from bnpcore.obs import OBS_KINDS, ObsModel, check_magnitude, check_rows_reachable, data_shift, default_prior
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -394,7 +394,15 @@ class _BaseMixture(VBEstimator):
         X = self._check_X(X)
         model = self._make_model(self.obs_model_)
         out = model.local_step(X, self.summaries_, n_threads=self.n_threads, return_resp=True)
-        return model.resp_from_output(out, self.summaries_.N.shape[0])
+        resp = model.resp_from_output(out, self.summaries_.N.shape[0])
+        if self.obs in ("gauss", "diag_gauss", "zero_mean_gauss") and resp.shape[1] > 1:
+            # a row the local step could not weigh (every log weight -inf) comes out uniform over
+            # its slots: such rows (only they can be) are checked by their log-densities
+            even = np.flatnonzero(np.isclose(resp.max(axis=1) * (resp > 0).sum(axis=1), 1.0, rtol=1e-12, atol=0.0))
+            if even.size:
+                G = self.summaries_
+                check_rows_reachable(np.asarray(self.obs_model_.core.log_density(X[even], G.N, G.S)), "X", rows=even)
+        return resp
 
     def top_l_mass(self, X, top_l=(1, 2, 4, 8, 16)) -> np.ndarray:
         r"""Share of each row's dense responsibility that an L-sparse step would keep.
