@@ -725,7 +725,8 @@ class HDPTopicModel(TruncationFreeMixin, _BaseTopicModel):
             """        or stochastic variational inference (Hughes thesis §5.4); HDP only,
         ``"truncation_free"``: the truncation-free stochastic algorithm of Wang & Blei (2012),
         which starts from zero topics (``n_components``, ``n_batches``, ``init`` and the
-        document-step options are ignored), samples each minibatch of ``batch_size``
+        document-step options, ``top_l`` included, are ignored while it learns; ``transform``
+        and ``score`` of the fitted model use them), samples each minibatch of ``batch_size``
         documents with a locally collapsed Gibbs sampler that can open new topics, and
         updates the topics with the rate :math:`\\rho_t=\\max(S/n_{\\rm seen},S/D)`
         (``docs/truncation_free.md``).""",
