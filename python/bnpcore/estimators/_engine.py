@@ -261,7 +261,10 @@ class VBEstimator(BaseEstimator):
         # the kernels run on at most _core.max_num_threads() threads (results never depend on the
         # count); absurd requests are refused rather than capped silently
         check_param("n_threads", self.n_threads, kind="int", low=1, low_inclusive=True, high=1 << 16, allow_none=True)
-        check_param("verbose", bool(self.verbose), kind="bool")
+        # a bool, or an int as in scikit-learn (0: silent, any positive level: the progress bar);
+        # not anything with a truth value ("False" would show the bar)
+        if not isinstance(self.verbose, (bool, np.bool_)):
+            check_param("verbose", self.verbose, kind="int", low=0, low_inclusive=True)
         if self.callback is not None and not callable(self.callback):
             raise ParameterError(f"`callback` must be callable or None, got {self.callback!r}")
         for name in ("birth_start_lap", "merge_start_lap", "delete_start_lap"):

@@ -737,8 +737,9 @@ _DOC = r"""
         (0.5), ``accept_rtol``; the values each key accepts are in
         ``bnpcore.moves.hmm.HMMMoveManager.OPTION_RANGES``. An unknown key or a value out of
         its range raises :class:`~bnpcore.exceptions.ParameterError` before fitting.
-""" + DOC_LEARNING_RATE + DOC_SEED_THREADS + r"""    verbose : bool, default=False
-        Show a progress bar with the ELBO and the number of states.
+""" + DOC_LEARNING_RATE + DOC_SEED_THREADS + r"""    verbose : bool or int, default=False
+        Show a progress bar with the ELBO and the number of states (on standard error) when true or a
+        positive integer (scikit-learn's levels; every level above 0 shows the same bar).
     warm_start : bool, default=False
         Continue from the fitted state (summaries, random streams, history) on the next ``fit``.
         The observation model and its prior are part of that state: changing ``obs`` or a

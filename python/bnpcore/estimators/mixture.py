@@ -657,8 +657,9 @@ _DOC_PARAMS = r"""
         the dense one (``benches/plot_top_l_mass.py``, ``benches/bench_sparse.py``). Costs one
         dense lap; 0 is L-sparse throughout. The ELBO is monotone from the end of the first
         L-sparse lap on (that lap replaces dense memos by L-sparse ones).
-""" + DOC_LEARNING_RATE + DOC_SEED_THREADS + r"""    verbose : bool, default=False
-        Show a progress bar with the ELBO and the number of clusters.
+""" + DOC_LEARNING_RATE + DOC_SEED_THREADS + r"""    verbose : bool or int, default=False
+        Show a progress bar with the ELBO and the number of clusters (on standard error) when true or a
+        positive integer (scikit-learn's levels; every level above 0 shows the same bar).
     warm_start : bool, default=False
         Continue from the fitted state (summaries, random streams, history) on the next ``fit``.
         The observation model and its prior are part of that state: changing ``obs`` or a

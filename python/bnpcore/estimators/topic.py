@@ -638,8 +638,9 @@ _DOC_COMMON = """
         Stop a document when no document-topic count changes by more than ``doc_tol``.
     restarts : bool, default=True
         Sparse restart proposals in the document step (thesis Alg. 5.2).
-""" + DOC_LEARNING_RATE + DOC_SEED_THREADS + """    verbose : bool, default=False
-        Show a progress bar with the objective and the number of topics.
+""" + DOC_LEARNING_RATE + DOC_SEED_THREADS + """    verbose : bool or int, default=False
+        Show a progress bar with the objective and the number of topics (on standard error) when true or a
+        positive integer (scikit-learn's levels; every level above 0 shows the same bar).
     warm_start : bool, default=False
         Continue from the fitted state on the next ``fit`` (``prior_count`` must be unchanged:
         the fitted prior is part of that state).
