@@ -26,3 +26,32 @@ def test_verbose_accepts_bools_and_integer_levels(good, capsys):
         bnpcore.DPMixture(verbose=good, max_laps=2, random_state=0).fit(_X())
     err = capsys.readouterr().err
     assert ("DPMixture" in err) == bool(good)
+
+
+def _bars(err):
+    """The states a progress bar drew (tqdm separates them by carriage returns)."""
+    return [s.strip() for s in err.replace("\n", "\r").split("\r") if s.strip()]
+
+
+@pytest.mark.parametrize(
+    "fit",
+    [
+        lambda v: bnpcore.DPMixture(n_components=3, moves=(), max_laps=3, tol=0.0, verbose=v, random_state=0).fit(_X()),
+        lambda v: bnpcore.DPMixture(verbose=v, random_state=0).partial_fit(_X()),
+        lambda v: bnpcore.DPMixture(verbose=v, random_state=0).fit(iter([_X()[:30], _X()[30:]])),
+        lambda v: bnpcore.HDPTopicModel(algorithm="truncation_free", max_laps=2, verbose=v, random_state=0).fit(
+            np.random.default_rng(0).poisson(1.0, (20, 12))
+        ),
+    ],
+    ids=["laps", "partial_fit", "stream", "truncation_free"],
+)
+def test_progress_bar_draws_a_lap_with_its_count(fit, capsys):
+    # the postfix (ELBO, K) of a lap is drawn with the lap counted, not first on its own with the
+    # previous count: in a log (non-TTY) that doubled every line, bypassing tqdm's rate limit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnpcore.ConvergenceWarning)
+        fit(True)
+    bars = _bars(capsys.readouterr().err)
+    assert bars and any("K=" in s for s in bars)
+    for s in bars:
+        assert not (("| 0/" in s or ": 0batch" in s) and "K=" in s), s

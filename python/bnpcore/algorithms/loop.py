@@ -112,7 +112,8 @@ def run_laps(
     on_lap : callable(LapInfo) or None
         Called after each lap (after the history entry is recorded); returning ``True`` stops
         the loop after that lap (the fit is then not converged).
-    progress : object with ``update(n)`` and ``set_postfix(**kw)``, or None
+    progress : object with ``update(n)`` and ``set_postfix(refresh=False, **kw)`` (a tqdm bar), or None
+        The postfix is set without drawing; ``update`` draws it, at the bar's own rate.
     executor : executor or None
         Where the local steps run (:mod:`bnpcore.algorithms.executor`); None: in this process.
 
@@ -171,7 +172,7 @@ def run_laps(
             state.record(elbo)
             stop = on_lap(LapInfo(state.lap, elbo, int(res["accepted"]))) if on_lap is not None else None
             if progress is not None:
-                progress.set_postfix(elbo=f"{elbo:.6g}", K=int(state.history["n_components"][-1]))
+                progress.set_postfix(elbo=f"{elbo:.6g}", K=int(state.history["n_components"][-1]), refresh=False)
                 progress.update(1)
             if stop is True:  # the caller asked to stop after this lap (not converged)
                 break

@@ -610,7 +610,7 @@ class VBEstimator(BaseEstimator):
     def _bar_step(self, bar) -> None:
         if bar is not None:
             bar.set_postfix(elbo=f"{self.state_.history['elbo'][-1] if self.state_.history['elbo'] else float('nan'):.6g}",
-                            K=int(np.sum(self.state_.stats.N >= 1.0)))
+                            K=int(np.sum(self.state_.stats.N >= 1.0)), refresh=False)
             bar.update(1)
 
     # ---------------------------------------------------------------- streaming
@@ -701,7 +701,7 @@ class VBEstimator(BaseEstimator):
             for b, Xb in enumerate(batches):
                 model, elbo = self._stream_one(Xb, name=f"X (batch {b})", batch=b)
                 if bar is not None:
-                    bar.set_postfix(elbo=f"{elbo:.6g}", K=int(np.sum(self.state_.stats.N >= 1.0)))
+                    bar.set_postfix(elbo=f"{elbo:.6g}", K=int(np.sum(self.state_.stats.N >= 1.0)), refresh=False)
                     bar.update(1)
         except BaseException:
             if hasattr(self, "state_"):

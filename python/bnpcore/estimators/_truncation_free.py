@@ -185,7 +185,7 @@ class TruncationFreeMixin:
                 self._tf_record(tf, config, clock.lap(), eval_X)
                 laps += 1
                 if bar is not None:
-                    bar.set_postfix(K=self.n_components_, score=f"{st.history['score'][-1]:.4g}")
+                    bar.set_postfix(K=self.n_components_, score=f"{st.history['score'][-1]:.4g}", refresh=False)
                     bar.update(1)
                 if self._tf_after_lap():
                     break
