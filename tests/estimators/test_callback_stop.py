@@ -42,3 +42,24 @@ def test_other_return_values_do_not_stop():
     with pytest.warns(bnpcore.ConvergenceWarning):
         model.fit(_X())
     assert seen == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("algorithm", ["memoized", "truncation_free"])
+def test_numpy_true_stops_like_true(algorithm):
+    # `return delta < tol` on numpy floats returns np.True_, not True
+    seen = []
+
+    def stop_at_two(model, info):
+        seen.append(info["lap"])
+        return np.float64(info["lap"]) >= 2.0
+
+    if algorithm == "truncation_free":
+        model = bnpcore.HDPTopicModel(algorithm=algorithm, max_laps=5, random_state=0, callback=stop_at_two)
+        model.fit(np.random.default_rng(0).poisson(1.0, (20, 12)))
+    else:
+        model = bnpcore.DPMixture(n_components=4, max_laps=5, min_laps=5, tol=0.0, random_state=0, callback=stop_at_two)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # stopped: no ConvergenceWarning
+            model.fit(_X())
+    assert seen == [1, 2]
+    assert model.n_iter_ == 2 and not model.converged_

@@ -139,6 +139,12 @@ def auto_n_batches(n_rows: int) -> int:
     return int(max(1, min(AUTO_MAX_BATCHES, n // AUTO_ROWS_PER_BATCH), -(-n // AUTO_MAX_ROWS_PER_BATCH)))
 
 
+def callback_stops(value) -> bool:
+    """Whether a ``callback``'s return value asks to stop the fit: ``True``, also numpy's
+    (``return delta < 1e-3`` on numpy floats gives ``np.True_``); truthy non-bools do not stop."""
+    return isinstance(value, (bool, np.bool_)) and bool(value)
+
+
 def _seed_int(seq: np.random.SeedSequence) -> int:
     return int(seq.generate_state(1, np.uint64)[0] >> np.uint64(1))
 
@@ -561,9 +567,9 @@ class VBEstimator(BaseEstimator):
                 self._finalize(model)
             stop = False
             if self.callback is not None:
-                stop = self.callback(
+                stop = callback_stops(self.callback(
                     self, {"lap": info.lap, "elbo": info.elbo, "n_components": self.n_components_, "accepted_moves": info.accepted}
-                ) is True
+                ))
             if self.checkpoint_path is not None:
                 # a checkpoint of a run in progress: not converged, this many laps so far
                 self.converged_, self.n_iter_ = False, st.lap - lap0

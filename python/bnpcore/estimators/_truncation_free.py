@@ -149,10 +149,12 @@ class TruncationFreeMixin:
         stop = False
         if self.callback is not None:
             st = self.state_
-            stop = self.callback(
+            from bnpcore.estimators._engine import callback_stops
+
+            stop = callback_stops(self.callback(
                 self, {"lap": st.lap, "elbo": float("nan"), "n_components": self.n_components_, "accepted_moves": 0,
                        "score": st.history["score"][-1]}
-            ) is True
+            ))
         if self.checkpoint_path is not None:
             self.save(self.checkpoint_path)
         return stop

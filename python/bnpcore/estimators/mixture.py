@@ -667,7 +667,7 @@ _DOC_PARAMS = r"""
         after such a change).
     callback : callable(model, info) or None, default=None
         Called after every lap with a dict ``info`` (lap, elbo, n_components, accepted_moves).
-        Returning ``True`` stops the fit cleanly after that lap (like Keras and LightGBM
+        Returning ``True`` (or ``numpy.True_``) stops the fit cleanly after that lap (like Keras and LightGBM
         callbacks): the model is fitted and saveable, ``converged_`` is False and no
         ``ConvergenceWarning`` is issued; any other return value is ignored.
 """ + DOC_CHECKPOINT + r"""    schedule : {"sequential", "parallel"}, default="sequential"

@@ -646,7 +646,7 @@ _DOC_COMMON = """
         the fitted prior is part of that state).
     callback : callable(model, info) or None, default=None
         Called after every lap with a dict ``info`` (lap, elbo, n_components, accepted_moves);
-        returning ``True`` stops the fit cleanly after that lap.
+        returning ``True`` (or ``numpy.True_``) stops the fit cleanly after that lap.
 """ + DOC_CHECKPOINT + """    schedule : {"sequential", "parallel"}, default="sequential"
         Visiting order of a memoized lap: each batch with the topics left by the previous one,
         or every batch of a lap against the lap's starting topics (what a cluster runs), as
