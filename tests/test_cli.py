@@ -6,6 +6,7 @@ a subprocess to check the module entry point, exit statuses and that no tracebac
 
 import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -139,7 +140,7 @@ def test_text_files(data_file, tmp_path, capsys):
         (["fit", "{data}", "--tol", "-1"], "--tol: expected a non-negative number"),
         (["fit", "{data}", "--random-state", "-3"], "--random-state: expected a non-negative integer"),
         (["fit", "{data}", "--moves", "birth,split"], "--moves"),
-        (["fit", "{data}", "--model", "finite", "--moves", "merge"], "--moves need --model dp"),
+        (["fit", "{data}", "--model", "finite", "--moves", "merge"], "--moves needs --model dp"),
         (["fit", "{data}", "--bogus"], "unrecognized arguments: --bogus"),
         (["predict", "{data}"], "required"),
     ],
@@ -157,6 +158,19 @@ def test_help_and_version(capsys):
     assert code == 0 and "--n-components" in out and "(default: auto)" in out
     code, out, _ = run(["--version"], capsys)
     assert code == 0 and bnpcore.__version__ in out
+
+
+@pytest.mark.parametrize("command", ["fit", "predict"])
+def test_help_states_each_default_once_and_truly(command, capsys):
+    code, out, _ = run([command, "--help"], capsys)
+    assert code == 0
+    text = " ".join(out.split())  # argparse wraps lines
+    assert "(default: None)" not in text and "(default: False)" not in text
+    assert not re.search(r"\(default: [^)]*\) \(default:", text)  # a default the help describes is not appended again
+    if command == "fit":
+        assert "'merge,delete' (default: auto)" in text  # --moves, whose default is 'auto'
+        assert "for a fresh one (default: 0)" in text  # --random-state 0 is a default to show
+        assert "(default: dense)" in text and "(default: all cores)" in text
 
 
 def test_file_and_data_errors_exit_1_with_one_line(data_file, tmp_path, capsys):

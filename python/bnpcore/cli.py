@@ -53,6 +53,17 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{self.prog}: error: {message} (see `{self.prog} --help`)")
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends ``(default: ...)`` only where the help does not describe the default itself and
+    there is one to show (not for flags, nor for None, which the help text explains)."""
+
+    def _get_help_string(self, action):
+        help_text = action.help or ""
+        if "default" in help_text or action.default is None or action.default is False or action.default is argparse.SUPPRESS:
+            return help_text
+        return super()._get_help_string(action)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -118,7 +129,7 @@ def _build_parser() -> _Parser:
     parser.add_argument("--version", action="version", version=f"bnpcore {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = _HelpFormatter
 
     fit = sub.add_parser(
         "fit",
@@ -130,7 +141,7 @@ def _build_parser() -> _Parser:
     fit.add_argument("--model", choices=("dp", "finite"), default="dp", help="Dirichlet-process mixture or finite mixture")
     fit.add_argument("--obs", choices=OBS_CHOICES, default="gauss", help="observation model")
     fit.add_argument(
-        "--n-components", type=_positive_int, default=None, help="initial number of clusters K (None: 1 for dp, 10 for finite)"
+        "--n-components", type=_positive_int, default=None, help="initial number of clusters K (default: 1 for dp, 10 for finite)"
     )
     fit.add_argument("--gamma", type=_positive_float, default=1.0, help="concentration of the allocation prior")
     fit.add_argument(
@@ -141,12 +152,12 @@ def _build_parser() -> _Parser:
     fit.add_argument("--tol", type=_non_negative_float, default=1e-6, help="relative ELBO change at convergence (0: stop only on an unchanged ELBO)")
     fit.add_argument(
         "--n-batches", type=_positive_int, default=None,
-        help="batches of memoized/stochastic learning (None: from the number of rows, one below 10,000, ten from 50,000)"
+        help="batches of memoized/stochastic learning (default: from the number of rows, one below 10,000, ten from 50,000)"
     )
     fit.add_argument(
         "--moves",
         type=_moves,
-        default=None,
+        default="auto",
         metavar="MOVES",
         help="'auto' (birth,merge,delete for --model dp unless --algorithm stochastic), 'none', or e.g. 'merge,delete'",
     )
@@ -295,7 +306,7 @@ def _fit(args) -> int:
     _check_out(out)  # before fitting, not after
     cls = bnpcore.DPMixture if args.model == "dp" else bnpcore.FiniteMixture
     if args.moves and args.model != "dp":
-        raise _UsageError(f"{PROG} fit: error: --moves need --model dp")
+        raise _UsageError(f"{PROG} fit: error: --moves needs --model dp")
     model = cls(
         obs=args.obs,
         n_components=args.n_components,
