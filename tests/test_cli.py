@@ -381,3 +381,17 @@ def test_console_script_is_declared_and_runs(tmp_path):
     assert script is not None, "the bnpcore console script is not installed next to this Python"
     res = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and bnpcore.__version__ in res.stdout
+
+
+def test_out_never_overwrites_an_input_file(data_file, tmp_path, capsys):
+    path, _ = data_file
+    before = path.read_bytes()
+    assert_one_line_error(*run(["fit", path, "--max-laps", "2", "--out", path], capsys), 1, "--out", "overwrite")
+    assert path.read_bytes() == before
+    model_path = tmp_path / "m.npz"
+    assert run(["fit", path, "--max-laps", "2", "--quiet", "--out", model_path], capsys)[0] == 0
+    model_bytes = model_path.read_bytes()
+    for target in (path, model_path):
+        assert_one_line_error(*run(["predict", model_path, path, "--out", target], capsys), 1, "overwrite")
+    assert path.read_bytes() == before and model_path.read_bytes() == model_bytes
+

@@ -248,8 +248,12 @@ def _default_out(data: str, suffix: str) -> str:
     return str(p.with_name(p.stem + suffix))
 
 
-def _check_out(path: str, option: str = "--out") -> None:
-    """Refuse an output path that cannot be written, before any work is done."""
+def _check_out(path: str, option: str = "--out", inputs: tuple[str, ...] = ()) -> None:
+    """Refuse an output path that cannot be written, or that is one of the ``inputs`` (which
+    it would overwrite), before any work is done."""
+    for given in inputs:
+        if os.path.exists(given) and os.path.exists(path) and os.path.samefile(given, path):
+            raise ValueError(f"{option} {path!r} is the input file {given!r}: writing there would overwrite it")
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"{option} {path!r}: directory {directory!r} does not exist")
@@ -303,7 +307,7 @@ def _fit(args) -> int:
 
     X, n_rows, n_features = _open_data(args.data)
     out = args.out or _default_out(args.data, ".model.npz")
-    _check_out(out)  # before fitting, not after
+    _check_out(out, inputs=(args.data,))  # before fitting, not after
     cls = bnpcore.DPMixture if args.model == "dp" else bnpcore.FiniteMixture
     if args.moves and args.model != "dp":
         raise _UsageError(f"{PROG} fit: error: --moves needs --model dp")
@@ -408,7 +412,7 @@ def _predict(args) -> int:
     X = _read_array(args.data)
     suffix = ".proba.npy" if args.proba else ".labels.npy"
     out = args.out or _default_out(args.data, suffix)
-    _check_out(out)
+    _check_out(out, inputs=tuple(p for p in (args.model, args.data, args.lengths) if p is not None))
     kw = {"lengths": lengths} if sequences else {}
     result = model.predict_proba(X, **kw) if args.proba else model.predict(X, **kw)
     np.save(out, result)
