@@ -395,3 +395,13 @@ def test_out_never_overwrites_an_input_file(data_file, tmp_path, capsys):
         assert_one_line_error(*run(["predict", model_path, path, "--out", target], capsys), 1, "overwrite")
     assert path.read_bytes() == before and model_path.read_bytes() == model_bytes
 
+
+
+def test_npy_file_holding_an_archive_is_refused_by_name(data_file, tmp_path, capsys):
+    _, X = data_file
+    fake = tmp_path / "archive.npy"
+    with open(fake, "wb") as f:
+        np.savez(f, X=X)
+    code, out, err = run(["fit", fake], capsys)
+    assert_one_line_error(code, out, err, 1, "archive.npy", "not a .npy array file")
+    assert "unexpected" not in err

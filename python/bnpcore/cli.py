@@ -227,6 +227,8 @@ def _open_data(path: str):
             arr = np.load(path, mmap_mode="r", allow_pickle=False)
         except Exception as exc:
             raise ValueError(f"{path!r} is not a readable .npy file: {exc}") from None
+        if not isinstance(arr, np.ndarray):  # e.g. an .npz archive (a model file) named .npy
+            raise ValueError(f"{path!r} is not a .npy array file (numpy.load gives a {type(arr).__name__})")
         if arr.ndim != 2:
             raise ValueError(f"{path!r} holds an array of shape {arr.shape}; expected (n_samples, n_features)")
         return path, int(arr.shape[0]), int(arr.shape[1])
