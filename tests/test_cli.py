@@ -405,3 +405,15 @@ def test_npy_file_holding_an_archive_is_refused_by_name(data_file, tmp_path, cap
     code, out, err = run(["fit", fake], capsys)
     assert_one_line_error(code, out, err, 1, "archive.npy", "not a .npy array file")
     assert "unexpected" not in err
+
+
+def test_predict_writes_exactly_the_out_path_it_reports(data_file, tmp_path, capsys):
+    path, X = data_file
+    model_path = tmp_path / "m.npz"
+    assert run(["fit", path, "--max-laps", "2", "--quiet", "--out", model_path], capsys)[0] == 0
+    out = tmp_path / "labels.bin"
+    code, stdout, err = run(["predict", model_path, path, "--out", out], capsys)
+    assert code == 0, err
+    assert f"saved to {out}" in stdout
+    assert out.exists() and not (tmp_path / "labels.bin.npy").exists()
+    np.testing.assert_array_equal(np.load(out), bnpcore.load(model_path).predict(X))

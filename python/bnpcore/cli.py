@@ -417,7 +417,8 @@ def _predict(args) -> int:
     _check_out(out, inputs=tuple(p for p in (args.model, args.data, args.lengths) if p is not None))
     kw = {"lengths": lengths} if sequences else {}
     result = model.predict_proba(X, **kw) if args.proba else model.predict(X, **kw)
-    np.save(out, result)
+    with open(out, "wb") as f:  # exactly --out: numpy.save(path) would append .npy to any other name
+        np.save(f, result)
     if not args.quiet:
         labels = np.argmax(result, axis=1) if args.proba else result
         used, counts = np.unique(labels, return_counts=True)
