@@ -388,3 +388,28 @@ def test_plot_top_l_mass_draws_one_cdf_per_level(pyplot):
         assert np.allclose(np.sort(np.maximum(1 - mass[:, j], 1e-16)), x)
         assert y[-1] == 1.0
     assert "L=1" in fig.axes[0].get_legend().get_texts()[0].get_text()
+
+
+def test_plot_history_skips_laps_without_an_elbo(pyplot):
+    from bnpcore.plotting import plot_history
+
+    laps = np.arange(1, 6)
+    elbo = np.array([-10.0, -8.0, np.nan, -6.0, -5.0])
+    model = SimpleNamespace(
+        history_={"lap": laps, "elbo": elbo, "n_components": np.full(5, 3)},
+        moves_log_=[{"lap": 3, "kind": "merge", "accepted": True}],  # at the lap without an ELBO
+    )
+    ax = plot_history(model).axes[0]
+    x, y = ax.get_lines()[0].get_data()
+    assert list(x) == [1, 2, 4, 5] and np.isfinite(y).all()
+    (marker,) = ax.collections
+    assert np.allclose(np.asarray(marker.get_offsets()), [[3.0, -7.0]])  # between laps 2 and 4, not dropped
+
+    # truncation-free SVI records no ELBO: the held-out score is drawn, or the axis says none was recorded
+    score = np.array([-3.0, -2.5, -2.2, -2.1, -2.0])
+    model = SimpleNamespace(history_={"lap": laps, "elbo": np.full(5, np.nan), "n_components": np.full(5, 3), "score": score})
+    ax = plot_history(model).axes[0]
+    assert np.array_equal(ax.get_lines()[0].get_ydata(), score) and ax.get_ylabel() == "held-out score"
+    model.history_["score"] = np.full(5, np.nan)
+    ax = plot_history(model).axes[0]
+    assert [t.get_text() for t in ax.texts] == ["no ELBO recorded"]

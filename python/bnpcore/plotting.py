@@ -57,7 +57,9 @@ def plot_history(model, ax=None, moves=True):
     """Plot the ELBO and the number of clusters after every lap.
 
     The ELBO is drawn on the left axis and the number of clusters (``n_components``, clusters
-    with expected count >= 1) on a twin right axis, both against the lap. If ``moves`` is true
+    with expected count >= 1) on a twin right axis, both against the lap. Laps whose ELBO is
+    NaN are skipped; when no lap has one (truncation-free SVI), the held-out ``"score"`` of
+    ``history_`` is drawn instead if it was recorded, otherwise the axis says so. If ``moves`` is true
     and the model has a non-empty ``moves_log_``, every accepted move is marked on the ELBO
     curve at its lap, with one marker per kind (birth, merge, delete).
 
@@ -95,9 +97,19 @@ def plot_history(model, ax=None, moves=True):
         raise ValueError("history_['lap'] and history_['elbo'] must have the same length")
     fig, ax = _figure_and_axes(ax, (7.0, 4.0))
 
-    (elbo_line,) = ax.plot(laps, elbo, "-o", color="tab:blue", markersize=3, label="ELBO")
+    # laps without an ELBO (NaN: truncation-free SVI computes none) are skipped; with none at
+    # all, the held-out "score" is drawn instead when it was recorded
+    ylabel = "ELBO (nats)"
+    if not np.isfinite(elbo).any() and np.isfinite(np.asarray(history.get("score", []), dtype=np.float64)).any():
+        elbo = np.asarray(history["score"], dtype=np.float64)
+        ylabel = "held-out score"
+    finite = np.isfinite(elbo)
+    (elbo_line,) = ax.plot(laps[finite], elbo[finite], "-o", color="tab:blue", markersize=3, label=ylabel.split(" (")[0])
+    if not finite.any():
+        ax.text(0.5, 0.5, "no ELBO recorded", transform=ax.transAxes, ha="center", va="center", color="tab:blue")
+        ax.set_yticks([])
     ax.set_xlabel("lap")
-    ax.set_ylabel("ELBO (nats)", color="tab:blue")
+    ax.set_ylabel(ylabel, color="tab:blue")
     ax.tick_params(axis="y", labelcolor="tab:blue")
     handles = [elbo_line]
 
@@ -113,8 +125,8 @@ def plot_history(model, ax=None, moves=True):
         handles.append(k_line)
 
     moves_log = getattr(model, "moves_log_", None) or []
-    if moves and len(moves_log) > 0 and laps.size > 0:
-        order = np.argsort(laps, kind="stable")
+    if moves and len(moves_log) > 0 and finite.any():
+        order = np.argsort(laps[finite], kind="stable")
         for kind, (marker, color, label) in _MOVE_STYLES.items():
             at = np.array(
                 [
@@ -126,7 +138,7 @@ def plot_history(model, ax=None, moves=True):
             )
             if at.size == 0:
                 continue
-            y = np.interp(at, laps[order], elbo[order])
+            y = np.interp(at, laps[finite][order], elbo[finite][order])
             handles.append(
                 ax.scatter(
                     at,
