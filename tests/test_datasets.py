@@ -413,3 +413,38 @@ def test_plot_history_skips_laps_without_an_elbo(pyplot):
     model.history_["score"] = np.full(5, np.nan)
     ax = plot_history(model).axes[0]
     assert [t.get_text() for t in ax.texts] == ["no ELBO recorded"]
+
+
+def test_plots_refuse_models_of_other_families_and_unfitted_ones(pyplot):
+    import warnings
+
+    from bnpcore import HDPHMM, FiniteMixture, HDPTopicModel
+    from bnpcore.exceptions import NotFittedError, ParameterError
+    from bnpcore.plotting import plot_history, plot_patch_components, plot_segmentation, plot_top_l_mass, plot_topics, plot_transitions
+
+    X = np.random.default_rng(0).standard_normal((40, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mixture = FiniteMixture(n_components=2, max_laps=2, random_state=0).fit(X)
+    for plot, args, needs in (
+        (plot_topics, (), "HDPTopicModel or FiniteTopicModel"),
+        (plot_transitions, (), "HDPHMM or FiniteHMM"),
+        (plot_segmentation, (X,), "HDPHMM or FiniteHMM"),
+    ):
+        with pytest.raises(ParameterError, match=f"`model` of {plot.__name__} must be a fitted {needs}.*got FiniteMixture"):
+            plot(mixture, *args)
+    for plot, model, args in (
+        (plot_history, HDPTopicModel(), ()),
+        (plot_topics, HDPTopicModel(), ()),
+        (plot_transitions, HDPHMM(), ()),
+        (plot_segmentation, HDPHMM(), (X,)),
+        (plot_patch_components, FiniteMixture(), ()),
+        (plot_top_l_mass, FiniteMixture(), (X,)),
+    ):
+        with pytest.raises(NotFittedError, match="not fitted"):
+            plot(model, *args)
+    with pytest.raises(ParameterError, match=r"must be a fitted DPMixture or FiniteMixture.*got HDPHMM"):
+        plot_top_l_mass(HDPHMM(), X)
+    diag = SimpleNamespace(weights_=np.ones(2) / 2, covariances_=np.ones((2, 4)))  # obs="diag_gauss"
+    with pytest.raises(ParameterError, match="full covariances"):
+        plot_patch_components(diag, patch_size=2)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from bnpcore._validation import check_param
-from bnpcore.exceptions import DataError
+from bnpcore.exceptions import DataError, NotFittedError, ParameterError
 
 __all__ = [
     "plot_clusters_2d",
@@ -22,6 +22,11 @@ __all__ = [
     "plot_topics",
     "plot_transitions",
 ]
+
+_MIXTURES = ("DPMixture", "FiniteMixture")
+_TOPIC_MODELS = ("HDPTopicModel", "FiniteTopicModel")
+_HMMS = ("HDPHMM", "FiniteHMM")
+_ESTIMATORS = _MIXTURES + _TOPIC_MODELS + _HMMS
 
 #: marker, colour and legend label of each accepted move kind in :func:`plot_history`.
 _MOVE_STYLES = {
@@ -41,6 +46,21 @@ def _pyplot():
             "(or pip install 'bnpcore[plot]')"
         ) from exc
     return plt
+
+
+def _check_model(model, func, attrs, families):
+    """Refuse a ``model`` without the fitted attributes ``attrs`` that ``func`` draws:
+    :class:`NotFittedError` for an unfitted estimator of one of ``families`` (class names),
+    :class:`ParameterError` naming ``model`` and what it must be otherwise."""
+    missing = [a for a in attrs if getattr(model, a, None) is None]
+    if not missing:
+        return
+    name = type(model).__name__
+    if name in families:
+        raise NotFittedError(f"this {name} is not fitted yet; call fit before {func}")
+    raise ParameterError(
+        f"`model` of {func} must be a fitted {' or '.join(families)} (with {', '.join(attrs)}), got {name}"
+    )
 
 
 def _figure_and_axes(ax, figsize):
@@ -88,6 +108,7 @@ def plot_history(model, ax=None, moves=True):
     ValueError
         If ``model`` has no usable ``history_``.
     """
+    _check_model(model, "plot_history", ("history_",), _ESTIMATORS)
     history = getattr(model, "history_", None)
     if not history or "lap" not in history or "elbo" not in history:
         raise ValueError("model has no history_ with 'lap' and 'elbo'; fit it first")
@@ -235,15 +256,15 @@ def plot_patch_components(model, n_show=16, patch_size=8, kind="eigen", ax=None)
         raise ValueError(f"kind must be 'eigen' or 'mean', got {kind!r}")
     check_param("n_show", n_show, kind="int", low=1, low_inclusive=True)
     check_param("patch_size", patch_size, kind="int", low=1, low_inclusive=True)
-    weights = getattr(model, "weights_", None)
-    if weights is None:
-        raise ValueError("model has no weights_; fit it first")
-    weights = np.asarray(weights, dtype=np.float64)
+    _check_model(model, "plot_patch_components", ("weights_",), _MIXTURES)
+    weights = np.asarray(model.weights_, dtype=np.float64)
     attr = "covariances_" if kind == "eigen" else "means_"
     params = getattr(model, attr, None)
     if params is None:
-        raise ValueError(f"kind={kind!r} needs the model attribute {attr}")
+        raise ParameterError(f"kind={kind!r} needs the model attribute {attr}, which this {type(model).__name__} does not have")
     params = np.asarray(params, dtype=np.float64)
+    if kind == "eigen" and params.ndim != 3:
+        raise ParameterError(f"kind='eigen' needs full covariances (obs='gauss'), got covariances_ of shape {params.shape}; use kind='mean'")
     n_features = patch_size * patch_size
     if params.shape[0] != weights.shape[0] or params.shape[1] != n_features:
         raise ValueError(
@@ -394,6 +415,8 @@ def plot_top_l_mass(model, X, top_l=(1, 2, 4, 8, 16), ax=None):
     ImportError
         If matplotlib is not installed.
     """
+    if not hasattr(model, "top_l_mass"):
+        _check_model(model, "plot_top_l_mass", ("top_l_mass",), _MIXTURES)
     levels = np.atleast_1d(np.asarray(top_l))
     mass = model.top_l_mass(X, levels)
     fig, ax = _figure_and_axes(ax, (6.0, 4.0))
@@ -452,8 +475,9 @@ def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=Non
     check_param("n_words", n_words, kind="int", low=1, low_inclusive=True)
     check_param("n_show", n_show, kind="int", low=1, low_inclusive=True, allow_none=True)
     check_param("min_count", min_count, kind="real")
-    topics = np.asarray(getattr(model, "topics_", None) if hasattr(model, "topics_") else None)
-    if topics is None or topics.ndim != 2:
+    _check_model(model, "plot_topics", ("topics_",), _TOPIC_MODELS)
+    topics = np.asarray(model.topics_)
+    if topics.ndim != 2:
         raise ValueError("model has no topics_; fit it first")
     counts = np.asarray(getattr(model, "counts_", np.ones(topics.shape[0])), dtype=np.float64)
     order = np.argsort(-counts, kind="stable")
@@ -532,6 +556,7 @@ def plot_segmentation(model, X, lengths=None, n_show=4, max_steps=None, true_sta
     """
     check_param("n_show", n_show, kind="int", low=1, low_inclusive=True)
     check_param("max_steps", max_steps, kind="int", low=1, low_inclusive=True, allow_none=True)
+    _check_model(model, "plot_segmentation", ("transmat_",), _HMMS)
     plt = _pyplot()
     from bnpcore._validation import is_sequence_list
 
@@ -608,6 +633,7 @@ def plot_transitions(model, ax=None, annotate=None):
         If ``annotate`` is neither a bool nor None.
     """
     check_param("annotate", annotate, kind="bool", allow_none=True)
+    _check_model(model, "plot_transitions", ("startprob_", "transmat_"), _HMMS)
     fig, ax = _figure_and_axes(ax, (5.5, 5))
     T = np.vstack([model.startprob_[None, :], model.transmat_])
     K = T.shape[1]
