@@ -36,6 +36,7 @@ __all__ = [
     "check_param",
     "check_random_state",
     "check_sparse_rows",
+    "check_vocabulary",
     "densify_sparse_for_dense_kernel",
     "is_sparse",
     "make_csr",
@@ -410,6 +411,67 @@ def check_counts_csr(X, name: str = "X", n_vocab: int | None = None, min_rows: i
         out.sum_duplicates()  # sorts and sums in place
         out = make_csr(out.data, out.indices, out.indptr, (n_docs, width))
     return out
+
+
+def _is_id(x) -> bool:
+    return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def check_vocabulary(vocabulary, n_vocab: int, name: str = "vocabulary") -> list:
+    """The words of a vocabulary in column order, from any of the forms users hold them in.
+
+    Parameters
+    ----------
+    vocabulary : sequence, iterable or mapping
+        A sequence of words in column order (list, tuple, ndarray, pandas Index, or any
+        iterable, read once); an id-to-word mapping (a dict ``{id: word}``, gensim's
+        ``Dictionary``) with an entry for every id ``0 .. n_vocab - 1``; or a word-to-id
+        mapping (gensim's ``Dictionary.token2id``, scikit-learn's ``vocabulary_``).
+    n_vocab : int
+        The model's vocabulary size.
+    name : str, default="vocabulary"
+        The argument name error messages give.
+
+    Returns
+    -------
+    list
+        ``n_vocab`` words, word ``j`` first at index ``j`` (bytes decoded as UTF-8).
+
+    Raises
+    ------
+    ParameterError
+        A single string, a mapping whose keys are neither all ids nor whose values are all ids,
+        ids missing or out of range, or a number of words other than ``n_vocab``.
+    """
+    from collections.abc import Mapping
+
+    if isinstance(vocabulary, (str, bytes)):
+        raise ParameterError(f"`{name}` must be a sequence of words (or a mapping of ids to words), not a single string")
+    if isinstance(vocabulary, Mapping):
+        items = list(vocabulary.items())
+        if all(_is_id(k) for k, _ in items):
+            pairs = items  # {id: word} (gensim's Dictionary iterates ids)
+        elif all(_is_id(v) for _, v in items):
+            pairs = [(v, k) for k, v in items]  # {word: id}
+        else:
+            raise ParameterError(f"`{name}`: a mapping must be id -> word or word -> id (integer ids)")
+        ids = sorted(int(i) for i, _ in pairs)
+        if ids != list(range(n_vocab)):
+            raise ParameterError(
+                f"`{name}` maps {len(ids)} ids ({ids[0] if ids else '-'}..{ids[-1] if ids else '-'}, "
+                f"{len(set(ids))} distinct) but the model's words are the ids 0..{n_vocab - 1}"
+            )
+        words = [None] * n_vocab
+        for i, w in pairs:
+            words[int(i)] = w
+    else:
+        try:
+            words = list(vocabulary)
+        except TypeError:
+            raise ParameterError(f"`{name}` must be a sequence of words or a mapping, got {type(vocabulary).__name__}") from None
+        if len(words) != n_vocab:
+            raise ParameterError(f"`{name}` has {len(words)} words but the model has n_vocab={n_vocab}")
+    return [w.decode("utf-8", "replace") if isinstance(w, bytes) else w for w in words]
 
 
 def read_lengths(lengths):

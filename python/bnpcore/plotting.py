@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpcore._validation import check_param
+from bnpcore._validation import _is_id, check_param, check_vocabulary
 from bnpcore.exceptions import DataError, NotFittedError, ParameterError
 
 __all__ = [
@@ -452,11 +452,12 @@ def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=Non
         Anything with ``topics_`` (K × n_vocab, rows sum to 1) and optionally ``counts_``.
     n_words : int, default=10
         Words listed per topic (word panels).
-    vocabulary : sequence of str or None
-        The words of the vocabulary, in column order.
-    image_shape : tuple of int or None
-        Shape to draw each topic as an image; None: square vocabularies are drawn as images
-        unless a ``vocabulary`` is given.
+    vocabulary : sequence of str, mapping or None
+        The words of the vocabulary: in column order, or an id-to-word or word-to-id mapping
+        (as for :meth:`bnpcore.HDPTopicModel.top_words`).
+    image_shape : pair of int or None
+        (rows, columns) to draw each topic as an image; None: square vocabularies are drawn as
+        images unless a ``vocabulary`` is given.
     n_show : int or None
         Draw at most this many topics (the largest first); None: every topic with an
         expected count of at least ``min_count``.
@@ -469,8 +470,9 @@ def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=Non
     Raises
     ------
     ParameterError
-        If ``n_words`` or ``n_show`` is not a positive integer (``n_show`` may be None), or
-        ``min_count`` is not a finite number.
+        If ``n_words`` or ``n_show`` is not a positive integer (``n_show`` may be None),
+        ``min_count`` is not a finite number, ``vocabulary`` does not give one word per id, or
+        ``image_shape`` is not a pair of positive integers holding ``n_vocab`` words.
     """
     check_param("n_words", n_words, kind="int", low=1, low_inclusive=True)
     check_param("n_show", n_show, kind="int", low=1, low_inclusive=True, allow_none=True)
@@ -485,6 +487,13 @@ def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=Non
     if order.size == 0:
         order = np.argsort(-counts, kind="stable")[:1]
     V = topics.shape[1]
+    if vocabulary is not None:
+        vocabulary = check_vocabulary(vocabulary, V)
+    if image_shape is not None:
+        shape = tuple(image_shape) if isinstance(image_shape, (tuple, list, np.ndarray)) else None
+        if shape is None or len(shape) != 2 or not all(_is_id(x) and x > 0 for x in shape) or shape[0] * shape[1] != V:
+            raise ParameterError(f"`image_shape` must be a pair of positive integers whose product is the {V} words, got {image_shape!r}")
+        image_shape = (int(shape[0]), int(shape[1]))
     side = int(round(np.sqrt(V)))
     if image_shape is None and vocabulary is None and side * side == V:
         image_shape = (side, side)
@@ -493,8 +502,6 @@ def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=Non
     cols = min(n, 5)
     rows = int(np.ceil(n / cols))
     if image_shape is not None:
-        if int(np.prod(image_shape)) != V:
-            raise ValueError(f"`image_shape` {image_shape} does not hold {V} words")
         fig, axes = plt.subplots(rows, cols, figsize=(1.8 * cols, 1.9 * rows), squeeze=False)
         for i, ax in enumerate(axes.ravel()):
             ax.set_xticks([])
@@ -507,8 +514,6 @@ def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=Non
             ax.set_title(f"topic {k} (N={counts[k]:.0f})", fontsize=7)
         fig.tight_layout()
         return fig
-    if vocabulary is not None and len(vocabulary) != V:
-        raise ValueError(f"`vocabulary` has {len(vocabulary)} words but the model has {V}")
     fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 0.28 * n_words * rows + 0.6), squeeze=False)
     for i, ax in enumerate(axes.ravel()):
         if i >= n:

@@ -95,6 +95,70 @@ def test_fit_transform_and_top_words(bars):
         m.top_words(3, vocabulary=vocab[:10])
 
 
+class _Id2Word:
+    """A read-only id -> word mapping shaped like gensim's ``Dictionary`` (iterates its ids)."""
+
+    def __init__(self, words):
+        self._w = dict(enumerate(words))
+
+    def __getitem__(self, i):
+        return self._w[i]
+
+    def __iter__(self):
+        return iter(self._w)
+
+    def __len__(self):
+        return len(self._w)
+
+    def keys(self):
+        return self._w.keys()
+
+    def items(self):
+        return self._w.items()
+
+
+def test_top_words_and_plot_topics_take_the_vocabulary_in_the_forms_users_hold(bars):
+    """A list, tuple, array, generator, id -> word dict in any order, gensim-like id -> word
+    mapping and word -> id dict (gensim's token2id, scikit-learn's vocabulary_) all give the
+    same words; an id -> word dict used to give its ids. A string, missing ids or a wrong size
+    are ParameterErrors naming the vocabulary, as is an image_shape that is not a pair."""
+    from collections.abc import Mapping
+
+    import matplotlib as mpl
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt
+    from bnpcore.plotting import plot_topics
+
+    Mapping.register(_Id2Word)
+    X, _ = bars
+    m = _fit(_small(max_laps=2), X)
+    V = X.shape[1]
+    words = [f"w{v}" for v in range(V)]
+    want = m.top_words(3, vocabulary=words)
+    assert want[0] == [f"w{v}" for v in m.top_words(3)[0]]
+    forms = [tuple(words), np.array(words), (w for w in words), dict(reversed(list(enumerate(words)))),
+             _Id2Word(words), {w: i for i, w in enumerate(words)}, [w.encode() for w in words]]
+    for form in forms:
+        assert m.top_words(3, vocabulary=form) == want
+    for form in (_Id2Word(words), {w: i for i, w in enumerate(words)}):
+        fig = plot_topics(m, n_words=3, vocabulary=form, n_show=2)
+        assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == want[int(np.argmax(m.counts_))]
+        plt.close(fig)
+    bad = ["w" * V, dict(enumerate(words[:-1])), {i + 1: w for i, w in enumerate(words)}, {"a": "b"}, words[:-1], 7]
+    for form in bad:
+        with pytest.raises(ParameterError, match="`vocabulary`"):
+            m.top_words(3, vocabulary=form)
+        with pytest.raises(ParameterError, match="`vocabulary`"):
+            plot_topics(m, vocabulary=form)
+    for shape in (V, (V,), (30, 31), (30.0, 30), (-30, -30)):
+        with pytest.raises(ParameterError, match="`image_shape`"):
+            plot_topics(m, image_shape=shape)
+    fig = plot_topics(m, image_shape=(10, 90), n_show=2)
+    assert fig.axes[0].images[0].get_array().shape == (10, 90)
+    plt.close(fig)
+
+
 def test_bars_without_moves_fits_and_scores():
     """From K = 50 without moves: a valid fit that scores held-out documents better than the
     initial state would (its score rises over laps)."""

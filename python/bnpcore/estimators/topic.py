@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-from bnpcore._validation import check_counts_csr, check_not_lazy, check_param, make_csr
+from bnpcore._validation import check_counts_csr, check_not_lazy, check_param, check_vocabulary, make_csr
 from bnpcore.algorithms.executor import shared_options
 from bnpcore.data.documents import DocumentBatches, DocumentStream, _is_count_matrix, _is_iterator, bow_to_csr, document_source
 from bnpcore.estimators._base import TransformerMixin
@@ -550,21 +550,28 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         Parameters
         ----------
         n : int
-        vocabulary : sequence of str of length n_vocab, or None
+        vocabulary : sequence of str of length n_vocab, mapping, or None
+            The words in column order (any sequence or iterable), an id-to-word mapping
+            (``{id: word}``, gensim's ``Dictionary``) or a word-to-id mapping (gensim's
+            ``token2id``, scikit-learn's ``CountVectorizer.vocabulary_``) covering the ids
+            ``0 .. n_vocab - 1``.
 
         Returns
         -------
         ndarray of int of shape (n_components, n) (word ids), or a list of lists of words when
         ``vocabulary`` is given.
+
+        Raises
+        ------
+        ParameterError
+            If ``vocabulary`` does not give one word for each of the ``n_vocab`` ids.
         """
         self._check_fitted()
         check_param("n", n, kind="int", low=1, low_inclusive=True)
         idx = np.argsort(-self.topics_, axis=1, kind="stable")[:, : int(n)]
         if vocabulary is None:
             return idx
-        vocab = list(vocabulary)
-        if len(vocab) != self.topics_.shape[1]:
-            raise ParameterError(f"`vocabulary` has {len(vocab)} words but the model has n_vocab={self.topics_.shape[1]}")
+        vocab = check_vocabulary(vocabulary, self.topics_.shape[1])
         return [[vocab[i] for i in row] for row in idx]
 
 
