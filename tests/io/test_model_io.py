@@ -241,7 +241,7 @@ def test_checkpoint_written_every_lap(tmp_path):
 
 def test_save_errors_name_the_destination_not_the_temporary_file(tmp_path):
     """A destination that cannot be written raises the OSError about that path (or its missing
-    directory), never about the hidden ``.<name>.tmp-<pid>`` file; nothing is left behind."""
+    directory), never about the hidden ``.<name>.tmp-<pid>-<random>`` file; nothing is left behind."""
     est = fit_quietly(DPMixture(n_components=2, random_state=0, max_laps=2), _data(n=200))
     target = tmp_path / "nowhere" / "m.npz"
     for model in (est, DPMixture()):
@@ -259,6 +259,30 @@ def test_save_errors_name_the_destination_not_the_temporary_file(tmp_path):
     with pytest.raises(FileNotFoundError) as info:
         fit_quietly(DPMixture(n_components=2, max_laps=2, checkpoint_path=str(target)), _data(n=200))
     assert info.value.filename == str(target)
+
+
+def test_overlapping_saves_to_one_path_each_write_their_own_temporary_file(tmp_path, monkeypatch):
+    """A second save to the same path starting while the first is writing (two threads of one
+    process: the same pid) neither fails the first nor mixes their bytes: each save has its own
+    temporary file, and the path ends up holding the complete file of the save that finished last."""
+    X = _data(n=200)
+    first = fit_quietly(DPMixture(n_components=2, random_state=0, max_laps=2), X)
+    second = fit_quietly(DPMixture(n_components=3, random_state=1, max_laps=3, moves=()), X)
+    path = tmp_path / "m.npz"
+    savez, nested = np.savez, []
+
+    def savez_with_an_overlapping_save(fh, **arrays):
+        savez(fh, **arrays)
+        if not nested:  # the second save runs from start to end before the first is renamed into place
+            nested.append(True)
+            second.save(path)
+
+    monkeypatch.setattr(np, "savez", savez_with_an_overlapping_save)
+    first.save(path)
+    monkeypatch.setattr(np, "savez", savez)
+    assert nested
+    _same_state(bnpcore.load(path), first)
+    assert os.listdir(tmp_path) == ["m.npz"]
 
 
 _KILL_SCRIPT = textwrap.dedent(

@@ -24,6 +24,7 @@ import errno
 import io
 import json
 import os
+import uuid
 import zlib
 
 import numpy as np
@@ -256,9 +257,11 @@ def save(model, path) -> None:
     blob = json.dumps(meta, default=_json_default, allow_nan=True).encode("utf-8")
     arrays = dict(arrays)
     arrays["__meta__"] = np.frombuffer(blob, dtype=np.uint8)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    # a name of its own per save: a second save to the same path (another thread of this process)
+    # must neither truncate this file nor have it renamed away while it is written
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}")
     try:
-        with open(tmp, "wb") as fh:
+        with open(tmp, "xb") as fh:
             np.savez(fh, **arrays)
             fh.flush()
             os.fsync(fh.fileno())
