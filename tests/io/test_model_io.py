@@ -405,6 +405,52 @@ def test_garbage_and_foreign_files(tmp_path):
         bnpcore.load(tmp_path / "other.npz")
 
 
+def test_files_that_are_not_zip_archives_are_refused_as_such(tmp_path, saved):
+    """A text file, a pickle, a .npy array, an empty file: refused as not being a zip archive,
+    without numpy's advice to load them with pickle."""
+    files = {"notes.txt": b"a text file\n", "model.pkl": pickle.dumps(bnpcore.load(saved)), "empty.npz": b""}
+    for name, raw in files.items():
+        (tmp_path / name).write_bytes(raw)
+    np.save(tmp_path / "array.npy", np.arange(3.0))
+    for name in [*files, "array.npy"]:
+        with pytest.raises(ModelFileError, match="not a zip") as info:
+            bnpcore.load(tmp_path / name)
+        assert repr(str(tmp_path / name)) in str(info.value) and "pickle" not in str(info.value)
+
+
+def _npy_header(shape, descr="<f8"):
+    text = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape!r}, }}"
+    text += " " * (-(10 + len(text) + 1) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode()
+
+
+def test_forged_array_shapes_and_compressed_members_are_refused_before_reading(tmp_path, saved):
+    """An array header declaring a shape larger than its member (256 MiB for a few bytes) is
+    refused before numpy allocates it; so is a compressed member, whose size the file does not
+    bound (model files are uncompressed)."""
+    import tracemalloc
+
+    forged = tmp_path / "forged.npz"
+    with zipfile.ZipFile(saved) as src, zipfile.ZipFile(forged, "w") as dst:
+        for name in src.namelist():
+            raw = src.read(name)
+            if name == "G/N.npy":  # the same bytes after a header that declares 2**25 values
+                raw = _npy_header((2**25,)) + raw[len(_npy_header((4,))):]
+            dst.writestr(name, raw)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelFileError, match=r"member 'G/N.npy' declares shape \(33554432,\)") as info:
+            bnpcore.load(forged)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**24 and repr(str(forged)) in str(info.value)
+    with np.load(saved) as npz:
+        np.savez_compressed(tmp_path / "compressed.npz", **{k: npz[k] for k in npz.files})
+    with pytest.raises(ModelFileError, match="is compressed"):
+        bnpcore.load(tmp_path / "compressed.npz")
+
+
 def _rewrite_meta(src, dst, fn):
     with np.load(src) as npz:
         arrays = {k: npz[k] for k in npz.files}

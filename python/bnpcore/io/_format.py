@@ -23,8 +23,10 @@ import dataclasses
 import errno
 import io
 import json
+import math
 import os
 import uuid
+import zipfile
 import zlib
 
 import numpy as np
@@ -279,6 +281,45 @@ def save(model, path) -> None:
         raise
 
 
+def _check_archive(path: str, raw: bytes) -> None:
+    """Refuse, before numpy reads any member, a file that is not an uncompressed zip of ``.npy``
+    arrays whose headers declare exactly the bytes they hold: so a damaged or forged header (a
+    huge shape) or a compressed member cannot make ``load`` allocate more than the file's size."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(raw))
+    except Exception:  # BadZipFile, or e.g. NotImplementedError for a damaged version field
+        raise ModelFileError(f"{path!r} is not a readable bnpcore model file: not a zip (.npz) archive, or a truncated one") from None
+    with archive:
+        members = archive.infolist()
+        if sum(m.compress_size for m in members) > len(raw):
+            raise ModelFileError(f"{path!r} is corrupted: its zip directory declares more bytes than the file holds")
+        for m in members:
+            if not m.filename.endswith(".npy"):
+                raise ModelFileError(f"{path!r} is not a bnpcore model file: member {m.filename!r} is not a .npy array")
+            if m.compress_type != zipfile.ZIP_STORED:
+                raise ModelFileError(f"{path!r} is not a bnpcore model file: member {m.filename!r} is compressed (model files are uncompressed .npz)")
+            try:
+                with archive.open(m) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+                    elif version == (2, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+                    else:
+                        raise ValueError(f".npy format version {version} is not supported")
+                    data_bytes = m.file_size - fh.tell()
+            except Exception as exc:
+                raise ModelFileError(f"{path!r} is corrupted: member {m.filename!r} has no readable .npy header: {exc}") from None
+            if dtype.hasobject:
+                raise ModelFileError(f"{path!r} is not a bnpcore model file: member {m.filename!r} holds Python objects")
+            declared = math.prod(shape) * dtype.itemsize
+            if declared != data_bytes:
+                raise ModelFileError(
+                    f"{path!r} is corrupted: member {m.filename!r} declares shape {shape} of {dtype} ({declared} bytes) "
+                    f"but holds {data_bytes} bytes"
+                )
+
+
 def _read(path) -> tuple[dict, dict]:
     path = os.fspath(path)
     try:
@@ -288,6 +329,7 @@ def _read(path) -> tuple[dict, dict]:
         raise ModelFileError(f"no such model file: {path!r}") from None
     except OSError as exc:
         raise ModelFileError(f"cannot read model file {path!r}: {exc}") from None
+    _check_archive(path, raw)
     try:
         with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
