@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import zipfile
+import zlib
 
 import bnpcore
 import numpy as np
@@ -483,6 +484,35 @@ def test_checksum_and_consistency_errors(tmp_path, saved):
         bnpcore.load(dst)
     with zipfile.ZipFile(saved) as z:
         assert "__meta__.npy" in z.namelist()
+
+
+def _rewrite_arrays(src, dst, fn):
+    """Copy a model file with its arrays changed by ``fn`` and its checksums updated."""
+    with np.load(src) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    meta = json.loads(arrays.pop("__meta__").tobytes())
+    fn(arrays)
+    meta["crc32"] = {k: zlib.crc32(np.ascontiguousarray(v).tobytes()) for k, v in arrays.items()}
+    np.savez(dst, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
+
+
+def test_inconsistent_contents_are_reported_with_the_file_name(tmp_path, saved):
+    """The checks of the file's contents (summary shapes, summary width, random streams) name
+    the file like every other ModelFileError."""
+    cases = {
+        "shapes.npz": (lambda a: a.update({"G/N": np.zeros(a["G/N"].size + 1)}), None, "inconsistent summary shapes"),
+        "width.npz": (lambda a: a.update({"G/S": np.zeros((a["G/S"].shape[0], 3))}), None, "summary width 3"),
+        "stream.npz": (None, lambda m: m["state"]["rng_order"].update(bit_generator="Mystery"), "unknown bit generator"),
+    }
+    for name, (arrays_fn, meta_fn, fragment) in cases.items():
+        dst = tmp_path / name
+        if arrays_fn is not None:
+            _rewrite_arrays(saved, dst, arrays_fn)
+        else:
+            _rewrite_meta(saved, dst, meta_fn)
+        with pytest.raises(ModelFileError, match=fragment) as info:
+            bnpcore.load(dst)
+        assert repr(str(dst)) in str(info.value), str(info.value)
 
 
 _KILL_FAMILY_SCRIPT = textwrap.dedent(

@@ -376,9 +376,7 @@ def load(path):
     cls = lookup_model_type(meta.get("estimator"), source=repr(os.fspath(path)))
     try:
         return _build(cls, meta, arrays)
-    except ModelFileError:
-        raise
-    except Exception as exc:
+    except Exception as exc:  # ModelFileError of a check in _build too: the message names the file
         raise ModelFileError(f"{os.fspath(path)!r} is corrupted or inconsistent: {exc}") from None
 
 
