@@ -3,6 +3,7 @@
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -513,6 +514,50 @@ def test_inconsistent_contents_are_reported_with_the_file_name(tmp_path, saved):
         with pytest.raises(ModelFileError, match=fragment) as info:
             bnpcore.load(dst)
         assert repr(str(dst)) in str(info.value), str(info.value)
+
+
+def _uids_repeated(a):
+    a["G/uids"] = np.zeros_like(a["G/uids"])
+
+
+def _counts_as_text(a):
+    a["G/N"] = a["G/N"].astype("U32")
+
+
+def _history_cut(a):
+    a["history/elbo"] = a["history/elbo"][:1]
+
+
+@pytest.mark.parametrize(
+    "meta_fn,arrays_fn,fragment",
+    [
+        (lambda m: m.update(fitted="no"), None, "'fitted' is 'no', not a boolean"),
+        (lambda m: m.update(converged="no"), None, "'converged' is 'no', not a boolean"),
+        (lambda m: m.update(n_iter=2.5), None, "'n_iter' is 2.5, not an integer"),
+        (lambda m: m.update(n_rows="600"), None, "'n_rows' is '600', not an integer"),
+        (lambda m: m.update(n_features_in=m["n_features_in"] + 2), None, "'n_features_in' is 5 but the observation model has 3"),
+        (lambda m: m.update(feature_names_in=["a", "b"]), None, "'feature_names_in' is not a list of 3 strings"),
+        (lambda m: m["state"].update(next_uid=4.5), None, "'next_uid' is 4.5, not an integer"),
+        (lambda m: m["state"].update(batch_seed="seed"), None, "'batch_seed' is 'seed', not an integer or null"),
+        (lambda m: m["state"]["extra_fields"].update(mixed_top_l="no"), None, "field 'mixed_top_l' is 'no', not a boolean"),
+        (None, _uids_repeated, "repeated cluster uids"),
+        (None, _counts_as_text, "'G/N' has dtype <U32"),
+        (None, _history_cut, "history 'elbo' has 1 entries for 3 laps"),
+    ],
+)
+def test_metadata_of_the_wrong_type_or_size_is_refused(tmp_path, saved, meta_fn, arrays_fn, fragment):
+    """Values that json and numpy read without complaint but that no saved model holds (a string
+    or a float where a flag or a count belongs, a width other than the observation model's,
+    repeated uids, text summaries, a shorter trace) are refused rather than loaded into a model
+    whose attributes are wrong (a string "no" was read as converged, 5 features as 5)."""
+    dst = tmp_path / "bad.npz"
+    if meta_fn is not None:
+        _rewrite_meta(saved, dst, meta_fn)
+    else:
+        _rewrite_arrays(saved, dst, arrays_fn)
+    with pytest.raises(ModelFileError, match=re.escape(fragment)) as info:
+        bnpcore.load(dst)
+    assert repr(str(dst)) in str(info.value)
 
 
 _KILL_FAMILY_SCRIPT = textwrap.dedent(

@@ -76,6 +76,28 @@ def _jsonable(value) -> bool:
         return False
 
 
+def _checked(value, like, what: str):
+    """``value`` read from the metadata if it has the JSON type of ``like`` (an int for an int,
+    a bool for a bool, a number for a float, an int or null for None, a str, a list, a dict),
+    else a ModelFileError naming ``what``: a file never loads with a string, a float or a bool
+    where a count or a flag belongs."""
+    if like is None:
+        ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
+    elif isinstance(like, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(like, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(like, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, type(like))
+    if not ok:
+        names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "an object"}
+        wanted = "an integer or null" if like is None else names.get(type(like), type(like).__name__)
+        raise ModelFileError(f"metadata {what} is {value!r}, not {wanted}")
+    return value
+
+
 def _rng_to_json(rng: np.random.Generator) -> dict:
     return rng.bit_generator.state
 
@@ -103,6 +125,9 @@ def _put_stats(arrays: dict, prefix: str, s) -> dict:
 def _get_stats(arrays, prefix: str, info: dict):
     from bnpcore.stats import SuffStats
 
+    for k in ("N", "S", "H", "h", "uids"):
+        if arrays[prefix + k].dtype.kind not in "biuf":
+            raise ModelFileError(f"array {prefix + k!r} has dtype {arrays[prefix + k].dtype}, not a numeric one")
     s = SuffStats(
         np.array(arrays[prefix + "N"], dtype=np.float64),
         np.array(arrays[prefix + "S"], dtype=np.float64),
@@ -114,6 +139,8 @@ def _get_stats(arrays, prefix: str, info: dict):
     K = s.uids.shape[0]
     if s.N.shape != (K,) or s.H.shape != (K,) or s.S.ndim != 2 or s.S.shape[0] != K:
         raise ModelFileError(f"inconsistent summary shapes under {prefix!r}")
+    if np.unique(s.uids).size != K:
+        raise ModelFileError(f"repeated cluster uids under {prefix!r}")
     return s
 
 
@@ -395,7 +422,7 @@ def _build(cls, meta: dict, arrays: dict):
         params[name] = value
     valid = set(cls._param_names())
     est = cls(**{k: v for k, v in params.items() if k in valid})
-    if not meta["fitted"]:
+    if not _checked(meta["fitted"], True, "'fitted'"):
         return est
     o = meta["obs"]
     prior = dict(o["prior_scalars"])
@@ -407,37 +434,54 @@ def _build(cls, meta: dict, arrays: dict):
     history = {}
     for k in s["history_keys"]:
         a = arrays[f"history/{k}"]
+        if a.ndim != 1 or a.dtype.kind not in "iuf":
+            raise ModelFileError(f"history {k!r} is not a 1-D numeric array")
         history[k] = [int(v) for v in a] if a.dtype.kind in "iu" else [float(v) for v in a]
+    n_laps = len(history.get("lap", ()))
+    for k, v in history.items():  # one entry per lap (extra entries such as "score": at most one)
+        if len(v) != n_laps if k in ("lap", "elbo", "n_components", "seconds") else len(v) > n_laps:
+            raise ModelFileError(f"history {k!r} has {len(v)} entries for {n_laps} laps")
     state = FitState(
         stats=_get_stats(arrays, "G/", s["G"]),
         memos=[None if m is None else _get_stats(arrays, f"memo/{i}/", m) for i, m in enumerate(s["memos"])],
-        next_uid=int(s["next_uid"]),
+        next_uid=_checked(s["next_uid"], 0, "state 'next_uid'"),
         rng_order=_rng_from_json(s["rng_order"]),
         rng_moves=_rng_from_json(s["rng_moves"]),
-        lap=int(s["lap"]),
+        lap=_checked(s["lap"], 0, "state 'lap'"),
         history=history,
         batch_elbo=[float(v) for v in arrays["batch_elbo"]],
         moves_log=list(s["moves_log"]),
-        seconds=float(s["seconds"]),
-        stochastic_step=int(s["stochastic_step"]),
+        seconds=float(_checked(s["seconds"], 0.0, "state 'seconds'")),
+        stochastic_step=_checked(s["stochastic_step"], 0, "state 'stochastic_step'"),
         frozen=[_get_stats(arrays, f"frozen/{i}/", m) for i, m in enumerate(s["frozen"])],
-        batch_seed=s["batch_seed"],
+        batch_seed=_checked(s["batch_seed"], None, "state 'batch_seed'"),
         moves_state=_get_tree(arrays, s.get("moves_state") or {}),
     )
-    for k, v in s.get("extra_fields", {}).items():
-        setattr(state, k, v)
+    defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory() for f in dataclasses.fields(FitState)
+                if f.name not in _STATE_FIELDS and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)}
+    for k, v in _checked(s.get("extra_fields", {}), {}, "state 'extra_fields'").items():
+        if k in defaults:  # fields this bnpcore does not know are ignored (a newer writer's additions)
+            setattr(state, k, _checked(v, defaults[k], f"state field {k!r}"))
     stat_dim = est.obs_model_.stat_dim
     for m in [state.stats, *state.frozen, *(m for m in state.memos if m is not None)]:
         if m.S.shape[1] != stat_dim:
             raise ModelFileError(f"summary width {m.S.shape[1]} does not match the observation model ({stat_dim})")
     est.state_ = state
-    est.n_features_in_ = int(meta["n_features_in"])
-    if meta.get("feature_names_in") is not None:
-        est.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
-    est._n_rows = int(meta["n_rows"])
+    n_features = _checked(meta["n_features_in"], 0, "'n_features_in'")
+    # the observation model's width: the user's columns (auto-regressive rows pair x_t with x_{t-1})
+    width = est.obs_model_.n_features // 2 if est.obs_model_.kind == "ar_gauss" else est.obs_model_.n_features
+    if n_features != width:
+        raise ModelFileError(f"'n_features_in' is {n_features} but the observation model has {width} features")
+    est.n_features_in_ = n_features
+    names = meta.get("feature_names_in")
+    if names is not None:
+        if not (isinstance(names, list) and len(names) == n_features and all(isinstance(c, str) for c in names)):
+            raise ModelFileError(f"'feature_names_in' is not a list of {n_features} strings")
+        est.feature_names_in_ = np.asarray(names, dtype=object)
+    est._n_rows = _checked(meta["n_rows"], 0, "'n_rows'")
     if meta.get("converged") is not None:
-        est.converged_ = bool(meta["converged"])
+        est.converged_ = _checked(meta["converged"], True, "'converged'")
     if meta.get("n_iter") is not None:
-        est.n_iter_ = int(meta["n_iter"])
+        est.n_iter_ = _checked(meta["n_iter"], 0, "'n_iter'")
     est._finalize(est._make_model(est.obs_model_))
     return est
