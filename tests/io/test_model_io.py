@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from _helpers import family_data, family_estimator, fit_quietly
 from bnpcore import DPMixture, FiniteMixture
-from bnpcore.exceptions import ModelFileError
+from bnpcore.exceptions import ModelFileError, ParameterError
 from bnpcore.io import FORMAT_VERSION
 
 
@@ -239,6 +239,32 @@ def test_checkpoint_written_every_lap(tmp_path):
     assert bnpcore.load(path).state_.lap == 4
     assert not [f for f in os.listdir(tmp_path) if ".tmp-" in f]
     _same_state(bnpcore.load(path), est)
+
+
+def test_checkpoint_path_naming_the_data_file_is_refused_before_it_is_overwritten(tmp_path):
+    """The data file as checkpoint_path (given as the path, in a list of batch paths, memory-mapped
+    or as eval_X) would be replaced by the first checkpoint: the fit is refused and the data stay."""
+    X = _data(n=200)
+    data = tmp_path / "data.npy"
+    np.save(data, X)
+    raw = data.read_bytes()
+    fits = [
+        lambda est: est.fit(str(data)),
+        lambda est: est.fit([data, data]),
+        lambda est: est.fit(np.load(data, mmap_mode="r")),
+        lambda est: est.fit(X, eval_X=np.load(data, mmap_mode="r")),
+    ]
+    for fit in fits:
+        est = DPMixture(n_components=2, random_state=0, max_laps=2, checkpoint_path=tmp_path / "." / "data.npy")
+        with pytest.raises(ParameterError, match="checkpoint_path") as info:
+            fit(est)
+        assert repr(str(data)) in str(info.value) and not hasattr(est, "state_")
+        assert data.read_bytes() == raw
+    X_hmm, lengths = family_data("hmm")
+    np.save(data, X_hmm)
+    with pytest.raises(ParameterError, match="checkpoint_path"):
+        family_estimator("hmm", max_laps=1, checkpoint_path=data).fit(str(data), lengths=lengths)
+    assert np.array_equal(np.load(data), X_hmm)
 
 
 def test_save_errors_name_the_destination_not_the_temporary_file(tmp_path):

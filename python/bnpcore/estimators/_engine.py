@@ -94,7 +94,9 @@ DOC_CHECKPOINT = """    checkpoint_path : str or None, default=None
         file + rename). To resume a killed run: ``m = bnpcore.load(path)``; if
         ``m.converged_`` the run had finished, else ``m.set_params(warm_start=True,
         max_laps=remaining); m.fit(X)`` with ``remaining = max_laps − m.n_iter_`` reproduces
-        the uninterrupted run exactly.
+        the uninterrupted run exactly. A path naming a data file of the fit (``X`` or
+        ``eval_X`` given as a path, a list of paths or a memory-mapped array) is a
+        ``ParameterError``.
 """
 DOC_CLIENT = """    client : dask.distributed.Client, str or None, default=None
         The Dask client (or scheduler address) of ``backend="dask"`` (unused with
@@ -161,6 +163,24 @@ def is_one_shot(X) -> bool:
     except TypeError:
         return False
     return True
+
+
+def _data_files(X) -> list:
+    """The files ``X`` reads: a path, the paths of a list of batches, a memory-mapped array."""
+    files = []
+    for x in X if isinstance(X, (list, tuple)) else [X]:
+        if isinstance(x, (str, os.PathLike)):
+            files.append(os.fspath(x))
+        elif isinstance(x, np.memmap) and x.filename is not None:
+            files.append(x.filename)
+    return files
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # one does not exist (yet)
+        return os.path.abspath(a) == os.path.abspath(b)
 
 
 _E = TypeVar("_E", bound="VBEstimator")
@@ -450,6 +470,7 @@ class VBEstimator(BaseEstimator):
         check_not_lazy(X)
         names = _feature_names(X)
         self._validate_params()
+        self._check_checkpoint_path(X, eval_X)
         if self._continuing():
             self._check_obs_params_unchanged()
         if self._algorithm() == "truncation_free":
@@ -465,6 +486,19 @@ class VBEstimator(BaseEstimator):
         if self._records_feature_names:
             self._set_feature_names(names)
         return self
+
+    def _check_checkpoint_path(self, X, eval_X) -> None:
+        """Refuse a ``checkpoint_path`` naming a file the fit reads: the first checkpoint would
+        replace the user's data."""
+        if self.checkpoint_path is None:
+            return
+        for name, data in (("X", X), ("eval_X", eval_X)):
+            for f in _data_files(data):
+                if _same_file(self.checkpoint_path, f):
+                    raise ParameterError(
+                        f"`checkpoint_path` {os.fspath(self.checkpoint_path)!r} is the file {f!r} of `{name}`: the checkpoints would "
+                        "overwrite the data; give another path"
+                    )
 
     def _fit_dispatch(self, X):
         if self._is_one_shot(X):
