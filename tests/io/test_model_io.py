@@ -137,6 +137,55 @@ def test_warm_start_3_plus_save_load_plus_3_equals_6_laps(tmp_path, algorithm, n
     _same_state(three, six)
 
 
+def _family_case(name, obs):
+    """(estimator class, data, fit keywords) of a small fit of ``name`` with observation model ``obs``."""
+    from _helpers import synthetic_data
+
+    cls = getattr(bnpcore, name)
+    if "Topic" in name:
+        X, _ = bnpcore.datasets.make_bars(n_docs=80, n_tokens=40, random_state=3)
+        return cls, X, {}
+    if obs == "ar_gauss":
+        X, lengths = bnpcore.datasets.make_sticky_hmm(n_seqs=4, seq_len=60, random_state=0)[:2]
+        return cls, X, {"lengths": lengths}
+    X, _ = synthetic_data(obs, n=240)
+    return cls, X, ({"lengths": [60] * 4} if "HMM" in name else {})
+
+
+@pytest.mark.parametrize(
+    "name,obs,kw",
+    [
+        ("DPMixture", "diag_gauss", dict(algorithm="memoized", n_batches=2)),
+        ("DPMixture", "zero_mean_gauss", dict(algorithm="memoized", n_batches=2, top_l=2)),
+        ("DPMixture", "mult", dict(algorithm="memoized", n_batches=2, top_l=2)),
+        ("DPMixture", "bern", dict(algorithm="stochastic", n_batches=2)),
+        ("FiniteMixture", "bern", dict()),
+        ("HDPTopicModel", None, dict(algorithm="memoized", n_batches=2, top_l=2)),
+        ("FiniteTopicModel", None, dict(algorithm="stochastic", n_batches=2)),
+        ("HDPHMM", "ar_gauss", dict(algorithm="memoized", n_batches=2)),
+        ("HDPHMM", "mult", dict()),
+        ("FiniteHMM", "diag_gauss", dict(algorithm="memoized", n_batches=2)),
+        ("FiniteHMM", "zero_mean_gauss", dict(algorithm="stochastic", n_batches=2)),
+    ],
+)
+def test_every_family_and_observation_model_3_plus_save_load_plus_3_equals_6_laps(tmp_path, name, obs, kw):
+    """The families and observation models (and top_l, stochastic) the Gaussian DPMixture tests
+    above do not cover: 3 laps, save, load, 3 more laps reproduce the 6-lap fit."""
+    cls, X, fit_kw = _family_case(name, obs)
+    kw = dict(kw, n_components=3, random_state=0, tol=0, **({} if obs is None else {"obs": obs}))
+    six = fit_quietly(cls(max_laps=6, **kw), X, **fit_kw)
+    three = fit_quietly(cls(max_laps=3, **kw), X, **fit_kw)
+    assert not three.converged_ and len(six.history_["lap"]) > 3  # laps after the save are run and compared
+    three.save(tmp_path / "m.npz")
+    resumed = bnpcore.load(tmp_path / "m.npz")
+    resumed.set_params(warm_start=True)
+    fit_quietly(resumed, X, **fit_kw)
+    _same_state(resumed, six)
+    np.testing.assert_array_equal(resumed.summaries_.S, six.summaries_.S)
+    method = "transform" if "Topic" in name else "predict_proba"
+    np.testing.assert_array_equal(getattr(resumed, method)(X, **fit_kw), getattr(six, method)(X, **fit_kw))
+
+
 def _moves_data():
     """Five separated clusters started from two components: births, merges and deletes are
     proposed and some are accepted within the first laps."""
