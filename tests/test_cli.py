@@ -250,6 +250,20 @@ def test_predict_out_directory_is_checked(data_file, tmp_path, capsys):
     assert_one_line_error(*run(["predict", tmp_path / "m.npz", path, "--out", missing], capsys), 1, "does not exist")
 
 
+def test_text_files_without_rows_give_one_line(data_file, tmp_path, capsys):
+    """An empty text file, or one holding a header line only, is one error line: numpy's warning
+    about a file without data is not printed as well."""
+    path, _ = data_file
+    assert run(["fit", path, "--quiet", "--out", tmp_path / "m.npz"], capsys)[0] == 0
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "header.csv").write_text("x,y\n")
+    for name in ("empty.txt", "header.csv"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a warning escaping the CLI fails the test
+            assert_one_line_error(*run(["fit", tmp_path / name], capsys), 1, repr(str(tmp_path / name)), "no data rows")
+            assert_one_line_error(*run(["predict", tmp_path / "m.npz", tmp_path / name], capsys), 1, "no data rows")
+
+
 def test_unexpected_errors_are_one_line(data_file, capsys, monkeypatch):
     """A failure that is not a bnpcore error (a bug) still gives one line and exit status 1."""
     path, _ = data_file

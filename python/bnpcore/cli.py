@@ -206,13 +206,18 @@ def _build_parser() -> _Parser:
 
 def _load_text(path: str) -> np.ndarray:
     delimiter = "," if path.lower().endswith(".csv") else None
-    try:
-        return np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64)
-    except ValueError as first:
-        try:  # one header line
-            return np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64, skiprows=1)
-        except ValueError:
-            raise ValueError(f"{path!r} is not a numeric table: {first}") from None
+    with warnings.catch_warnings():  # numpy warns about a file without rows: reported as one error line below
+        warnings.filterwarnings("ignore", message=".*input contained no data", category=UserWarning)
+        try:
+            X = np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64)
+        except ValueError as first:
+            try:  # one header line
+                X = np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64, skiprows=1)
+            except ValueError:
+                raise ValueError(f"{path!r} is not a numeric table: {first}") from None
+    if X.shape[0] == 0:
+        raise ValueError(f"{path!r} holds no data rows")
+    return X
 
 
 def _open_data(path: str):
