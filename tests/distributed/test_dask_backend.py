@@ -676,10 +676,13 @@ def test_worker_lost_with_scattered_batches_is_a_backend_error_saying_why(fresh_
 
     def kill_a_holder(model, info):
         if info["lap"] == 2 and not killed:
-            holder = next(w for w, keys in sorted(c.has_what().items()) if any(str(k).startswith("ndarray-") for k in keys))
-            pid = c.run(os.getpid)[holder]
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
+            # every worker holding a copy of one scattered batch (a task may have fetched a
+            # copy to the other worker, so killing one holder would not lose it)
+            key = min((k for k in c.who_has() if str(k).startswith("ndarray-")), key=str)
+            pids = c.run(os.getpid)
+            for holder in sorted(c.who_has()[key]):
+                os.kill(pids[holder], signal.SIGKILL)
+                killed.append(pids[holder])
 
     est = DPMixture(backend="dask", client=c, callback=kill_a_holder, n_components=3, algorithm="memoized", n_batches=3,
                     schedule="parallel", moves=(), max_laps=5, tol=0, random_state=0)
