@@ -91,3 +91,62 @@ def test_precisions_follow_scikit_learns_conventions(obs, tmp_path):
     model.save(tmp_path / "m.npz")
     again = bnpcore.load(tmp_path / "m.npz")
     assert np.array_equal(again.precisions_, P) and np.array_equal(again.precisions_cholesky_, U)
+
+
+def _bgm_from_resp(resp, **kw):
+    """scikit-learn's BayesianGaussianMixture whose first M-step uses the responsibilities ``resp``
+    (instead of its own k-means start)."""
+    from sklearn.mixture import BayesianGaussianMixture
+
+    class FromResp(BayesianGaussianMixture):
+        def _initialize_parameters(self, X, random_state, **_):
+            self._initialize(X, resp)
+
+    return FromResp(n_components=resp.shape[1], **kw)
+
+
+@pytest.mark.parametrize("cls", [bnpcore.FiniteMixture, bnpcore.DPMixture])
+def test_posterior_parameters_match_bayesian_gaussian_mixture(cls):
+    """The same prior converted as docs/sklearn_mapping.md says, and scikit-learn started from the
+    fitted responsibilities: both are at the same fixed point, read under scikit-learn's names."""
+    rng = np.random.default_rng(1)
+    X = np.r_[rng.normal(size=(120, 2)) @ [[1.0, 0.3], [0.0, 1.0]], rng.normal(size=(80, 2)) * 0.5 + 6.0, rng.normal(size=(40, 2)) * 0.7 + [6.0, -5.0]]
+    D, K, w0, nu, kappa = X.shape[1], 3, 0.5, 5.0, 0.5
+    finite = cls is bnpcore.FiniteMixture
+    model = cls(
+        n_components=K, gamma=K * w0 if finite else w0, algorithm="full", tol=1e-13, max_laps=2000, random_state=0,
+        prior_dof=nu, prior_mean_precision=kappa, prior_mean=[1.0, 2.0], prior_covariance=np.cov(X.T) / (nu - D - 1),
+        **({} if finite else {"moves": ()}),
+    ).fit(X)  # fmt: skip
+    resp = model.predict_proba(X)
+    assert resp.shape == (X.shape[0], K)
+    sk = _bgm_from_resp(
+        resp, weight_concentration_prior_type="dirichlet_distribution" if finite else "dirichlet_process", weight_concentration_prior=w0,
+        degrees_of_freedom_prior=nu, mean_precision_prior=kappa, mean_prior=[1.0, 2.0], covariance_prior=np.cov(X.T),
+        reg_covar=0.0, tol=1e-10, max_iter=50,
+    ).fit(X)  # fmt: skip
+    np.testing.assert_allclose(model.weights_, sk.weights_, rtol=1e-8)
+    np.testing.assert_allclose(model.means_, sk.means_, rtol=1e-8, atol=1e-10)
+    nu_k = model.degrees_of_freedom_
+    np.testing.assert_allclose(model.covariances_ * ((nu_k - D - 1) / nu_k)[:, None, None], sk.covariances_, rtol=1e-8)
+    np.testing.assert_allclose(nu_k, sk.degrees_of_freedom_, rtol=1e-10)
+    np.testing.assert_allclose(model.mean_precision_, sk.mean_precision_, rtol=1e-10)
+    if finite:
+        np.testing.assert_allclose(model.weight_concentration_, sk.weight_concentration_, rtol=1e-10)
+    else:
+        assert isinstance(model.weight_concentration_, tuple) and len(model.weight_concentration_) == 2
+        for ours, theirs in zip(model.weight_concentration_, sk.weight_concentration_):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-10)
+    np.testing.assert_allclose(model.predict_proba(X), sk.predict_proba(X), atol=1e-8)
+
+
+def test_posterior_parameters_follow_the_observation_model():
+    X = _data()
+    model = _fit("zero_mean_gauss", X)
+    assert not hasattr(model, "mean_precision_")
+    np.testing.assert_array_equal(model.degrees_of_freedom_, model.obs_model_.prior["nu"] + model.counts_)
+    model = _fit("bern", (X > 3.0).astype(float))
+    assert not hasattr(model, "mean_precision_") and not hasattr(model, "degrees_of_freedom_")
+    eta1, eta0 = model.weight_concentration_
+    np.testing.assert_allclose(eta1, 1.0 + model.counts_)
+    np.testing.assert_allclose(eta0, model.gamma + (model.counts_.sum() - np.cumsum(model.counts_)), atol=1e-9)

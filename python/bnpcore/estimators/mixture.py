@@ -60,6 +60,9 @@ class _BaseMixture(VBEstimator):
     precisions_cholesky_: np.ndarray
     coef_: np.ndarray
     counts_: np.ndarray
+    weight_concentration_: np.ndarray | tuple[np.ndarray, np.ndarray]
+    mean_precision_: np.ndarray
+    degrees_of_freedom_: np.ndarray
 
     def __init__(
         self,
@@ -296,6 +299,21 @@ class _BaseMixture(VBEstimator):
                 delattr(self, name + "_")
         self._set_precisions()
         self.counts_ = G.N.copy()
+        self._set_posterior_parameters(model, G)
+
+    def _set_posterior_parameters(self, model: Model, G) -> None:
+        """scikit-learn's ``BayesianGaussianMixture`` names for the posterior parameters:
+        ``weight_concentration_`` (DP: the stick parameters ``(1 + N_k, γ + Σ_{l>k} N_l)`` as a
+        pair of arrays; finite: the Dirichlet parameters ``γ/K + N_k``), ``mean_precision_``
+        (κ_k = κ̄ + N_k) and ``degrees_of_freedom_`` (ν_k = ν̄ + N_k), where the model has them."""
+        post = model.alloc.global_step(G)
+        self.weight_concentration_ = (post["eta1"], post["eta0"]) if "eta1" in post else post["theta"]
+        prior = self.obs_model_.prior
+        for name, key in (("mean_precision_", "kappa"), ("degrees_of_freedom_", "nu")):
+            if key in prior:
+                setattr(self, name, float(prior[key]) + G.N)
+            elif hasattr(self, name):
+                delattr(self, name)
 
     def _set_precisions(self) -> None:
         """``precisions_`` = inverse of ``covariances_`` and ``precisions_cholesky_`` (upper
@@ -723,6 +741,17 @@ _DOC_PARAMS = r"""
         ``1 / sqrt(covariances_)`` (diagonal), as in scikit-learn.
     counts_ : ndarray of shape (K,)
         Expected number of rows per cluster N_k.
+    weight_concentration_ : tuple of two ndarrays of shape (K,), or ndarray of shape (K,)
+        Parameters of q(weights), under scikit-learn's name: :class:`DPMixture`, the stick
+        posteriors :math:`\mathrm{Beta}(1+N_k,\ \gamma+\sum_{\ell>k}N_\ell)` as the pair
+        ``(1 + N_k, γ + Σ_{l>k} N_l)``; :class:`FiniteMixture`, the Dirichlet parameters
+        :math:`\gamma/K+N_k`.
+    mean_precision_ : ndarray of shape (K,)
+        Posterior precision scales of the means :math:`\kappa_k=\bar\kappa+N_k`
+        (``obs`` in ``("gauss", "diag_gauss")``), as in scikit-learn.
+    degrees_of_freedom_ : ndarray of shape (K,)
+        Posterior degrees of freedom :math:`\nu_k=\bar\nu+N_k` of the Wishart (Gamma for
+        ``"diag_gauss"``) (Gaussian models), as in scikit-learn.
     elbo_ : float
         Final ELBO (total nats).
     lower_bound_ : float
