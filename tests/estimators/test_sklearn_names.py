@@ -150,3 +150,17 @@ def test_posterior_parameters_follow_the_observation_model():
     eta1, eta0 = model.weight_concentration_
     np.testing.assert_allclose(eta1, 1.0 + model.counts_)
     np.testing.assert_allclose(eta0, model.gamma + (model.counts_.sum() - np.cumsum(model.counts_)), atol=1e-9)
+
+
+def test_moves_off_keeps_every_cluster_with_rows():
+    """moves=() (docs/sklearn_mapping.md): no change of K but the removal of clusters left with
+    no rows by a DPMixture; a FiniteMixture keeps n_components clusters."""
+    X = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnpcore.ConvergenceWarning)
+        dp = bnpcore.DPMixture(n_components=10, moves=(), algorithm="full", random_state=0).fit(X)
+        one_lap = bnpcore.DPMixture(n_components=10, moves=(), algorithm="full", max_laps=1, random_state=0).fit(X)
+        finite = bnpcore.FiniteMixture(n_components=10, random_state=0).fit(X)
+    assert one_lap.weights_.shape == (10,) and np.all(one_lap.counts_ > 1e-10)
+    assert 2 <= dp.weights_.shape[0] < 10 and np.all(dp.counts_ > 1e-10)
+    assert finite.weights_.shape == (10,) and np.min(finite.counts_) < 1e-10

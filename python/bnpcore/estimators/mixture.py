@@ -645,7 +645,11 @@ _DOC_PARAMS = r"""
         Proposal moves; None means all three for :class:`DPMixture` with memoized or full laps
         (what lets the defaults find the number of clusters) and none for ``"stochastic"`` (its
         ELBO is not exact) and for :class:`FiniteMixture` (moves need the nested DP truncation).
-        ``moves=()`` keeps K fixed at ``n_components``.
+        ``moves=()`` proposes no change of K, as scikit-learn keeps ``n_components``; but a
+        :class:`DPMixture` still drops, after each memoized or full lap, the clusters whose
+        expected count has fallen to zero (at most 1e-10 rows) when that does not lower the
+        ELBO, so ``weights_`` may have fewer than ``n_components`` entries (a
+        :class:`FiniteMixture` keeps all K).
     birth_start_lap : int, default=2
         First lap at which births are tried.
     merge_start_lap : int, default=2
