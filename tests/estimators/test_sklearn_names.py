@@ -105,10 +105,9 @@ def _bgm_from_resp(resp, **kw):
     return FromResp(n_components=resp.shape[1], **kw)
 
 
-@pytest.mark.parametrize("cls", [bnpcore.FiniteMixture, bnpcore.DPMixture])
-def test_posterior_parameters_match_bayesian_gaussian_mixture(cls):
-    """The same prior converted as docs/sklearn_mapping.md says, and scikit-learn started from the
-    fitted responsibilities: both are at the same fixed point, read under scikit-learn's names."""
+def _same_fixed_point(cls):
+    """A converged fit and scikit-learn's BayesianGaussianMixture with the prior converted as
+    docs/sklearn_mapping.md says, started from the fit's responsibilities."""
     rng = np.random.default_rng(1)
     X = np.r_[rng.normal(size=(120, 2)) @ [[1.0, 0.3], [0.0, 1.0]], rng.normal(size=(80, 2)) * 0.5 + 6.0, rng.normal(size=(40, 2)) * 0.7 + [6.0, -5.0]]
     D, K, w0, nu, kappa = X.shape[1], 3, 0.5, 5.0, 0.5
@@ -125,6 +124,15 @@ def test_posterior_parameters_match_bayesian_gaussian_mixture(cls):
         degrees_of_freedom_prior=nu, mean_precision_prior=kappa, mean_prior=[1.0, 2.0], covariance_prior=np.cov(X.T),
         reg_covar=0.0, tol=1e-10, max_iter=50,
     ).fit(X)  # fmt: skip
+    return model, sk, X
+
+
+@pytest.mark.parametrize("cls", [bnpcore.FiniteMixture, bnpcore.DPMixture])
+def test_posterior_parameters_match_bayesian_gaussian_mixture(cls):
+    """Both at the same fixed point, read under scikit-learn's names."""
+    model, sk, X = _same_fixed_point(cls)
+    D = X.shape[1]
+    finite = cls is bnpcore.FiniteMixture
     np.testing.assert_allclose(model.weights_, sk.weights_, rtol=1e-8)
     np.testing.assert_allclose(model.means_, sk.means_, rtol=1e-8, atol=1e-10)
     nu_k = model.degrees_of_freedom_
@@ -164,3 +172,33 @@ def test_moves_off_keeps_every_cluster_with_rows():
     assert one_lap.weights_.shape == (10,) and np.all(one_lap.counts_ > 1e-10)
     assert 2 <= dp.weights_.shape[0] < 10 and np.all(dp.counts_ > 1e-10)
     assert finite.weights_.shape == (10,) and np.min(finite.counts_) < 1e-10
+
+
+@pytest.mark.parametrize("cls", [bnpcore.FiniteMixture, bnpcore.DPMixture])
+def test_score_samples_definitions(cls):
+    """docs/sklearn_mapping.md: bnpcore's score_samples is the plug-in log density; scikit-learn's
+    is log sum_k exp(E[ln pi_k] + E[ln N(x | mu_k, Lambda_k^-1)]) under the posterior."""
+    from scipy.special import digamma, logsumexp
+    from scipy.stats import multivariate_normal
+
+    model, sk, X = _same_fixed_point(cls)
+    K, D = model.weights_.shape[0], X.shape[1]
+    plug_in = [np.log(model.weights_[k]) + multivariate_normal(model.means_[k], model.covariances_[k]).logpdf(X) for k in range(K)]
+    np.testing.assert_allclose(model.score_samples(X), logsumexp(plug_in, axis=0), rtol=1e-10)
+    if cls is bnpcore.FiniteMixture:
+        alpha = model.weight_concentration_
+        e_log_pi = digamma(alpha) - digamma(alpha.sum())
+    else:
+        a, b = model.weight_concentration_
+        e_log_u, e_log_rest = digamma(a) - digamma(a + b), digamma(b) - digamma(a + b)
+        e_log_pi = e_log_u + np.r_[0.0, np.cumsum(e_log_rest)[:-1]]
+    nu, kappa = model.degrees_of_freedom_, model.mean_precision_
+    terms = []
+    for k in range(K):
+        W = np.linalg.inv(model.covariances_[k] * (nu[k] - D - 1))  # E[Lambda_k] = nu_k W_k
+        diff = X - model.means_[k]
+        e_log_det = np.sum(digamma(0.5 * (nu[k] - np.arange(D)))) + D * np.log(2.0) + np.linalg.slogdet(W)[1]
+        maha = nu[k] * np.einsum("ni,ij,nj->n", diff, W, diff)
+        terms.append(e_log_pi[k] + 0.5 * (e_log_det - D * np.log(2 * np.pi) - D / kappa[k] - maha))
+    np.testing.assert_allclose(sk.score_samples(X), logsumexp(terms, axis=0), rtol=1e-8)
+    assert np.mean(np.abs(sk.score_samples(X) - model.score_samples(X))) > 1e-3  # the same fixed point, different quantities

@@ -486,7 +486,10 @@ class _BaseMixture(VBEstimator):
         For ``obs="mult"``, :math:`F` is the multinomial probability of the row's counts
         including the coefficient :math:`\log(n!/\prod_v x_v!)`, :math:`n=\sum_v x_v` (as
         :func:`scipy.stats.multinomial.logpmf`); the objective ``elbo_`` leaves that constant
-        out. For ``obs="bern"`` it is the product of Bernoulli probabilities.
+        out. For ``obs="bern"`` it is the product of Bernoulli probabilities. It is a normalised
+        density; scikit-learn's ``BayesianGaussianMixture.score_samples`` is another quantity,
+        the log normaliser of its E-step :math:`\log\sum_k\exp(E_q[\ln\pi_k]+E_q[\ln F(x_n\mid\phi_k)])`
+        (``docs/sklearn_mapping.md``).
 
         Parameters
         ----------
