@@ -202,3 +202,28 @@ def test_score_samples_definitions(cls):
         terms.append(e_log_pi[k] + 0.5 * (e_log_det - D * np.log(2 * np.pi) - D / kappa[k] - maha))
     np.testing.assert_allclose(sk.score_samples(X), logsumexp(terms, axis=0), rtol=1e-8)
     assert np.mean(np.abs(sk.score_samples(X) - model.score_samples(X))) > 1e-3  # the same fixed point, different quantities
+
+
+def test_diag_prior_conversion_and_m_step():
+    """docs/sklearn_mapping.md, covariance_type="diag": covariance_prior / (nu - 2) as
+    prior_covariance gives scikit-learn's prior, and its M-step from the fitted responsibilities
+    returns the fitted parameters (its diag E-step differs, so only the M-step is compared)."""
+    rng = np.random.default_rng(2)
+    X = np.r_[rng.normal(size=(120, 3)) * [1.0, 2.0, 0.5], rng.normal(size=(80, 3)) * 0.5 + 6.0]
+    nu, kappa = 4.0, 0.5
+    var = np.var(X, axis=0, ddof=1)
+    model = bnpcore.FiniteMixture(
+        "diag_gauss", n_components=2, gamma=1.0, tol=1e-13, max_laps=2000, random_state=0,
+        prior_dof=nu, prior_mean_precision=kappa, prior_covariance=var / (nu - 2.0),
+    ).fit(X)  # fmt: skip
+    np.testing.assert_allclose(model.obs_model_.prior["beta"], var, rtol=1e-12)
+    sk = _bgm_from_resp(
+        model.predict_proba(X), covariance_type="diag", weight_concentration_prior_type="dirichlet_distribution",
+        weight_concentration_prior=0.5, degrees_of_freedom_prior=nu, mean_precision_prior=kappa, reg_covar=0.0, max_iter=0,
+    ).fit(X)  # fmt: skip
+    np.testing.assert_allclose(sk.covariance_prior_, var)
+    np.testing.assert_allclose(model.weights_, sk.weights_, rtol=1e-8)
+    np.testing.assert_allclose(model.means_, sk.means_, rtol=1e-8, atol=1e-10)
+    nu_k = model.degrees_of_freedom_
+    np.testing.assert_allclose(model.covariances_ * ((nu_k - 2.0) / nu_k)[:, None], sk.covariances_, rtol=1e-8)
+    np.testing.assert_allclose(nu_k, sk.degrees_of_freedom_, rtol=1e-10)
