@@ -227,3 +227,27 @@ def test_diag_prior_conversion_and_m_step():
     nu_k = model.degrees_of_freedom_
     np.testing.assert_allclose(model.covariances_ * ((nu_k - 2.0) / nu_k)[:, None], sk.covariances_, rtol=1e-8)
     np.testing.assert_allclose(nu_k, sk.degrees_of_freedom_, rtol=1e-10)
+
+
+def test_behaviours_the_mapping_document_states():
+    """docs/sklearn_mapping.md, methods table: fit_predict after one lap, sample's seeding and
+    grouping, errors for another number of features, one row, no n_init / verbose_interval."""
+    from bnpcore.exceptions import ShapeError
+
+    X = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnpcore.ConvergenceWarning)
+        labels = bnpcore.FiniteMixture(n_components=4, max_laps=1, random_state=0).fit_predict(X)
+        model = bnpcore.FiniteMixture(n_components=4, max_laps=1, random_state=0).fit(X)
+    assert np.array_equal(labels, model.predict(X))
+    S1, y1 = model.sample(50)
+    S2, _ = model.sample(50)
+    assert not np.array_equal(S1, S2)  # not seeded by the estimator's random_state
+    assert np.all(np.diff(y1) >= 0)
+    with pytest.raises(ShapeError, match=r"X has 3 features, but .* expecting 2 features"):
+        model.predict(np.zeros((2, 3)))
+    one = bnpcore.DPMixture().fit(X[:1])
+    assert one.weights_.shape == (1,) and np.array_equal(one.means_, X[:1])
+    for name in ("n_init", "verbose_interval", "covariance_type"):
+        with pytest.raises(TypeError, match=name):
+            bnpcore.DPMixture(**{name: 1})
