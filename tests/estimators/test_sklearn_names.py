@@ -251,3 +251,22 @@ def test_behaviours_the_mapping_document_states():
     for name in ("n_init", "verbose_interval", "covariance_type"):
         with pytest.raises(TypeError, match=name):
             bnpcore.DPMixture(**{name: 1})
+
+
+def test_random_state_objects_and_history_as_the_mapping_document_states():
+    """A RandomState or Generator passed as random_state is advanced by one draw per fit; the
+    last fit's lower bounds are the last n_iter_ entries of history_["elbo"]."""
+    X = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bnpcore.ConvergenceWarning)
+        for make, draw in ((np.random.RandomState, lambda r: r.randint(0, 2**63 - 1, dtype=np.int64)), (np.random.default_rng, lambda r: r.integers(0, 2**63 - 1))):
+            rng, twin = make(5), make(5)
+            bnpcore.FiniteMixture(n_components=2, max_laps=3, random_state=rng).fit(X)
+            draw(twin)
+            assert draw(rng) == draw(twin)
+        model = bnpcore.FiniteMixture(n_components=2, max_laps=3, min_laps=100, warm_start=True, random_state=0).fit(X)
+        first = model.history_["elbo"].copy()
+        model.fit(X)
+    assert model.n_iter_ == 3 and len(model.history_["elbo"]) == 6
+    np.testing.assert_array_equal(model.history_["elbo"][:3], first)
+    assert np.all(np.diff(model.history_["elbo"][-model.n_iter_ - 1 :]) > 0)  # the second fit went on from the first
