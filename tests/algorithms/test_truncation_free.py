@@ -5,6 +5,9 @@ input)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 
 import bnpcore
@@ -385,3 +388,58 @@ def test_eval_X_is_scored_after_the_lap_of_a_one_shot_stream(bars):
     assert "score" not in DPMixture(n_components=2).partial_fit(R[:40]).history_
     with pytest.raises(bnpcore.exceptions.ShapeError, match=r"^eval_X has 1 features"):
         DPMixture(n_components=2).fit(iter([R[:40], R[40:70]]), eval_X=R[70:, :1])
+
+
+_FORK_SCRIPT = """
+import hashlib, multiprocessing as mp, warnings
+import numpy as np, scipy.sparse as sp
+from bnpcore import DPMixture, HDPTopicModel
+
+warnings.simplefilter("ignore")
+# 80 documents in minibatches of 70: ~70 clusters after the first, then a minibatch of 10
+X = sp.csr_array(np.random.default_rng(0).poisson(0.5, size=(80, 2000)).astype(float))
+
+def fit(cls, **kw):
+    m = cls(algorithm="truncation_free", batch_size=70, max_laps=1, random_state=0, **kw).fit(X)
+    fitted = m.means_ if hasattr(m, "means_") else m.topics_
+    return [m.n_components_, hashlib.sha256(m.counts_.tobytes() + fitted.tobytes()).hexdigest()]
+
+def both():
+    return [fit(DPMixture, obs="mult"), fit(HDPTopicModel)]
+
+def child(q):
+    q.put(both())
+
+if __name__ == "__main__":
+    ctx = mp.get_context("fork")
+    runs = {}
+    for parent_fits in (False, True):
+        if parent_fits:
+            runs["parent"] = both()
+        q = ctx.Queue()
+        p = ctx.Process(target=child, args=(q,))
+        p.start()
+        p.join(60)
+        if p.is_alive():
+            p.kill()
+            print("child hung")
+            raise SystemExit(1)
+        runs["child after fit" if parent_fits else "child before fit"] = q.get(timeout=5)
+    assert runs["parent"] == runs["child before fit"] == runs["child after fit"], runs
+    print("ok")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_child_forked_after_a_fit_fits_small_minibatches_as_its_parent(tmp_path):
+    """A DP mixture's minibatch of fewer than 16 documents used to split its per-component
+    loops in rayon's global pool, which a forked child inherits without threads: a child
+    forked (multiprocessing's default on Linux) after such a fit hung on its own fit. It now
+    runs in bnpcore's pool, renewed in the child: children forked before and after the
+    parent's fits give the parent's results. A fresh interpreter, with timeouts."""
+    script = tmp_path / "fork_after_fit.py"
+    script.write_text(_FORK_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().endswith("ok")

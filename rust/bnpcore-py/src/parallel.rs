@@ -96,8 +96,9 @@ where
 }
 
 /// Run `f` without the GIL on the calling thread (no hand-over to a pool thread): for calls
-/// that are small or sequential, where waking the pool would cost more than the work. Rayon
-/// calls inside `f` use the global pool (results of the core never depend on the pool).
+/// that are small and sequential, where waking the pool would cost more than the work. `f`
+/// must not use rayon: its calls would run in the global pool, which ignores `n_threads` and
+/// has no threads in a forked child (bnpcore's pools are renewed there, the global one is not).
 pub fn run_on_caller<T, F>(py: Python<'_>, f: F) -> PyResult<T>
 where
     T: Send,

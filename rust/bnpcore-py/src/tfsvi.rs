@@ -56,8 +56,11 @@ fn tfsvi_batch<'py>(
         _ => return Err(crate::errors::to_py(py, bnpcore::Error::param("kind", format!("must be 'hdp' or 'dp_mult', got {kind:?}")))),
     };
     let (dat, dv, m, ms, uu, vv) = (data.as_array(), docs.as_array(), mass.as_array(), mass_sum.as_array(), u.as_array(), v.as_array());
-    // a minibatch of a few documents is sequential work: no hand-over to the pool
-    let small = dv.len() < tfsvi::PAR_MIN_DOCS;
+    // an HDP minibatch of a few documents is sequential work: no hand-over to the pool. The DP
+    // mixture's minibatch splits its per-component loops across threads whatever its size, so it
+    // always runs in bnpcore's pool (`n_threads`; the pool a forked child renews — rayon's
+    // global pool has no threads in a forked child, where such a loop would wait forever)
+    let small = hdp && dv.len() < tfsvi::PAR_MIN_DOCS;
     macro_rules! call {
         ($ip:expr, $ind:expr) => {{
             let (ip, ind) = ($ip, $ind);
