@@ -8,6 +8,10 @@ across seeds and thread counts.
 """
 
 
+import os
+import subprocess
+import sys
+
 import bnpcore._reference as ref
 import numpy as np
 import pytest
@@ -318,3 +322,63 @@ def test_memoized_fit_with_moves_elbo_equals_raw_elbo(kind, top_l, memo_recorder
     np.testing.assert_allclose(G.S, S_raw, rtol=1e-10, atol=1e-8 * max(1.0, np.abs(S_raw).max()))
     raw = ref.raw_elbo(kind, prior, "dp", est.gamma, Xall, Rall)
     assert est.elbo_ == pytest.approx(raw, rel=1e-10, abs=1e-8)
+
+
+_THREADS_SCRIPT = """
+import os, warnings
+import numpy as np
+from bnpcore import DPMixture, HDPTopicModel
+from bnpcore.datasets import make_bars, make_gaussian_mixture
+
+warnings.simplefilter("ignore")
+X = make_gaussian_mixture(n_samples=3000, n_features=3, n_components=6, random_state=0)[0]
+DPMixture(n_threads=1, random_state=0, max_laps=8).fit(X)  # default moves: births, merges, deletes
+HDPTopicModel(n_threads=1, random_state=0, max_laps=4).fit(make_bars(200, random_state=0)[0])
+names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+print(sum(n.startswith("bnpcore-") for n in names))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_n_threads_bounds_every_call_of_a_fit(tmp_path):
+    """With n_threads=1 a fit with the default moves starts one pool thread: the calls made
+    without an n_threads of their own (objective terms, move candidates, tables) follow the
+    estimator's count; they used to start a pool of BNPCORE_NUM_THREADS (here 3) threads."""
+    script = tmp_path / "threads.py"
+    script.write_text(_THREADS_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "BNPCORE_NUM_THREADS": "3"}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout.split()[-1]) == 1
+
+
+def test_the_callers_thread_count_is_per_python_thread_and_restored(make_data):
+    """Inside a fit the default of calls without n_threads is the estimator's n_threads, in
+    this Python thread only; after the fit (or an error) the previous default is back."""
+    import threading
+
+    X, _ = make_data("gauss", n=400, seed=1)
+    before = _core.default_num_threads()
+    seen, barrier = {}, threading.Barrier(2)
+
+    def fit(n):
+        def cb(model, info):
+            barrier.wait(timeout=30)  # both fits are inside their laps
+            seen[n] = _core.default_num_threads()
+            return True  # stop cleanly (no ConvergenceWarning, an error in tests)
+
+        DPMixture(n_threads=n, n_components=3, random_state=0, callback=cb).fit(X)
+
+    threads = [threading.Thread(target=fit, args=(n,)) for n in (1, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert seen == {1: 1, 3: 3}
+    assert _core.default_num_threads() == before
+    with pytest.raises(ParameterError):
+        DPMixture(n_threads=1, n_components=0).fit(X)
+    bad = DPMixture(n_threads=1, n_components=3, callback=lambda m, i: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        bad.fit(X)
+    assert _core.default_num_threads() == before

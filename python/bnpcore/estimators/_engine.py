@@ -44,6 +44,7 @@ Dask supplies ``_make_dask_source(X, seed, client)`` (see :mod:`bnpcore.distribu
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import os
@@ -87,7 +88,9 @@ DOC_SEED_THREADS = """    random_state : None, int, numpy.random.SeedSequence, n
         entropy; a Generator or RandomState is advanced by one draw that seeds the fit.
     n_threads : int or None, default=None
         Threads of the Rust kernels (None: ``BNPCORE_NUM_THREADS`` or all cores), at most
-        ``max(64, 4 × cores)`` (more are capped; above 65536 refused). Results do not depend on it.
+        ``max(64, 4 × cores)`` (more are capped; above 65536 refused): every call of ``fit``
+        and ``partial_fit`` (local steps, objective terms, move candidates) runs on at most
+        this many. Results do not depend on it.
 """
 DOC_CHECKPOINT = """    checkpoint_path : str or None, default=None
         Write a checkpoint there after every lap and when the fit ends, atomically (temporary
@@ -139,6 +142,21 @@ def auto_n_batches(n_rows: int) -> int:
     """
     n = int(n_rows)
     return int(max(1, min(AUTO_MAX_BATCHES, n // AUTO_ROWS_PER_BATCH), -(-n // AUTO_MAX_ROWS_PER_BATCH)))
+
+
+@contextlib.contextmanager
+def caller_threads(n_threads):
+    """Make ``n_threads`` the thread count of every Rust call this Python thread makes without
+    its own (objective terms, move candidates, tables of the global parameters) for the
+    duration of the block; None leaves ``BNPCORE_NUM_THREADS`` or all cores. Per Python
+    thread, so concurrent fits in several threads keep their own counts."""
+    from bnpcore import _core
+
+    previous = _core._set_caller_threads(0 if n_threads is None else int(n_threads))
+    try:
+        yield
+    finally:
+        _core._set_caller_threads(previous)
 
 
 def callback_stops(value) -> bool:
@@ -473,16 +491,17 @@ class VBEstimator(BaseEstimator):
         self._check_checkpoint_path(X, eval_X)
         if self._continuing():
             self._check_obs_params_unchanged()
-        if self._algorithm() == "truncation_free":
-            self._fit_truncation_free(X, eval_X)
-        else:
-            if self._continuing() and getattr(self.state_, "truncation_free", None):
-                raise ParameterError(f"warm_start cannot continue a truncation-free fit with algorithm={self.algorithm!r}")
-            self._eval_X = eval_X
-            try:
-                self._fit_dispatch(X)
-            finally:
-                self._eval_X = None
+        with caller_threads(self.n_threads):
+            if self._algorithm() == "truncation_free":
+                self._fit_truncation_free(X, eval_X)
+            else:
+                if self._continuing() and getattr(self.state_, "truncation_free", None):
+                    raise ParameterError(f"warm_start cannot continue a truncation-free fit with algorithm={self.algorithm!r}")
+                self._eval_X = eval_X
+                try:
+                    self._fit_dispatch(X)
+                finally:
+                    self._eval_X = None
         if self._records_feature_names:
             self._set_feature_names(names)
         return self
@@ -686,7 +705,8 @@ class VBEstimator(BaseEstimator):
         first = not hasattr(self, "state_")
         if self._records_feature_names and not first:
             self._check_feature_names(X)
-        self._partial_fit(X)
+        with caller_threads(self.n_threads):
+            self._partial_fit(X)
         if self._records_feature_names and first:
             self._set_feature_names(_feature_names(X))
         return self

@@ -27,6 +27,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parallel::default_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::max_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::_after_fork_in_child, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::_set_caller_threads, m)?)?;
     topic::register(m)?;
     hmm::register(m)?;
     tfsvi::register(m)?;

@@ -28,8 +28,21 @@ pub fn max_threads() -> usize {
     (4 * cores).max(64)
 }
 
-/// Default thread count: `BNPCORE_NUM_THREADS` or all cores.
+thread_local! {
+    /// The `n_threads` of the estimator call running on this (Python) thread, 0 when none:
+    /// the default of the calls it makes without an `n_threads` of their own (see
+    /// [`_set_caller_threads`]). Per thread, so that estimators fitted concurrently in several
+    /// Python threads keep their own counts.
+    static CALLER_THREADS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Default thread count: the running estimator call's `n_threads` on this thread, else
+/// `BNPCORE_NUM_THREADS` or all cores.
 pub fn default_threads() -> usize {
+    let caller = CALLER_THREADS.with(|c| c.get());
+    if caller > 0 {
+        return caller;
+    }
     std::env::var("BNPCORE_NUM_THREADS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
@@ -131,10 +144,19 @@ pub(crate) fn max_num_threads() -> usize {
     max_threads()
 }
 
-/// Default number of threads (BNPCORE_NUM_THREADS or all cores).
+/// Default number of threads: the running estimator call's `n_threads` on this thread, else
+/// BNPCORE_NUM_THREADS or all cores.
 #[pyfunction]
 pub(crate) fn default_num_threads() -> usize {
     default_threads()
+}
+
+/// Set the default thread count of this Python thread's calls that are given no `n_threads`
+/// (0: none, back to `BNPCORE_NUM_THREADS` or all cores); returns the previous value. The
+/// estimators set their `n_threads` for the duration of a fit.
+#[pyfunction]
+pub(crate) fn _set_caller_threads(n: usize) -> usize {
+    CALLER_THREADS.with(|c| c.replace(n.min(max_threads())))
 }
 
 /// Called in a child process after fork: abandon the parent's thread pools.
