@@ -443,3 +443,22 @@ def test_a_child_forked_after_a_fit_fits_small_minibatches_as_its_parent(tmp_pat
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().endswith("ok")
+
+
+def test_a_raising_callback_leaves_the_passes_it_completed(bars, tmp_path):
+    """A callback that raises after the second pass: the exception propagates unchanged and
+    the estimator reports the two completed passes (n_iter_ used to be unset), stays usable
+    and saveable, as the memoized algorithms leave it."""
+    X, _ = bars
+
+    def boom(model, info):
+        if info["lap"] == 2:
+            raise KeyError("stop here")
+
+    est = HDPTopicModel(algorithm="truncation_free", max_laps=5, random_state=0, callback=boom)
+    with pytest.raises(KeyError, match="stop here"):
+        est.fit(X)
+    assert est.n_iter_ == 2 and est.converged_ is False
+    assert np.allclose(est.transform(X[:3]).sum(axis=1), 1.0)
+    est.save(tmp_path / "m.npz")
+    assert bnpcore.load(tmp_path / "m.npz").n_iter_ == 2

@@ -194,8 +194,9 @@ class TruncationFreeMixin:
         finally:
             if bar is not None:
                 bar.close()
-        self.n_iter_ = laps
-        self.converged_ = False
+            # also when a pass or the callback raised: the passes completed so far
+            self.n_iter_ = laps
+            self.converged_ = False
         return self
 
     def _fit_truncation_free_stream(self, batches):
