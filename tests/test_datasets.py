@@ -367,6 +367,23 @@ def test_plot_topics_n_show_draws_that_many_topics(pyplot):
         assert sum(len(ax.images) for ax in fig.axes) == drawn
 
 
+def test_plot_topics_caps_the_panels_of_many_topics_and_says_so(pyplot):
+    """200 topics used to make a 13 x 112-inch figure; without n_show the largest
+    MAX_TOPIC_PANELS are drawn and the title says how many there are; n_show draws more."""
+    from bnpcore.plotting import MAX_TOPIC_PANELS, plot_topics
+
+    rng = np.random.default_rng(0)
+    model = SimpleNamespace(topics_=rng.dirichlet(np.ones(16), size=200), counts_=np.arange(200.0, 0.0, -1.0))
+    fig = plot_topics(model)
+    assert sum(len(ax.images) for ax in fig.axes) == MAX_TOPIC_PANELS
+    assert "of 200 topics" in fig._suptitle.get_text()
+    assert fig.get_size_inches()[1] < 25
+    fig = plot_topics(model, vocabulary=[f"w{i}" for i in range(16)])
+    assert sum(1 for ax in fig.axes if ax.patches) == MAX_TOPIC_PANELS
+    fig = plot_topics(model, n_show=60)
+    assert sum(len(ax.images) for ax in fig.axes) == 60 and fig._suptitle is None
+
+
 def test_plot_top_l_mass_draws_one_cdf_per_level(pyplot):
     import warnings
 

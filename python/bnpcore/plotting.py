@@ -14,6 +14,7 @@ from bnpcore._validation import _is_id, check_param, check_vocabulary
 from bnpcore.exceptions import DataError, NotFittedError, ParameterError
 
 __all__ = [
+    "MAX_TOPIC_PANELS",
     "plot_clusters_2d",
     "plot_history",
     "plot_patch_components",
@@ -437,6 +438,16 @@ def plot_top_l_mass(model, X, top_l=(1, 2, 4, 8, 16), ax=None):
     return fig
 
 
+#: most topic panels :func:`plot_topics` draws when ``n_show`` is None (a figure of hundreds
+#: of panels is unreadable and very large; pass ``n_show`` for more)
+MAX_TOPIC_PANELS = 50
+
+
+def _note_capped(fig, total: int) -> None:
+    if total:
+        fig.suptitle(f"the {MAX_TOPIC_PANELS} largest of {total} topics (n_show sets how many)", fontsize=9)
+
+
 def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=None, min_count=1.0):
     """Draw the fitted topics of a topic model.
 
@@ -460,7 +471,8 @@ def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=Non
         images unless a ``vocabulary`` is given.
     n_show : int or None
         Draw at most this many topics (the largest first); None: every topic with an
-        expected count of at least ``min_count``.
+        expected count of at least ``min_count``, but at most :data:`MAX_TOPIC_PANELS` (the
+        largest; the figure's title then says how many there are).
     min_count : float, default=1.0
 
     Returns
@@ -486,6 +498,8 @@ def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=Non
     order = order[counts[order] >= min_count] if n_show is None else order[:n_show]
     if order.size == 0:
         order = np.argsort(-counts, kind="stable")[:1]
+    capped = order.size if n_show is None and order.size > MAX_TOPIC_PANELS else 0
+    order = order[:MAX_TOPIC_PANELS] if capped else order
     V = topics.shape[1]
     if vocabulary is not None:
         vocabulary = check_vocabulary(vocabulary, V)
@@ -512,6 +526,7 @@ def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=Non
             k = order[i]
             ax.imshow(topics[k].reshape(image_shape), cmap="gray_r", interpolation="nearest")
             ax.set_title(f"topic {k} (N={counts[k]:.0f})", fontsize=7)
+        _note_capped(fig, capped)
         fig.tight_layout()
         return fig
     fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 0.28 * n_words * rows + 0.6), squeeze=False)
@@ -527,6 +542,7 @@ def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=Non
         ax.set_yticklabels(labels, fontsize=7)
         ax.tick_params(axis="x", labelsize=6)
         ax.set_title(f"topic {k} (N={counts[k]:.0f})", fontsize=8)
+    _note_capped(fig, capped)
     fig.tight_layout()
     return fig
 
