@@ -384,6 +384,21 @@ def test_plot_topics_caps_the_panels_of_many_topics_and_says_so(pyplot):
     assert sum(len(ax.images) for ax in fig.axes) == 60 and fig._suptitle is None
 
 
+def test_plot_transitions_labels_at_most_thirty_states_per_axis(pyplot):
+    """200 states used to get 200 overlapping labels per axis (a black band); with more than
+    MAX_STATE_LABELS every step-th state is labelled, "start" kept; small K label every state."""
+    from bnpcore.plotting import MAX_STATE_LABELS, plot_transitions
+
+    rng = np.random.default_rng(0)
+    for K, labels in ((8, 8), (200, 29)):
+        model = SimpleNamespace(startprob_=rng.dirichlet(np.ones(K)), transmat_=rng.dirichlet(np.ones(K), size=K))
+        ax = plot_transitions(model).axes[0]
+        x = [t.get_text() for t in ax.get_xticklabels()]
+        y = [t.get_text() for t in ax.get_yticklabels()]
+        assert len(x) == labels <= MAX_STATE_LABELS and y[0] == "start" and y[1:] == x and x[0] == "0"
+        assert np.all(np.diff([int(v) for v in x]) == -(-K // MAX_STATE_LABELS))
+
+
 def test_plot_top_l_mass_draws_one_cdf_per_level(pyplot):
     import warnings
 

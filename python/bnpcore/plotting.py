@@ -14,6 +14,7 @@ from bnpcore._validation import _is_id, check_param, check_vocabulary
 from bnpcore.exceptions import DataError, NotFittedError, ParameterError
 
 __all__ = [
+    "MAX_STATE_LABELS",
     "MAX_TOPIC_PANELS",
     "plot_clusters_2d",
     "plot_history",
@@ -633,6 +634,10 @@ def plot_segmentation(model, X, lengths=None, n_show=4, max_steps=None, true_sta
     return fig
 
 
+#: most state labels per axis of :func:`plot_transitions` (more overlap)
+MAX_STATE_LABELS = 30
+
+
 def plot_transitions(model, ax=None, annotate=None):
     """The expected transition matrix ``transmat_`` of a fitted HMM as a heat map (rows: from,
     columns: to), with the start distribution as an extra top row.
@@ -643,6 +648,9 @@ def plot_transitions(model, ax=None, annotate=None):
     ax : matplotlib axes or None
     annotate : bool or None
         Write the probabilities in the cells (default: when K ≤ 12).
+
+    With more than :data:`MAX_STATE_LABELS` states, every ``ceil(K / MAX_STATE_LABELS)``-th
+    state is labelled.
 
     Returns
     -------
@@ -659,9 +667,12 @@ def plot_transitions(model, ax=None, annotate=None):
     T = np.vstack([model.startprob_[None, :], model.transmat_])
     K = T.shape[1]
     im = ax.imshow(T, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-    ax.set_xticks(range(K))
-    ax.set_yticks(range(K + 1))
-    ax.set_yticklabels(["start"] + [str(k) for k in range(K)])
+    # a label for every state up to MAX_STATE_LABELS states, else for every step-th one (with
+    # "start" kept): hundreds of labels would overlap into a black band
+    step = max(1, int(np.ceil(K / MAX_STATE_LABELS)))
+    ax.set_xticks(range(0, K, step))
+    ax.set_yticks([0] + [k + 1 for k in range(0, K, step)])
+    ax.set_yticklabels(["start"] + [str(k) for k in range(0, K, step)])
     ax.set_xlabel("to state")
     ax.set_ylabel("from state")
     ax.axhline(0.5, color="white", lw=1.5)
