@@ -287,10 +287,28 @@ def test_plot_history_returns_figure(pyplot):
     assert any(lbl.startswith("birth") for lbl in labels)
     assert any(lbl.startswith("delete") for lbl in labels)
     assert len(fig.axes) == 2  # ELBO axes + twin cluster-count axes
+    assert fig.axes[1].get_ylabel() == "number of clusters"
 
     fig2, ax2 = pyplot.subplots()
     model.moves_log_ = []
     assert plot_history(model, ax=ax2, moves=True) is fig2
+
+
+def test_plot_history_names_states_and_topics(pyplot):
+    """The count axis says states for an HMM and topics for a topic model (it said clusters)."""
+    import warnings
+
+    from bnpcore import FiniteHMM, FiniteTopicModel
+    from bnpcore.plotting import plot_history
+
+    X = np.random.default_rng(0).normal(size=(120, 2))
+    docs = datasets.make_bars(60, random_state=0)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        hmm = FiniteHMM(n_components=2, max_laps=2, random_state=0).fit(X, [60, 60])
+        lda = FiniteTopicModel(n_components=3, max_laps=2, random_state=0).fit(docs)
+    assert plot_history(hmm).axes[1].get_ylabel() == "number of states"
+    assert plot_history(lda).axes[1].get_ylabel() == "number of topics"
 
 
 def test_plot_history_requires_history(pyplot):

@@ -78,7 +78,8 @@ def _figure_and_axes(ax, figsize):
 def plot_history(model, ax=None, moves=True):
     """Plot the ELBO and the number of clusters after every lap.
 
-    The ELBO is drawn on the left axis and the number of clusters (``n_components``, clusters
+    The ELBO is drawn on the left axis and the number of clusters (states of an HMM, topics of
+    a topic model; ``n_components``, clusters
     with expected count >= 1) on a twin right axis, both against the lap. Laps whose ELBO is
     NaN are skipped; when no lap has one (truncation-free SVI), the held-out ``"score"`` of
     ``history_`` is drawn instead if it was recorded, otherwise the axis says so. If ``moves`` is true
@@ -119,6 +120,9 @@ def plot_history(model, ax=None, moves=True):
     if laps.shape != elbo.shape:
         raise ValueError("history_['lap'] and history_['elbo'] must have the same length")
     fig, ax = _figure_and_axes(ax, (7.0, 4.0))
+    # the components' name in the model's family
+    name = type(model).__name__
+    unit = "states" if name in _HMMS else "topics" if name in _TOPIC_MODELS else "clusters"
 
     # laps without an ELBO (NaN: truncation-free SVI computes none) are skipped; with none at
     # all, the held-out "score" is drawn instead when it was recorded
@@ -140,9 +144,9 @@ def plot_history(model, ax=None, moves=True):
         n_components = np.asarray(history["n_components"], dtype=np.float64)
         ax_k = ax.twinx()
         (k_line,) = ax_k.step(
-            laps, n_components, where="post", color="tab:orange", label="clusters"
+            laps, n_components, where="post", color="tab:orange", label=unit
         )
-        ax_k.set_ylabel("number of clusters", color="tab:orange")
+        ax_k.set_ylabel(f"number of {unit}", color="tab:orange")
         ax_k.tick_params(axis="y", labelcolor="tab:orange")
         ax_k.yaxis.get_major_locator().set_params(integer=True)
         handles.append(k_line)
