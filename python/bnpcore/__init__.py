@@ -53,6 +53,20 @@ __all__ = [
 if hasattr(_os, "register_at_fork"):
     _os.register_at_fork(after_in_child=_core._after_fork_in_child)
 
+_threads_env = _os.environ.get("BNPCORE_NUM_THREADS")
+_digits = None if _threads_env is None else _threads_env.removeprefix("+")
+if _digits is not None and not (_digits.isascii() and _digits.isdigit() and int(_digits) > 0):
+    import warnings as _warnings
+
+    # the core ignores such a value (all cores are used): say so rather than silently
+    _warnings.warn(
+        f"BNPCORE_NUM_THREADS={_threads_env!r} is not a positive integer and is ignored: calls without n_threads use "
+        f"all {_core.default_num_threads()} cores",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+del _threads_env, _digits
+
 
 if TYPE_CHECKING:  # what the lazy attributes below are, for type checkers
     from bnpcore import datasets

@@ -382,3 +382,16 @@ def test_the_callers_thread_count_is_per_python_thread_and_restored(make_data):
     with pytest.raises(ZeroDivisionError):
         bad.fit(X)
     assert _core.default_num_threads() == before
+
+
+@pytest.mark.parametrize("value, warns", [("abc", True), ("0", True), (" 3", True), ("3", False), ("+3", False)])
+def test_an_unusable_bnpcore_num_threads_is_reported_at_import(value, warns):
+    """The core ignores a BNPCORE_NUM_THREADS it cannot read as a positive integer (all cores
+    are used); importing bnpcore says so instead of leaving it silent."""
+    code = "import bnpcore; from bnpcore import _core; print(_core.default_num_threads())"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "BNPCORE_NUM_THREADS": value}
+    proc = subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert ("RuntimeWarning: BNPCORE_NUM_THREADS" in proc.stderr) == warns, proc.stderr
+    if not warns:
+        assert proc.stdout.split()[-1] == "3"
