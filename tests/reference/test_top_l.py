@@ -369,6 +369,9 @@ def test_top_l_beyond_a_machine_integer_is_any_large_l(cls):
         assert a.moves_log_ == b.moves_log_
         assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
     assert cls is FiniteMixture or any(r["accepted"] for r in a.moves_log_)
+    # top_l_mass takes such levels too (all the mass), alone and beside small ones
+    assert np.array_equal(a.top_l_mass(X, 2**64), a.top_l_mass(X, 50))
+    assert np.array_equal(a.top_l_mass(X, [1, 2**70]), a.top_l_mass(X, [1, 50]))
 
 
 @pytest.mark.parametrize("moves", [("birth",), ("merge",), ("delete",), ("birth", "merge", "delete")])

@@ -447,7 +447,12 @@ class _BaseMixture(VBEstimator):
         ndarray of shape (n_samples, len(top_l))
             :math:`m_n(L)` in (0, 1], one column per level, in the given order.
         """
-        levels = np.atleast_1d(np.asarray(top_l))
+        def cap(v):
+            # Python integers beyond a machine integer are levels ≥ K (all the mass), as the
+            # estimators' own top_l: capped before the conversion to an integer array
+            return min(v, 1 << 62) if isinstance(v, int) and not isinstance(v, bool) else v
+
+        levels = np.atleast_1d(np.asarray([cap(v) for v in top_l] if isinstance(top_l, (list, tuple)) else cap(top_l)))
         if levels.ndim != 1 or levels.size == 0 or not np.issubdtype(levels.dtype, np.integer) or np.any(levels < 1):
             raise ParameterError(f"`top_l` must be a positive integer or a non-empty sequence of them, got {top_l!r}")
         X = self._check_X(X)
