@@ -346,6 +346,11 @@ def test_predict_hmm_with_and_without_lengths(other_families, tmp_path, capsys):
     np.save(tmp_path / "short.npy", lengths[:-1])
     assert_one_line_error(*run(["predict", d / "hdphmm.npz", d / "S.npy", "--lengths", tmp_path / "short.npy"], capsys), 1, "lengths", "sums to")
     assert_one_line_error(*run(["predict", d / "hdphmm.npz", d / "S.npy", "--lengths", tmp_path / "none.npy"], capsys), 1, "no such lengths file")
+    with open(tmp_path / "archive.npy", "wb") as f:  # an .npz archive under a .npy name
+        np.savez(f, lengths=lengths)
+    code, out, err = run(["predict", d / "hdphmm.npz", d / "S.npy", "--lengths", tmp_path / "archive.npy"], capsys)
+    assert_one_line_error(code, out, err, 1, "archive.npy", "not a .npy array file")
+    assert "unexpected" not in err
 
 
 def test_lengths_only_for_sequence_models(data_file, other_families, tmp_path, capsys):

@@ -278,9 +278,12 @@ def _read_lengths(path: str) -> np.ndarray:
         raise IsADirectoryError(f"{path!r} is a directory, not a lengths file")
     if path.lower().endswith(".npy"):
         try:
-            return np.load(path, allow_pickle=False)
+            lengths = np.load(path, allow_pickle=False)
         except Exception as exc:
             raise ValueError(f"{path!r} is not a readable .npy file: {exc}") from None
+        if not isinstance(lengths, np.ndarray):  # e.g. an .npz archive named .npy
+            raise ValueError(f"--lengths {path!r} is not a .npy array file (numpy.load gives a {type(lengths).__name__})")
+        return lengths
     delimiter = "," if path.lower().endswith(".csv") else None
     try:
         return np.loadtxt(path, delimiter=delimiter, ndmin=1, dtype=np.float64)
