@@ -349,8 +349,26 @@ def test_plot_clusters_2d_returns_figure(pyplot):
     X, y = datasets.make_gaussian_mixture(n_samples=500, n_features=2, n_components=4)
     fig = plot_clusters_2d(X, y)
     assert isinstance(fig, Figure)
-    with pytest.raises(ValueError):
+    from bnpcore.exceptions import ShapeError
+
+    with pytest.raises(ShapeError, match="`X`"):
         plot_clusters_2d(X[:, :1], y)
+    with pytest.raises(ShapeError, match="`labels`"):
+        plot_clusters_2d(X, y[:-1])
+
+
+def test_plot_clusters_2d_gives_many_clusters_distinct_colours(pyplot):
+    """Beyond 20 clusters tab20 repeated its colours (clusters 0 and 20 looked the same); each
+    cluster now has its own colour, and up to 20 the tab20 colours are kept."""
+    from bnpcore.plotting import plot_clusters_2d
+
+    rng = np.random.default_rng(0)
+    for k in (4, 20, 45):
+        X, y = rng.normal(size=(k * 10, 2)), np.repeat(np.arange(k), 10)
+        coll = plot_clusters_2d(X, y).axes[0].collections[0]
+        colours = np.unique(np.round(coll.to_rgba(coll.get_array()), 6), axis=0)
+        assert len(colours) == k
+        assert coll.get_cmap().name == ("tab20" if k <= 20 else "turbo")
 
 
 @pytest.mark.parametrize("bad", [-1, 0, 2.5, "3", True])

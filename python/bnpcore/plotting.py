@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from bnpcore._validation import _is_id, check_param, check_vocabulary
-from bnpcore.exceptions import DataError, NotFittedError, ParameterError
+from bnpcore.exceptions import DataError, NotFittedError, ParameterError, ShapeError
 
 __all__ = [
     "MAX_STATE_LABELS",
@@ -362,24 +362,33 @@ def plot_clusters_2d(X, labels, ax=None):
     ------
     ImportError
         If matplotlib is not installed.
-    ValueError
-        If ``X`` has fewer than two columns or ``labels`` has the wrong length.
+    ShapeError
+        If ``X`` is not 2-D with at least two columns or ``labels`` has the wrong length (a
+        ``ValueError``).
+
+    Notes
+    -----
+    Up to 20 clusters get the distinct colours of ``tab20``; more get evenly spaced colours of
+    ``turbo`` (neighbouring labels then have close colours).
     """
     X = np.asarray(X, dtype=np.float64)
     labels = np.asarray(labels)
     if X.ndim != 2 or X.shape[1] < 2:
-        raise ValueError(f"X must have shape (n_samples, >=2), got {X.shape}")
+        raise ShapeError(f"`X` must have shape (n_samples, >=2), got {X.shape}")
     if labels.shape != (X.shape[0],):
-        raise ValueError(f"labels must have shape ({X.shape[0]},), got {labels.shape}")
+        raise ShapeError(f"`labels` must have shape ({X.shape[0]},), got {labels.shape}")
     fig, ax = _figure_and_axes(ax, (5.0, 5.0))
     _, codes = np.unique(labels, return_inverse=True)
+    n_colours = int(codes.max()) + 1 if codes.size else 1
+    # tab20 repeats its colours beyond 20 clusters (two clusters, one colour): a continuous map then
+    cmap, top = ("tab20", 19) if n_colours <= 20 else ("turbo", n_colours - 1)
     ax.scatter(
         X[:, 0],
         X[:, 1],
-        c=codes % 20,
-        cmap="tab20",
+        c=codes,
+        cmap=cmap,
         vmin=0,
-        vmax=19,
+        vmax=top,
         s=4,
         alpha=0.7,
         linewidths=0,
