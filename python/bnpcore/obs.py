@@ -540,20 +540,21 @@ class ObsModel:
 
     def elbo_roundoff(self, N, S) -> float:
         r"""An estimate of the round-off in the objective's observation terms at summaries
-        ``(N, S)``, for the monotonicity checks (:func:`bnpcore.algorithms.memoized.elbo_slack`).
+        ``(N, S)``, for the monotonicity checks (:func:`bnpcore.algorithms.memoized.is_decrease`).
 
         Full-covariance Gaussians (``"gauss"``, ``"zero_mean_gauss"``): the objective holds
         :math:`\tfrac{\nu_k}2\ln|B_k|` with :math:`B_k = B_0 + S_{xx,k} + \kappa_0 m_0 m_0^\top
-        - \kappa_k m_k m_k^\top`, whose terms are sums of :math:`N_k` raw second moments. Each
-        entry of :math:`B_k` carries an error of about :math:`u\sqrt{n}\,M_k` (:math:`u = 2^{-53}`,
-        :math:`n` the rows summed, :math:`M_k` the sum of the terms' traces), and
-        :math:`|\delta\ln|B|| \le \|B^{-1}\|_F\|\delta B\|_F \le (\sqrt D/\lambda_{\min})\,D\,|\delta B|_{\max}`:
+        - \kappa_k m_k m_k^\top`, whose terms are sums over the rows. Entry :math:`(i, j)` of
+        :math:`B_k` carries an error of about :math:`u\sqrt{n}\,g_{ki}g_{kj}` (:math:`u = 2^{-53}`,
+        :math:`n` the rows summed, :math:`g_{ki}^2` the sum of the terms' :math:`i`-th diagonal
+        entries, which bounds :math:`|\cdot|_{ij}` by Cauchy–Schwarz), and to first order
+        :math:`|\delta\ln|B_k|| = |\mathrm{tr}(B_k^{-1}\delta B_k)| \le \sum_{ij}|B_k^{-1}|_{ij}|\delta B_k|_{ij}`:
 
-        .. math:: \epsilon = 4u\sqrt{n+1}\sum_k \tfrac{\nu_k}2\,\frac{D^{3/2} M_k}{\lambda_{\min}(B_k)}.
+        .. math:: \epsilon = u\sqrt{n+1}\sum_k \tfrac{\nu_k}2\, g_k^\top |B_k^{-1}|\, g_k.
 
         On well-conditioned data this is far below the checks' relative tolerance; on data
         that (nearly) lie in an affine subspace — proportions summing to one, linearly
-        dependent columns — the default prior's floor makes :math:`\lambda_{\min}` tiny and
+        dependent columns — the default prior's floor makes :math:`B_k` nearly singular and
         the objective is only this precise: lap-to-lap changes below it are round-off, not
         decreases. Other observation models: 0 (their terms are well conditioned)."""
         if self.kind not in ("gauss", "zero_mean_gauss"):
