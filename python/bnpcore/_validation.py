@@ -41,6 +41,7 @@ __all__ = [
     "is_sparse",
     "make_csr",
     "read_lengths",
+    "same_file",
 ]
 
 #: Observation models that accept scipy.sparse ``X``: the mixtures keep it sparse
@@ -413,7 +414,17 @@ def check_counts_csr(X, name: str = "X", n_vocab: int | None = None, min_rows: i
     return out
 
 
-def _is_id(x) -> bool:
+def same_file(a, b) -> bool:
+    """Whether paths ``a`` and ``b`` name the same file (by device and inode when both exist,
+    else by absolute path): an output path that would overwrite an input."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # one does not exist (yet)
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _is_int(x) -> bool:
+    """An integer, Python's or numpy's, that is not a bool."""
     return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
@@ -449,9 +460,9 @@ def check_vocabulary(vocabulary, n_vocab: int, name: str = "vocabulary") -> list
         raise ParameterError(f"`{name}` must be a sequence of words (or a mapping of ids to words), not a single string")
     if isinstance(vocabulary, Mapping):
         items = list(vocabulary.items())
-        if all(_is_id(k) for k, _ in items):
+        if all(_is_int(k) for k, _ in items):
             pairs = items  # {id: word} (gensim's Dictionary iterates ids)
-        elif all(_is_id(v) for _, v in items):
+        elif all(_is_int(v) for _, v in items):
             pairs = [(v, k) for k, v in items]  # {word: id}
         else:
             raise ParameterError(f"`{name}`: a mapping must be id -> word or word -> id (integer ids)")
@@ -574,7 +585,7 @@ def check_random_state(seed) -> np.random.SeedSequence:
         return np.random.SeedSequence(int(seed.integers(0, 2**63 - 1)))
     if isinstance(seed, np.random.RandomState):
         return np.random.SeedSequence(int(seed.randint(0, 2**63 - 1, dtype=np.int64)))
-    if isinstance(seed, numbers.Integral) and not isinstance(seed, (bool, np.bool_)):
+    if _is_int(seed):
         if seed < 0:
             raise ParameterError(f"`random_state` must be a non-negative integer, got {seed}")
         return np.random.SeedSequence(int(seed))
@@ -593,7 +604,7 @@ def check_param(name: str, value, *, kind: str, low=None, high=None, low_inclusi
             raise ParameterError(f"`{name}` must be one of {sorted(map(str, options))}, got {value!r}")
         return value
     if kind == "int":
-        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        ok = _is_int(value)
     elif kind == "real":
         ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
     elif kind == "str":

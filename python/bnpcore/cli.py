@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bnpcore._validation import same_file
+
 __all__ = ["main"]
 
 PROG = "bnpcore"
@@ -220,20 +222,33 @@ def _load_text(path: str) -> np.ndarray:
     return X
 
 
+def _check_input_file(path: str, what: str) -> None:
+    """Refuse a missing path or a directory given as the ``what`` file (data, lengths)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such {what} file: {path!r}")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path!r} is a directory, not a {what} file")
+
+
+def _load_npy(path: str, label: str, mmap_mode=None) -> np.ndarray:
+    """The array of a ``.npy`` file (no pickle); an unreadable file, or an ``.npz`` archive (a
+    model file) under a ``.npy`` name, is a ValueError naming it (``label`` prefixes the name,
+    e.g. ``"--lengths "``)."""
+    try:
+        arr = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+    except Exception as exc:
+        raise ValueError(f"{path!r} is not a readable .npy file: {exc}") from None
+    if not isinstance(arr, np.ndarray):
+        raise ValueError(f"{label}{path!r} is not a .npy array file (numpy.load gives a {type(arr).__name__})")
+    return arr
+
+
 def _open_data(path: str):
     """``(X, n_rows, n_features)`` for a data file; a ``.npy`` file stays on disk (its path is
     returned, and the estimators read it batch by batch)."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no such data file: {path!r}")
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"{path!r} is a directory, not a data file")
+    _check_input_file(path, "data")
     if path.lower().endswith(".npy"):
-        try:
-            arr = np.load(path, mmap_mode="r", allow_pickle=False)
-        except Exception as exc:
-            raise ValueError(f"{path!r} is not a readable .npy file: {exc}") from None
-        if not isinstance(arr, np.ndarray):  # e.g. an .npz archive (a model file) named .npy
-            raise ValueError(f"{path!r} is not a .npy array file (numpy.load gives a {type(arr).__name__})")
+        arr = _load_npy(path, "", mmap_mode="r")
         if arr.ndim != 2:
             raise ValueError(f"{path!r} holds an array of shape {arr.shape}; expected (n_samples, n_features)")
         return path, int(arr.shape[0]), int(arr.shape[1])
@@ -259,7 +274,7 @@ def _check_out(path: str, option: str = "--out", inputs: tuple[str, ...] = ()) -
     """Refuse an output path that cannot be written, or that is one of the ``inputs`` (which
     it would overwrite), before any work is done."""
     for given in inputs:
-        if os.path.exists(given) and os.path.exists(path) and os.path.samefile(given, path):
+        if same_file(given, path):
             raise ValueError(f"{option} {path!r} is the input file {given!r}: writing there would overwrite it")
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
@@ -272,18 +287,9 @@ def _check_out(path: str, option: str = "--out", inputs: tuple[str, ...] = ()) -
 
 def _read_lengths(path: str) -> np.ndarray:
     """The sequence lengths of ``--lengths``: a ``.npy`` array or a numeric text file (validated by the model)."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no such lengths file: {path!r}")
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"{path!r} is a directory, not a lengths file")
+    _check_input_file(path, "lengths")
     if path.lower().endswith(".npy"):
-        try:
-            lengths = np.load(path, allow_pickle=False)
-        except Exception as exc:
-            raise ValueError(f"{path!r} is not a readable .npy file: {exc}") from None
-        if not isinstance(lengths, np.ndarray):  # e.g. an .npz archive named .npy
-            raise ValueError(f"--lengths {path!r} is not a .npy array file (numpy.load gives a {type(lengths).__name__})")
-        return lengths
+        return _load_npy(path, "--lengths ")
     delimiter = "," if path.lower().endswith(".csv") else None
     try:
         return np.loadtxt(path, delimiter=delimiter, ndmin=1, dtype=np.float64)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpcore._validation import _is_id, check_param, check_vocabulary
+from bnpcore._validation import _is_int, check_param, check_vocabulary
 from bnpcore.exceptions import DataError, NotFittedError, ParameterError, ShapeError
 
 __all__ = [
@@ -519,7 +519,7 @@ def plot_topics(model, n_words=10, vocabulary=None, image_shape=None, n_show=Non
         vocabulary = check_vocabulary(vocabulary, V)
     if image_shape is not None:
         shape = tuple(image_shape) if isinstance(image_shape, (tuple, list, np.ndarray)) else None
-        if shape is None or len(shape) != 2 or not all(_is_id(x) and x > 0 for x in shape) or shape[0] * shape[1] != V:
+        if shape is None or len(shape) != 2 or not all(_is_int(x) and x > 0 for x in shape) or shape[0] * shape[1] != V:
             raise ParameterError(f"`image_shape` must be a pair of positive integers whose product is the {V} words, got {image_shape!r}")
         image_shape = (int(shape[0]), int(shape[1]))
     side = int(round(np.sqrt(V)))

@@ -52,7 +52,7 @@ import time
 from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import numpy as np
-from bnpcore._validation import check_not_lazy, check_param, check_random_state
+from bnpcore._validation import check_not_lazy, check_param, check_random_state, same_file
 from bnpcore.algorithms._base import FitState, is_remote
 from bnpcore.algorithms.loop import ALGORITHMS, FitConfig, lap_top_l, run_laps, warn_not_converged
 from bnpcore.algorithms.memoized import stream_batch
@@ -192,13 +192,6 @@ def _data_files(X) -> list:
         elif isinstance(x, np.memmap) and x.filename is not None:
             files.append(x.filename)
     return files
-
-
-def _same_file(a, b) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, ValueError):  # one does not exist (yet)
-        return os.path.abspath(a) == os.path.abspath(b)
 
 
 _E = TypeVar("_E", bound="VBEstimator")
@@ -513,7 +506,7 @@ class VBEstimator(BaseEstimator):
             return
         for name, data in (("X", X), ("eval_X", eval_X)):
             for f in _data_files(data):
-                if _same_file(self.checkpoint_path, f):
+                if same_file(self.checkpoint_path, f):
                     raise ParameterError(
                         f"`checkpoint_path` {os.fspath(self.checkpoint_path)!r} is the file {f!r} of `{name}`: the checkpoints would "
                         "overwrite the data; give another path"
