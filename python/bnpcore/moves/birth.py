@@ -38,6 +38,22 @@ it explains. Pipeline (one proposal active, one in preparation):
   on the 25-cluster benchmark and the toy patches (10 seeds) no birth rejected after its first
   lap was accepted after its second, and a second lap doubles the cost of every failing birth.
 
+**Peels** (``birth_peel_seeds``; on for the full-covariance Gaussians with 32 or more features,
+:func:`peel_seeds`). Clusters that differ from each other by covariance more than by mean, in
+many dimensions, defeat the fits above: k-means seeds grow by position, and a split of a target
+into a few parts that are each a union of true clusters scores *below* the target — on
+100,000 × 128 rows of 80 such clusters (``benches/bench_births_hd.py --spread 2.5 --truth``)
+the truth is 28 nats per row above one cluster but every partition into at most 10 unions of
+true clusters is below it, so from one cluster the births were rejected or screened out and the
+fit stopped at K = 1 (with a 40,000-row subsample, at 34 mixed clusters, ARI 0.05). A peel
+(:func:`peel_clusters`) takes single clusters out of the target instead, each a set of rows the
+model's own expected log-likelihood prefers under the set's posterior to under the target's,
+and proposes them with the rest of the target as one more fresh cluster. It is the first
+attempt, at its current size, on a target holding at least twice the median mass of the other
+clusters (or on the only cluster): targets that may hide many clusters. It needs a few hundred
+rows of each hidden cluster, so peel-eligible targets collect up to :data:`PEEL_MAX_ENTRIES`
+values (the whole target, usually); the fits use a uniform part of the usual size.
+
 **Abandoned fits.** After ``birth_abandon_after`` (2) VB iterations the fit scores one more step,
 and every pairwise merge of its clusters down to two; when the best of these is more than
 ``birth_abandon_loss`` (0.5) nats per unit of target weight below one cluster, the fit stops
@@ -91,7 +107,7 @@ from bnpcore import _core
 from bnpcore.moves._base import BatchRequest, LapContext, Move, accepts, sum_parts
 from bnpcore.stats import SuffStats
 
-__all__ = ["BirthMove", "Reservoir", "b_scores", "fit_fresh_clusters", "seed_rows", "subsample_cap"]
+__all__ = ["BirthMove", "Reservoir", "b_scores", "fit_fresh_clusters", "peel_clusters", "peel_seeds", "seed_rows", "subsample_cap"]
 
 
 class _DenseRows:
@@ -106,13 +122,16 @@ class _DenseRows:
 
 
 class Reservoir:
-    """Uniform reservoir sample (algorithm R) of at most ``cap`` rows and their weights."""
+    """Uniform reservoir sample (algorithm R) of at most ``cap`` rows and their weights.
+    ``fit_rows``: when set, the fits of :func:`fit_fresh_clusters` use a uniform part of this
+    many rows (the reservoir is larger for peels, :data:`PEEL_MAX_ENTRIES`)."""
 
     def __init__(self, cap: int, n_features: int):
         self.cap = int(cap)
         self.X = np.empty((0, n_features))
         self.r = np.empty(0)
         self.seen = 0
+        self.fit_rows = None
 
     def add(self, X: np.ndarray, r: np.ndarray, rng: np.random.Generator) -> None:
         m = X.shape[0]
@@ -256,6 +275,172 @@ def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kme
     return N, S, float(gain)
 
 
+#: most entries (rows × features) of the subsample a target collects when peels are on (128 MB
+#: of doubles): a peel needs a few hundred rows of each cluster hidden in the target, so the
+#: target is read whole when it fits (the fits of :func:`fit_fresh_clusters` use a uniform part
+#: of it, of their usual size)
+PEEL_MAX_ENTRIES = 1 << 24
+
+
+def peel_seeds(model, option) -> int:
+    r"""Seeds of a peel (:func:`peel_clusters`): the ``birth_peel_seeds`` move option; ``"auto"``
+    gives 16 for the full-covariance Gaussians (``gauss``, ``zero_mean_gauss``) with
+    :math:`D\ge32` features and 0 (no peels) otherwise. (With 16 features the fits of
+    :func:`fit_fresh_clusters` find the clusters of ``make_gaussian_mixture(100_000, 16, 25)``
+    from one cluster, and peels only doubled the fit's time, to the same objective.)"""
+    if option != "auto":
+        return max(0, int(option))
+    d = int(getattr(model.obs, "n_features", 0) or 0)
+    return 16 if model.obs.kind in ("gauss", "zero_mean_gauss") and d >= 32 else 0
+
+
+def peel_clusters(model, X, r, rng, n_seeds, *, scale=1.0, iters=10, expand_iters=5, n_threads=None):
+    r"""Fresh clusters peeled one at a time out of a target's subsample: each is a set of rows
+    that the model's own expected log-likelihood prefers under the set's posterior to under the
+    target's; the rows of no set form one more cluster (the rest).
+
+    Mixtures whose clusters differ by covariance more than by mean (in many dimensions) defeat
+    the fits of :func:`fit_fresh_clusters`: k-means seeds grow by position, and a split of the
+    target into a few parts that are each a union of true clusters scores below the target itself
+    (``benches/bench_births_hd.py --truth``), so only fresh clusters that are *not* such unions
+    can be accepted. A peel looks for those directly. For each seed row :math:`x_s` (drawn with
+    probability :math:`\propto r_n`):
+
+    1. the :math:`g=4D` rows most aligned with it, :math:`(x_n^\top\hat\Sigma^{-1}x_s)^2` largest
+       (:math:`\hat\Sigma` the subsample's weighted covariance, rows centred at its mean, or not
+       for ``zero_mean_gauss``), form the set;
+    2. up to ``iters`` times, the set's posterior :math:`q_A` (the model's prior and the set's
+       summaries, weights :math:`r_n`) gives every row its score
+       :math:`\ell_n=\mathbb E_{q_A}\log F(x_n)-\mathbb E_{q_T}\log F(x_n)` against the
+       target's posterior :math:`q_T` (all rows), and the :math:`g` rows of largest score become
+       the set, until it repeats;
+    3. up to ``expand_iters`` times the set becomes the rows with :math:`\ell_n>0`, until it
+       repeats (a set of fewer than :math:`2D` rows is dropped).
+
+    The seeds' sets evolve together (one summary and one log-likelihood call per step for all).
+    Then, in seed order, a set is kept when splitting it off the target raises the
+    weighted-subsample objective (below) and it shares less than half of its rows with every set
+    kept before (a target that is one cluster keeps none). On the covariance mixture of
+    ``benches/bench_births_hd.py`` (``--spread 2.5``: 100,000 × 128, 80 clusters, ~1,100 rows
+    each) step 1 puts ~15 % of a cluster's rows in the set, and step 2 reaches a set of one
+    cluster in 5–8 steps.
+
+    Parameters
+    ----------
+    model : Model
+        The mixture (its observation model's kernels are used).
+    X : ndarray of shape (m, D)
+        The target's subsample.
+    r : ndarray of shape (m,)
+        Its responsibilities for the target (the weights of every posterior above).
+    rng : numpy.random.Generator
+        Draws the seeds.
+    n_seeds : int
+        Seeds tried (at most ``m``).
+    scale : float, default=1.0
+        Factor of the returned summaries' weights (the target's mass over ``r.sum()``, as the
+        fits of :func:`fit_fresh_clusters` weigh their rows).
+    iters, expand_iters : int
+        Steps 2 and 3 above.
+    n_threads : int, optional
+        Threads of the kernels.
+
+    Returns
+    -------
+    N, S : ndarray or None
+        Summaries of the peeled clusters and then of the rest (clusters below one atom of
+        weight dropped), weights ``scale * r``; ``None`` when no set was kept or the subsample
+        has fewer than :math:`8D` rows.
+    gain : float
+        The weighted-subsample objective of this partition (hard assignments) minus that of one
+        cluster (as the gain of :func:`fit_fresh_clusters`); ``-inf`` when ``N`` is ``None``.
+    """
+    core = model.obs.core
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    r = np.ascontiguousarray(r, dtype=np.float64)
+    m, d = X.shape
+    g = 4 * d
+    if m < 2 * g or n_seeds < 1 or not r.sum() > 0:
+        return None, None, -np.inf
+    N0, S0 = core.summarize(X, r[:, None], n_threads=n_threads)
+    base = np.asarray(core.e_log_lik(X, N0, S0, n_threads=n_threads))[:, 0]
+    centre = np.zeros(d) if model.obs.kind == "zero_mean_gauss" else r @ X / r.sum()
+    Xc = X - centre
+    cov = (Xc * r[:, None]).T @ Xc / r.sum()
+    cov[np.diag_indices(d)] += 1e-9 * max(float(np.trace(cov)) / d, 1e-300)
+    alloc = model.alloc.core
+    one_N, one_S = np.asarray(N0) * scale, np.asarray(S0) * scale
+    one = float(core.elbo_data(one_N, one_S)) + float(alloc.elbo(one_N))
+
+    def split_gain(rows):
+        """Subsample objective of ``rows`` split off the target, minus the target's."""
+        Na, Sa = core.summarize(X[rows], r[rows, None], n_threads=n_threads)
+        Ns = np.array([Na[0], N0[0] - Na[0]]) * scale
+        Ss = np.stack([Sa[0], np.asarray(S0)[0] - Sa[0]]) * scale
+        return float(core.elbo_data(Ns, Ss)) + float(alloc.elbo(Ns)) - one
+
+    def top(v):
+        """The ``g`` largest entries of ``v``, as sorted row indices (ties: lower index)."""
+        return np.sort(np.argsort(-v, kind="stable")[:g]) if m <= 4 * g else _top_rows(v, g)
+
+    seeds = rng.choice(m, size=min(int(n_seeds), m), replace=False, p=r / r.sum())
+    # every seed's set evolves at once: one summary and one log-likelihood call per step for
+    # all of them (a call's cost is mostly the rows' feature map, whatever the number of sets)
+    Z = Xc @ np.linalg.solve(cov, Xc[seeds].T)
+    sel: list = [top(Z[:, j] ** 2) for j in range(len(seeds))]
+    active = np.ones(len(seeds), dtype=bool)
+    expand = np.zeros(len(seeds), dtype=bool)
+    for it in range(iters + expand_iters):
+        live = np.flatnonzero(active)
+        if live.size == 0:
+            break
+        rows = np.unique(np.concatenate([sel[j] for j in live]))
+        R = np.zeros((rows.size, live.size))
+        for c, j in enumerate(live):
+            R[np.searchsorted(rows, sel[j]), c] = r[sel[j]]
+        Ns, Ss = core.summarize(X[rows], R, n_threads=n_threads)
+        score = np.asarray(core.e_log_lik(X, Ns, Ss, n_threads=n_threads)) - base[:, None]
+        for c, j in enumerate(live):
+            expand[j] |= it >= iters
+            new = np.flatnonzero(score[:, c] > 0) if expand[j] else top(score[:, c])
+            if new.size < 2 * d:
+                sel[j], active[j] = None, False
+            elif np.array_equal(new, sel[j]):
+                active[j] = not expand[j]
+                expand[j] = True
+            else:
+                sel[j] = new
+    sets: list = []
+    for t in sel:
+        if t is not None and all(np.intersect1d(t, u).size * 2 < min(t.size, u.size) for u in sets) and split_gain(t) > 0:
+            sets.append(t)
+    if not sets:
+        return None, None, -np.inf
+    R = np.zeros((m, len(sets) + 1))
+    for j, t in enumerate(sets):
+        R[t, j] = 1.0
+    tot = R[:, :-1].sum(axis=1)
+    shared = tot > 1
+    R[shared, :-1] /= tot[shared, None]
+    R[:, -1] = 1.0 - np.minimum(tot, 1.0)
+    N, S = core.summarize(X, (scale * r)[:, None] * R, n_threads=n_threads)
+    keep = np.flatnonzero(np.asarray(N) >= 1.0)
+    if keep.size < 2:
+        return None, None, -np.inf
+    N, S = np.ascontiguousarray(np.asarray(N)[keep]), np.ascontiguousarray(np.asarray(S)[keep])
+    # weighted-subsample objective of the hard partition against one cluster (the entropy of
+    # rows shared by two sets left out: the gain is not overstated by it)
+    return N, S, float(core.elbo_data(N, S)) + float(alloc.elbo(N)) - one
+
+
+def _top_rows(v, g):
+    """Indices of the ``g`` largest entries of ``v`` (ties: lower index first), sorted: a
+    partition, then a stable sort of the entries at or above the ``g``-th largest value."""
+    cut = np.partition(v, v.size - g)[v.size - g]
+    cand = np.flatnonzero(v >= cut)
+    return np.sort(cand[np.argsort(-v[cand], kind="stable")[:g]])
+
+
 class _Proposal:
     def __init__(self, target, N, S, model, laps):
         self.target = int(target)
@@ -351,7 +536,7 @@ class BirthMove(Move):
                 if fits >= budget or n_new >= self.max_per_lap:
                     break
                 fits += 1
-                N, S, gain = self._attempt(ctx, res, Nt)
+                N, S, gain = self._attempt(ctx, res, Nt, uid)
                 if N is None:
                     # nothing to propose, or a fit that does not beat one cluster on the
                     # target's own rows: no lap is spent on it; it counts as a failure and the
@@ -370,16 +555,45 @@ class BirthMove(Move):
                 n_new += 1
             todo = failed
 
-    def _attempt(self, ctx, res, Nt):
+    @staticmethod
+    def _outsized(ctx, uid) -> bool:
+        """Whether cluster ``uid`` holds at least twice the median mass of the other clusters
+        (of at least one atom), or there is no other: a target that may hide many clusters."""
+        G = ctx.G
+        N = np.asarray(G.N, dtype=np.float64)
+        pos = int(G.positions([uid])[0])
+        others = np.delete(N, pos)
+        others = others[others >= 1.0]
+        return others.size == 0 or N[pos] >= 2.0 * float(np.median(others))
+
+    def _attempt(self, ctx, res, Nt, uid):
         """One subsample fit for a target of mass ``Nt``: its fresh summaries and the
         fit's gain over one cluster on the target's own rows, with ``N, S = None`` when there is
         nothing to propose or the gain is not above ``birth_min_gain``. A retry draws other seeds
-        from the move stream (as many: ``birth_n_seeds``)."""
+        from the move stream (as many: ``birth_n_seeds``).
+
+        With peels on (:func:`peel_seeds`), the first attempt at its current size of a target
+        holding at least twice the median mass of the other clusters (or of the only cluster) is
+        a peel (:func:`peel_clusters`, screened by its gain as a fit is); when the peel proposes
+        nothing, and on later attempts, the fit runs on a uniform part of the
+        subsample of the usual size (``Reservoir.fit_rows``)."""
         opts = self.manager.options
-        w = res.r * (Nt / res.r.sum()) if opts["birth_scale_weights"] else res.r
+        scale = Nt / res.r.sum() if opts["birth_scale_weights"] else 1.0
+        X, r = res.X, res.r
+        n_peel = peel_seeds(ctx.model, opts["birth_peel_seeds"])
+        if n_peel and self.failures.get(uid, (0, 0.0))[0] == 0 and self._outsized(ctx, uid):
+            N, S, gain = peel_clusters(ctx.model, X, r, ctx.state.rng_moves, n_peel, scale=scale, n_threads=ctx.n_threads)
+            if N is not None and gain > float(opts["birth_min_gain"]):
+                return N, S, gain
+        fit_rows = getattr(res, "fit_rows", None)
+        if fit_rows is not None and len(res) > fit_rows:
+            idx = np.sort(ctx.state.rng_moves.choice(len(res), int(fit_rows), replace=False))
+            X, r = X[idx], r[idx]
+            scale = Nt / r.sum() if opts["birth_scale_weights"] else 1.0
+        w = r * scale
         n_seeds = int(opts["birth_n_seeds"])
         N, S, gain = fit_fresh_clusters(
-            ctx.model, np.ascontiguousarray(res.X), np.ascontiguousarray(w), int(opts["birth_n_fresh"]),
+            ctx.model, np.ascontiguousarray(X), np.ascontiguousarray(w), int(opts["birth_n_fresh"]),
             ctx.state.rng_moves, n_seeds=n_seeds, iters=int(opts["birth_refine_iters"]), kmeans_iters=int(opts["birth_create_iters"]),
             n_threads=ctx.n_threads, seed_rows=seed_rows(ctx.model, opts["birth_seed_rows"]),
             abandon_loss=opts["birth_abandon_loss"], abandon_after=int(opts["birth_abandon_after"]),
@@ -444,7 +658,11 @@ class BirthMove(Move):
                 cap = subsample_cap(ctx.model, ctx.G, opts) if ctx.exact else int(opts["birth_max_subsample"])
                 if hasattr(X, "nnz"):  # sparse rows are kept dense in the reservoir: bound its memory (128 MB)
                     cap = max(64, min(cap, (1 << 24) // max(int(X.shape[1]), 1)))
+                fit_rows = None
+                if peel_seeds(ctx.model, opts["birth_peel_seeds"]) and not hasattr(X, "nnz"):
+                    fit_rows, cap = cap, max(cap, PEEL_MAX_ENTRIES // max(int(X.shape[1]), 1))
                 res = self.reservoirs[uid] = Reservoir(cap, X.shape[1])
+                res.fit_rows = fit_rows
             res.add(X[rows], col[rows], ctx.state.rng_moves)
 
     # ----------------------------------------------------------------------- evaluation

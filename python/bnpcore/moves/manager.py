@@ -102,6 +102,7 @@ class MoveManager(MoveOptions):
         "birth_max_fail": 3,
         "birth_laps": 1,
         "birth_seed_rows": "auto",
+        "birth_peel_seeds": "auto",
         # merge (Hughes thesis §4.1)
         "merge_allpairs_max_K": 300,
         "merge_max_scored_pairs": 5000,
@@ -150,6 +151,7 @@ class MoveManager(MoveOptions):
         "birth_max_fail": count(1),
         "birth_laps": count(1),
         "birth_seed_rows": OptionRange("int", low=1, also=("auto",)),
+        "birth_peel_seeds": OptionRange("int", low=0, also=("auto",)),
         # merge: a pair needs two clusters
         "merge_allpairs_max_K": count(2),
         "merge_max_scored_pairs": count(0),

@@ -1,0 +1,132 @@
+"""Peels (issue 13 item 3): births that split off, one set of rows at a time, the clusters that
+differ from their target by covariance more than by mean, where a split into a few fresh
+clusters can only produce unions of true clusters (which score below the target itself)."""
+
+import numpy as np
+import pytest
+from _helpers import fit_quietly
+from bnpcore import DPMixture
+from bnpcore.alloc import DPAlloc
+from bnpcore.exceptions import ParameterError
+from bnpcore.model import Model
+from bnpcore.moves.birth import peel_clusters, peel_seeds
+from bnpcore.obs import ObsModel
+from sklearn.metrics import adjusted_rand_score
+
+
+def _covariance_mixture(n, d, k, spread=2.5, mean_scale=0.25, seed=0):
+    """Equal-weight Gaussians with close means (``N(0, mean_scale²)`` per coordinate) and
+    covariances ``Q_k diag(exp(U(-spread, spread))) Q_kᵀ`` of random rotations ``Q_k``."""
+    rng = np.random.default_rng(seed)
+    means = rng.normal(0.0, mean_scale, (k, d))
+    y = np.arange(n) % k
+    X = np.empty((n, d))
+    for j in range(k):
+        q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+        chol = np.linalg.cholesky((q * np.exp(rng.uniform(-spread, spread, d))) @ q.T)
+        idx = np.flatnonzero(y == j)
+        X[idx] = means[j] + rng.standard_normal((idx.size, d)) @ chol.T
+    return X, y
+
+
+def _model(kind, X):
+    return Model(DPAlloc(1.0), ObsModel.from_data(kind, X))
+
+
+@pytest.mark.parametrize("kind", ["gauss", "zero_mean_gauss"])
+def test_peel_finds_clusters_told_apart_by_covariance(kind):
+    """From one target holding six covariance-only clusters, the peeled clusters (and the rest)
+    classify the rows as the truth does, and the partition beats one cluster."""
+    X, y = _covariance_mixture(3600, 32, 6)
+    if kind == "zero_mean_gauss":
+        X, y = _covariance_mixture(3600, 32, 6, mean_scale=0.0)
+    model = _model(kind, X)
+    r = np.ones(len(X))
+    N, S, gain = peel_clusters(model, X, r, np.random.default_rng(0), 16)
+    assert N is not None and gain > 0
+    assert np.isclose(N.sum(), len(X))
+    labels = np.asarray(model.obs.core.e_log_lik(X, N, S)).argmax(axis=1)
+    assert adjusted_rand_score(y, labels) > 0.95
+
+
+def test_peel_of_one_gaussian_proposes_nothing():
+    """A target that is one Gaussian keeps no set: none raises the objective."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((3000, 32)) @ np.linalg.cholesky(np.cov(rng.standard_normal((64, 32)).T)).T
+    N, S, gain = peel_clusters(_model("gauss", X), X, np.ones(len(X)), np.random.default_rng(0), 16)
+    assert N is None and S is None and gain == -np.inf
+
+
+def test_peel_weights_scale_and_determinism():
+    """The summaries carry the weights ``scale * r`` (masses add up to the scaled weight); the
+    same generator state gives the same proposal; too few rows give nothing."""
+    X, _ = _covariance_mixture(3600, 32, 6)
+    model = _model("gauss", X)
+    r = np.random.default_rng(2).uniform(0.2, 1.0, len(X))
+    a = peel_clusters(model, X, r, np.random.default_rng(5), 16, scale=3.0)
+    b = peel_clusters(model, X, r, np.random.default_rng(5), 16, scale=3.0)
+    assert a[0] is not None
+    assert np.isclose(a[0].sum(), 3.0 * r.sum())
+    for u, v in zip(a, b):
+        np.testing.assert_array_equal(u, v)
+    assert peel_clusters(model, X[:255], r[:255], np.random.default_rng(5), 16)[0] is None  # fewer than 8 D rows
+
+
+def test_peel_seeds_option():
+    """``"auto"``: 16 seeds for the full-covariance Gaussians from 32 features, none otherwise;
+    an integer is used as given; a negative one is refused."""
+    rng = np.random.default_rng(0)
+    assert peel_seeds(_model("gauss", rng.standard_normal((100, 32))), "auto") == 16
+    assert peel_seeds(_model("zero_mean_gauss", rng.standard_normal((100, 40))), "auto") == 16
+    assert peel_seeds(_model("gauss", rng.standard_normal((100, 16))), "auto") == 0
+    assert peel_seeds(_model("diag_gauss", rng.standard_normal((100, 64))), "auto") == 0
+    assert peel_seeds(_model("gauss", rng.standard_normal((100, 16))), 4) == 4
+    with pytest.raises(ParameterError, match="birth_peel_seeds"):
+        fit_quietly(DPMixture(n_components=1, algorithm="memoized", move_options={"birth_peel_seeds": -1}), rng.standard_normal((200, 2)))
+
+
+def test_default_births_find_covariance_clusters_from_one():
+    """12,000 × 48, 30 clusters with close means and different covariances (400 rows each):
+    from one cluster with the default moves the fit finds all 30 (the true labelling's objective);
+    without peels its births stop at a handful of unions of true clusters."""
+    X, y = _covariance_mixture(12000, 48, 30)
+    kw = dict(obs="gauss", n_components=1, algorithm="memoized", n_batches=4, random_state=0)
+    m = fit_quietly(DPMixture(**kw), X)
+    assert m.n_components_ == 30
+    assert adjusted_rand_score(y, m.predict(X)) > 0.99
+    births = [r for r in m.moves_log_ if r["kind"] == "birth" and r["accepted"]]
+    assert births and all(r["elbo_after"] > r["elbo_before"] for r in births)
+    off = fit_quietly(DPMixture(**kw, move_options={"birth_peel_seeds": 0}), X)
+    assert off.n_components_ < 20 and m.elbo_ > off.elbo_
+
+
+def test_peel_fits_resume_exactly(tmp_path):
+    """The peel's reservoirs (the whole target, with the size of the fits' part) and the draws it
+    makes are fit state: 2 laps + save/load + 4 laps == 6 laps with the default moves, and a
+    file whose reservoirs predate ``fit_rows`` still loads and resumes."""
+    import bnpcore
+
+    X, _ = _covariance_mixture(3600, 32, 6)
+    kw = dict(obs="gauss", n_components=1, algorithm="memoized", n_batches=3, random_state=0, tol=0)
+    six = fit_quietly(DPMixture(max_laps=6, **kw), X)
+    assert any(r["kind"] == "birth" and r["accepted"] for r in six.moves_log_)
+    two = fit_quietly(DPMixture(max_laps=2, **kw), X)
+    birth = next(m for m in two.moves_manager_.moves if m.kind == "birth")
+    assert birth.reservoirs and all(r.fit_rows is not None and r.cap > r.fit_rows for r in birth.reservoirs.values())
+    two.save(tmp_path / "m.npz")
+    again = bnpcore.load(tmp_path / "m.npz")
+    again.set_params(warm_start=True, max_laps=4)
+    fit_quietly(again, X)
+    for k in ("lap", "elbo", "n_components"):
+        assert np.array_equal(again.history_[k], six.history_[k]), k
+    assert again.moves_log_ == six.moves_log_
+    # reservoirs saved before they had ``fit_rows`` resume (their fits use every collected row)
+    old = bnpcore.load(tmp_path / "m.npz")
+    state = old.state_.moves_state
+    for _, res in state["moves"]["birth"]["reservoirs"]["__items__"]:
+        n = len(res["__items__"])
+        res["__items__"] = [kv for kv in res["__items__"] if kv[0] != "fit_rows"]
+        assert len(res["__items__"]) == n - 1
+    old.set_params(warm_start=True, max_laps=4)
+    fit_quietly(old, X)
+    assert old.history_["lap"][-1] == six.history_["lap"][-1]
