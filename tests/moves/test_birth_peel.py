@@ -9,7 +9,7 @@ from bnpcore import DPMixture
 from bnpcore.alloc import DPAlloc
 from bnpcore.exceptions import ParameterError
 from bnpcore.model import Model
-from bnpcore.moves.birth import peel_clusters, peel_seeds
+from bnpcore.moves.birth import _set_summaries, peel_clusters, peel_seeds
 from bnpcore.obs import ObsModel
 from sklearn.metrics import adjusted_rand_score
 
@@ -49,6 +49,30 @@ def test_peel_finds_clusters_told_apart_by_covariance(kind):
     assert adjusted_rand_score(y, labels) > 0.95
 
 
+@pytest.mark.parametrize("kind", ["gauss", "zero_mean_gauss"])
+def test_set_summaries_are_the_kernels(kind):
+    """The peel's summaries of row sets (weights, per-set factors, overlapping sets, an empty
+    set) equal those of ``ObsModel.summarize`` with the same responsibilities."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((300, 5)) * 3.0 + 1.0
+    r = rng.uniform(0.1, 2.0, 300)
+    sets = [np.arange(0, 120), np.arange(100, 300, 2), np.array([], dtype=np.int64)]
+    factors = [rng.uniform(0.2, 1.0, t.size) for t in sets]
+    R = np.zeros((300, 3))
+    for j, t in enumerate(sets):
+        R[t, j] = r[t] * factors[j]
+    core = _model(kind, X).obs.core
+    N_ref, S_ref = core.summarize(X, R)
+    N, S = _set_summaries(kind, X, r, sets, factors)
+    np.testing.assert_allclose(N, N_ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(S, S_ref, rtol=1e-12, atol=1e-9)
+    R1 = np.zeros((300, 3))
+    for j, t in enumerate(sets):
+        R1[t, j] = r[t]
+    for got, ref in zip(_set_summaries(kind, X, r, sets), core.summarize(X, R1)):
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-9)
+
+
 def test_peel_of_one_gaussian_proposes_nothing():
     """A target that is one Gaussian keeps no set: none raises the objective."""
     rng = np.random.default_rng(1)
@@ -73,11 +97,11 @@ def test_peel_weights_scale_and_determinism():
 
 
 def test_peel_seeds_option():
-    """``"auto"``: 16 seeds for the full-covariance Gaussians from 32 features, none otherwise;
+    """``"auto"``: 32 seeds for the full-covariance Gaussians from 32 features, none otherwise;
     an integer is used as given; a negative one is refused."""
     rng = np.random.default_rng(0)
-    assert peel_seeds(_model("gauss", rng.standard_normal((100, 32))), "auto") == 16
-    assert peel_seeds(_model("zero_mean_gauss", rng.standard_normal((100, 40))), "auto") == 16
+    assert peel_seeds(_model("gauss", rng.standard_normal((100, 32))), "auto") == 32
+    assert peel_seeds(_model("zero_mean_gauss", rng.standard_normal((100, 40))), "auto") == 32
     assert peel_seeds(_model("gauss", rng.standard_normal((100, 16))), "auto") == 0
     assert peel_seeds(_model("diag_gauss", rng.standard_normal((100, 64))), "auto") == 0
     assert peel_seeds(_model("gauss", rng.standard_normal((100, 16))), 4) == 4
