@@ -125,18 +125,22 @@ def test_default_births_find_covariance_clusters_from_one():
 
 
 def test_peel_fits_resume_exactly(tmp_path):
-    """The peel's reservoirs (the whole target, with the size of the fits' part) and the draws it
-    makes are fit state: 2 laps + save/load + 4 laps == 6 laps with the default moves, and a
-    file whose reservoirs predate ``fit_rows`` still loads and resumes."""
+    """The peel's reservoirs (the whole target, with the size of the fits' part), the record of
+    peeled targets and the draws it makes are fit state: 2 laps + save/load + 4 laps == 6 laps
+    with the default moves, and a file whose reservoirs predate ``fit_rows`` still loads and
+    resumes."""
     import bnpcore
 
     X, _ = _covariance_mixture(3600, 32, 6)
     kw = dict(obs="gauss", n_components=1, algorithm="memoized", n_batches=3, random_state=0, tol=0)
     six = fit_quietly(DPMixture(max_laps=6, **kw), X)
     assert any(r["kind"] == "birth" and r["accepted"] for r in six.moves_log_)
+    one = fit_quietly(DPMixture(max_laps=1, **kw), X)
+    birth = next(m for m in one.moves_manager_.moves if m.kind == "birth")
+    assert birth.reservoirs and all(r.fit_rows is not None and r.cap > r.fit_rows for r in birth.reservoirs.values())
     two = fit_quietly(DPMixture(max_laps=2, **kw), X)
     birth = next(m for m in two.moves_manager_.moves if m.kind == "birth")
-    assert birth.reservoirs and all(r.fit_rows is not None and r.cap > r.fit_rows for r in birth.reservoirs.values())
+    assert birth.peeled  # carried: the target peeled at lap 2 is not peeled again at its size
     two.save(tmp_path / "m.npz")
     again = bnpcore.load(tmp_path / "m.npz")
     again.set_params(warm_start=True, max_laps=4)
@@ -154,3 +158,46 @@ def test_peel_fits_resume_exactly(tmp_path):
     old.set_params(warm_start=True, max_laps=4)
     fit_quietly(old, X)
     assert old.history_["lap"][-1] == six.history_["lap"][-1]
+
+
+def test_peel_fits_do_not_depend_on_the_thread_count():
+    """A fit whose births are peels gives the same model with 1 and 2 threads (the peel's
+    products run in numpy, its log-likelihoods in the kernels)."""
+    X, _ = _covariance_mixture(3600, 32, 6)
+    kw = dict(obs="gauss", n_components=1, algorithm="memoized", n_batches=3, random_state=0)
+    one, two = (fit_quietly(DPMixture(n_threads=t, **kw), X) for t in (1, 2))
+    assert any(r["kind"] == "birth" and r["accepted"] for r in one.moves_log_)
+    assert np.array_equal(one.history_["elbo"], two.history_["elbo"]) and one.moves_log_ == two.moves_log_
+    np.testing.assert_array_equal(one.means_, two.means_)
+
+
+def test_which_targets_are_peeled():
+    """A target is peeled when it may hide many clusters: the only cluster, or four times the
+    median mass of the others, with room for 8 sets of 4 D rows; not after a failure at its
+    size, and not again until its mass has more than doubled; never without peels."""
+    from types import SimpleNamespace
+
+    from bnpcore.moves.manager import MoveConfig, MoveManager
+    from bnpcore.stats import SuffStats
+
+    rng = np.random.default_rng(0)
+    model = _model("gauss", rng.standard_normal((200, 32)))  # 8 sets of 4 D rows: 1,024
+
+    def ctx(N):
+        N = np.asarray(N, dtype=np.float64)
+        return SimpleNamespace(model=model, G=SuffStats(N, np.zeros((N.size, 1)), np.zeros(N.size), 0.0, np.arange(N.size)))
+
+    b = MoveManager(MoveConfig(kinds=("birth",)))._move("birth")
+    assert b._peelable(ctx([5000.0]), 0, 5000.0)  # the only cluster
+    assert not b._peelable(ctx([1000.0]), 0, 1000.0)  # too few rows for 8 sets
+    assert b._peelable(ctx([4000.0, 1000.0, 900.0, 1000.0]), 0, 4000.0)
+    assert not b._peelable(ctx([3900.0, 1000.0, 900.0, 1000.0]), 0, 3900.0)  # below 4 × median
+    assert b._peelable(ctx([4000.0, 1000.0, 0.5, 0.5, 0.5]), 0, 4000.0)  # empty clusters do not count
+    b.failures = {0: (1, 4000.0)}
+    assert not b._peelable(ctx([4000.0, 1000.0]), 0, 4000.0)
+    b.failures = {}
+    b.peeled = {0: 4000.0}
+    assert not b._peelable(ctx([7900.0, 1000.0]), 0, 7900.0)
+    assert b._peelable(ctx([8100.0, 1000.0]), 0, 8100.0)  # more than doubled
+    b.manager.options["birth_peel_seeds"] = 0
+    assert not b._peelable(ctx([8100.0, 1000.0]), 0, 8100.0)

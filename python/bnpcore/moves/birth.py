@@ -49,10 +49,12 @@ fit stopped at K = 1 (with a 40,000-row subsample, at 34 mixed clusters, ARI 0.0
 (:func:`peel_clusters`) takes single clusters out of the target instead, each a set of rows the
 model's own expected log-likelihood prefers under the set's posterior to under the target's,
 and proposes them with the rest of the target as one more fresh cluster. It is the first
-attempt, at its current size, on a target holding at least twice the median mass of the other
-clusters (or on the only cluster): targets that may hide many clusters. It needs a few hundred
-rows of each hidden cluster, so peel-eligible targets collect up to :data:`PEEL_MAX_ENTRIES`
-values (the whole target, usually); the fits use a uniform part of the usual size.
+attempt, at its current size, on a target holding at least four times the median mass of the
+other clusters (or on the only cluster) and at least 32 D rows: targets that may hide many
+clusters; a target is not peeled again until its mass has more than doubled. It needs a few
+hundred rows of each hidden cluster, so peel-eligible targets collect up to
+:data:`PEEL_MAX_ENTRIES` values (the whole target, usually); the fits use a uniform part of the
+usual size.
 
 **Abandoned fits.** After ``birth_abandon_after`` (2) VB iterations the fit scores one more step,
 and every pairwise merge of its clusters down to two; when the best of these is more than
@@ -282,6 +284,22 @@ def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kme
 PEEL_MAX_ENTRIES = 1 << 24
 
 
+#: a target is peeled when it holds at least this many times the median mass of the other
+#: clusters (or is the only one): it may hide that many clusters, too many for a split into a
+#: few fresh ones (a target of two or three clusters is split by the fits)
+PEEL_MIN_RATIO = 4.0
+
+#: a target is peeled only when its subsample holds at least this many sets of ``4 D`` rows
+#: (the size of a peeled set): room for many clusters (on image patches, whose median cluster
+#: holds a few dozen rows, targets of 600–2,000 rows were peeled in vain at every lap)
+PEEL_MIN_SETS = 8
+
+#: a target is peeled again only once its mass has changed by more than this fraction since its
+#: last peel (1: only once it has more than doubled): a large cluster that is one Gaussian (the
+#: smooth patches of an image) was peeled in vain again and again while it absorbed merges
+PEEL_RETRY_CHANGE = 1.0
+
+
 def peel_seeds(model, option) -> int:
     r"""Seeds of a peel (:func:`peel_clusters`): the ``birth_peel_seeds`` move option; ``"auto"``
     gives 32 for the full-covariance Gaussians (``gauss``, ``zero_mean_gauss``) with
@@ -294,7 +312,7 @@ def peel_seeds(model, option) -> int:
     return 32 if model.obs.kind in ("gauss", "zero_mean_gauss") and d >= 32 else 0
 
 
-def peel_clusters(model, X, r, rng, n_seeds, *, scale=1.0, iters=8, expand_iters=3, n_threads=None):
+def peel_clusters(model, X, r, rng, n_seeds, *, scale=1.0, iters=8, expand_iters=3, give_up_after=4, n_threads=None):
     r"""Fresh clusters peeled one at a time out of a target's subsample: each is a set of rows
     that the model's own expected log-likelihood prefers under the set's posterior to under the
     target's; the rows of no set form one more cluster (the rest).
@@ -318,9 +336,12 @@ def peel_clusters(model, X, r, rng, n_seeds, *, scale=1.0, iters=8, expand_iters
        settles (a set of fewer than :math:`2D` rows is dropped).
 
     The seeds' sets evolve together (one summary and one log-likelihood call per step for all).
-    Then, in seed order, a set is kept when splitting it off the target raises the
-    weighted-subsample objective (below) and it shares less than half of its rows with every set
-    kept before (a target that is one cluster keeps none). On the covariance mixture of
+    After ``give_up_after`` steps the peel stops if no set would yet raise the objective split
+    off the target: on the covariance data a fifth of the 32 sets already did after two steps,
+    while on image patches no peel of a large cluster (one non-Gaussian blob) had one after
+    four, nor later. Then, in seed order, a set is kept when splitting it off the target raises
+    the weighted-subsample objective (below) and it shares less than half of its rows with every
+    set kept before (a target that is one cluster keeps none). On the covariance mixture of
     ``benches/bench_births_hd.py`` (``--spread 2.5``: 100,000 × 128, 80 clusters, ~1,100 rows
     each) step 1 puts ~15 % of a cluster's rows in the set, and step 2 reaches a set of one
     cluster in 5–8 steps.
@@ -342,6 +363,8 @@ def peel_clusters(model, X, r, rng, n_seeds, *, scale=1.0, iters=8, expand_iters
         fits of :func:`fit_fresh_clusters` weigh their rows).
     iters, expand_iters : int
         Steps 2 and 3 above.
+    give_up_after : int
+        Steps after which the peel stops when no set raises the objective yet.
     n_threads : int, optional
         Threads of the kernels.
 
@@ -384,31 +407,38 @@ def peel_clusters(model, X, r, rng, n_seeds, *, scale=1.0, iters=8, expand_iters
         return np.sort(np.argsort(-v, kind="stable")[:g]) if m <= 4 * g else _top_rows(v, g)
 
     seeds = rng.choice(m, size=min(int(n_seeds), m), replace=False, p=r / r.sum())
-    # every seed's set evolves at once: one summary and one log-likelihood call per step for
-    # all of them (a call's cost is mostly the rows' feature map, whatever the number of sets)
-    Z = Xc @ np.linalg.solve(cov, Xc[seeds].T)
-    sel: list = [top(Z[:, j] ** 2) for j in range(len(seeds))]
-    active = np.ones(len(seeds), dtype=bool)
-    expand = np.zeros(len(seeds), dtype=bool)
-    for it in range(iters + expand_iters):
-        live = np.flatnonzero(active)
-        if live.size == 0:
-            break
-        Ns, Ss = _set_summaries(model.obs.kind, X, r, [sel[j] for j in live])
-        score = np.asarray(core.e_log_lik(X, Ns, Ss, n_threads=n_threads)) - base[:, None]
-        for c, j in enumerate(live):
-            expand[j] |= it >= iters
-            new = np.flatnonzero(score[:, c] > 0) if expand[j] else top(score[:, c])
-            if new.size < 2 * d:
-                sel[j], active[j] = None, False
-            else:
-                # a set has settled when at most 1 % of its rows changed
-                settled = np.setxor1d(new, sel[j], assume_unique=True).size <= new.size // 100
-                active[j] = not (settled and expand[j])
-                expand[j] |= settled
-                sel[j] = new
+
+    def evolve(seeds):
+        """Every seed's set, evolved at once: one summary and one log-likelihood call per step
+        for all of them (a call's cost is mostly the rows' feature map, whatever the number of
+        sets); None for a seed whose set fell below 2 D rows."""
+        Z = Xc @ np.linalg.solve(cov, Xc[seeds].T)
+        sel: list = [top(Z[:, j] ** 2) for j in range(len(seeds))]
+        active = np.ones(len(seeds), dtype=bool)
+        expand = np.zeros(len(seeds), dtype=bool)
+        for it in range(iters + expand_iters):
+            live = np.flatnonzero(active)
+            if live.size == 0:
+                break
+            Ns, Ss = _set_summaries(model.obs.kind, X, r, [sel[j] for j in live])
+            score = np.asarray(core.e_log_lik(X, Ns, Ss, n_threads=n_threads)) - base[:, None]
+            if it == give_up_after and not any(split_gain(sel[j]) > 0 for j in live):
+                return [None] * len(seeds)  # no set on its way to a cluster: one cluster, likely
+            for c, j in enumerate(live):
+                expand[j] |= it >= iters
+                new = np.flatnonzero(score[:, c] > 0) if expand[j] else top(score[:, c])
+                if new.size < 2 * d:
+                    sel[j], active[j] = None, False
+                else:
+                    # a set has settled when at most 1 % of its rows changed
+                    settled = np.setxor1d(new, sel[j], assume_unique=True).size <= new.size // 100
+                    active[j] = not (settled and expand[j])
+                    expand[j] |= settled
+                    sel[j] = new
+        return sel
+
     sets: list = []
-    for t in sel:
+    for t in evolve(seeds):
         if t is not None and all(np.intersect1d(t, u).size * 2 < min(t.size, u.size) for u in sets) and split_gain(t) > 0:
             sets.append(t)
     if not sets:
@@ -477,7 +507,7 @@ class BirthMove(Move):
 
     kind = "birth"
     plans_early = True
-    carried = ("targets", "reservoirs", "pending", "failures")
+    carried = ("targets", "reservoirs", "pending", "failures", "peeled")
 
     def __init__(self, manager, start_lap, max_per_lap):
         super().__init__(manager, start_lap, max_per_lap)
@@ -486,6 +516,7 @@ class BirthMove(Move):
         self.active: list = []  # proposals evaluated at the end of this lap
         self.pending: list = []  # proposals carried to the next lap
         self.failures: dict = {}  # uid -> (count, N_k at the last failure)
+        self.peeled: dict = {}  # uid -> N_k at its last peel
 
     # ------------------------------------------------------------------------ planning
     def busy(self) -> bool:
@@ -522,6 +553,7 @@ class BirthMove(Move):
         self.failures[uid] = (count + 1, float(n))
 
     def plan(self, ctx: LapContext) -> None:
+        self.peeled = {u: n for u, n in self.peeled.items() if ctx.alive([u])}
         self.active = list(self.pending)
         self.pending = []
         reservoirs, self.reservoirs, self.targets = self.reservoirs, {}, []
@@ -566,16 +598,24 @@ class BirthMove(Move):
                 n_new += 1
             todo = failed
 
-    @staticmethod
-    def _outsized(ctx, uid) -> bool:
-        """Whether cluster ``uid`` holds at least twice the median mass of the other clusters
-        (of at least one atom), or there is no other: a target that may hide many clusters."""
+    def _peelable(self, ctx, uid, Nt) -> bool:
+        """Whether target ``uid`` of mass ``Nt`` is to be peeled (:meth:`_attempt`): peels on
+        for the model, no failure at its current size, not peeled since its mass changed by
+        :data:`PEEL_RETRY_CHANGE`, a mass of :data:`PEEL_MIN_SETS` sets of ``4 D`` rows, and at
+        least :data:`PEEL_MIN_RATIO` times the median mass of the other clusters (of at least
+        one atom) or no other cluster: a target that may hide many clusters."""
+        if not peel_seeds(ctx.model, self.manager.options["birth_peel_seeds"]):
+            return False
+        last = self.peeled.get(uid)
+        if self.failures.get(uid, (0, 0.0))[0] or (last is not None and abs(Nt - last) <= PEEL_RETRY_CHANGE * last):
+            return False
+        if Nt < PEEL_MIN_SETS * 4 * int(ctx.model.obs.n_features):
+            return False
         G = ctx.G
         N = np.asarray(G.N, dtype=np.float64)
-        pos = int(G.positions([uid])[0])
-        others = np.delete(N, pos)
+        others = np.delete(N, int(G.positions([uid])[0]))
         others = others[others >= 1.0]
-        return others.size == 0 or N[pos] >= 2.0 * float(np.median(others))
+        return others.size == 0 or Nt >= PEEL_MIN_RATIO * float(np.median(others))
 
     def _attempt(self, ctx, res, Nt, uid):
         """One subsample fit for a target of mass ``Nt``: its fresh summaries and the
@@ -583,16 +623,17 @@ class BirthMove(Move):
         nothing to propose or the gain is not above ``birth_min_gain``. A retry draws other seeds
         from the move stream (as many: ``birth_n_seeds``).
 
-        With peels on (:func:`peel_seeds`), the first attempt at its current size of a target
-        holding at least twice the median mass of the other clusters (or of the only cluster) is
-        a peel (:func:`peel_clusters`, screened by its gain as a fit is); when the peel proposes
-        nothing, and on later attempts, the fit runs on a uniform part of the
-        subsample of the usual size (``Reservoir.fit_rows``)."""
+        With peels on, the first attempt on a target that :meth:`_peelable` accepts (and whose
+        subsample was collected whole, with :data:`PEEL_MIN_SETS` sets of ``4 D`` rows) is a peel
+        (:func:`peel_clusters`, screened by its gain as a fit is); when the peel proposes
+        nothing, and on later attempts, the fit runs on a uniform part of the subsample of the
+        usual size (``Reservoir.fit_rows``)."""
         opts = self.manager.options
         scale = Nt / res.r.sum() if opts["birth_scale_weights"] else 1.0
         X, r = res.X, res.r
         n_peel = peel_seeds(ctx.model, opts["birth_peel_seeds"])
-        if n_peel and self.failures.get(uid, (0, 0.0))[0] == 0 and self._outsized(ctx, uid):
+        if getattr(res, "fit_rows", None) is not None and len(res) >= PEEL_MIN_SETS * 4 * X.shape[1] and self._peelable(ctx, uid, Nt):
+            self.peeled[uid] = float(Nt)
             N, S, gain = peel_clusters(ctx.model, X, r, ctx.state.rng_moves, n_peel, scale=scale, n_threads=ctx.n_threads)
             if N is not None and gain > float(opts["birth_min_gain"]):
                 return N, S, gain
@@ -670,7 +711,8 @@ class BirthMove(Move):
                 if hasattr(X, "nnz"):  # sparse rows are kept dense in the reservoir: bound its memory (128 MB)
                     cap = max(64, min(cap, (1 << 24) // max(int(X.shape[1]), 1)))
                 fit_rows = None
-                if peel_seeds(ctx.model, opts["birth_peel_seeds"]) and not hasattr(X, "nnz"):
+                # a target that may be peeled collects its whole mass (up to PEEL_MAX_ENTRIES)
+                if not hasattr(X, "nnz") and self._peelable(ctx, uid, float(ctx.G.N[int(ctx.pos([uid])[0])])):
                     fit_rows, cap = cap, max(cap, PEEL_MAX_ENTRIES // max(int(X.shape[1]), 1))
                 res = self.reservoirs[uid] = Reservoir(cap, X.shape[1])
                 res.fit_rows = fit_rows
