@@ -152,9 +152,55 @@ def run_memoized_lap(
     if moves is not None:
         accepted, elbo = moves.end_lap(model, state, elbo)
     elbo = remove_empty_and_sort(model, state, elbo)
+    if moves is not None and exact:
+        swept, elbo = sweep_sub_atom(model, source, state, elbo, executor=executor, n_threads=n_threads)
+        accepted += swept
     state.lap += 1
     state.seconds += timer.elapsed()
     return {"elbo": elbo, "accepted": accepted}
+
+
+#: clusters of less than this mass are "sub-atom" (:func:`sweep_sub_atom`)
+SUB_ATOM_MASS = 1.0
+
+#: a sweep is tried when at least this fraction of the clusters are sub-atom
+SUB_ATOM_FRACTION = 0.1
+
+
+def sweep_sub_atom(model, source, state: FitState, elbo: float, *, executor=None, n_threads=None) -> tuple[int, float]:
+    r"""Remove every cluster of less than one atom of mass at once, when they are at least a tenth
+    of the clusters, if that raises the exact objective.
+
+    Clusters whose mass lies between the empty threshold of :func:`remove_empty_and_sort`
+    (:math:`10^{-10}`) and one row's worth are removed by nothing else unless a move happens to
+    push their mass lower, and each costs a full column of every dense local step: on 100,000
+    image patches from K = 800 with the default moves, one fit kept 418 of them beside 355 real
+    clusters for good, and its laps took twice as long. The candidate is the lap's model without
+    them, stepped over every batch once (a whole-dataset pass of the local step: valid
+    responsibilities, so its objective is exact); it replaces the memos when its objective is at
+    least the lap's. Returns ``(1 if replaced else 0, objective)``. Only for nested allocations
+    (the DP), with every memo revisitable."""
+    from bnpcore.algorithms.executor import LocalExecutor
+    from bnpcore.moves._base import whole_dataset_passes
+
+    G = state.stats
+    if not model.alloc.nested or state.frozen or G.K < 2:
+        return 0, elbo
+    tiny = np.flatnonzero(G.N < SUB_ATOM_MASS)
+    if tiny.size < max(2, int(np.ceil(SUB_ATOM_FRACTION * G.K))) or tiny.size >= G.K:
+        return 0, elbo
+    glob = G.drop(tiny)
+    remote = executor is not None and not isinstance(executor, LocalExecutor)
+    memos, _ = whole_dataset_passes(model, source, executor if remote else None, glob, 1, n_threads=n_threads)
+    old = (state.stats, state.memos)
+    state.memos = list(memos)
+    state.recompute_total()
+    new = model.elbo(state.stats)
+    if new >= elbo:
+        return 1, new
+    state.memos = old[1]
+    state.recompute_total()  # the same tree sum of the same memos: G as it was, bit for bit
+    return 0, elbo
 
 
 def stream_batch(model, state: FitState, X, *, n_threads=None) -> float:
