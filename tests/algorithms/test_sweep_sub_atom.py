@@ -60,3 +60,43 @@ def test_no_sweep_without_moves_or_for_few_sub_atom_clusters(monkeypatch):
     calls.clear()
     _fit(X, max_laps=3)
     assert calls == [0, 0]
+
+
+def test_a_declined_sweep_waits_for_twice_as_many(monkeypatch, tmp_path):
+    """A sweep that does not raise the objective leaves the state as it was (memos and G bit
+    for bit) and is not tried again, at the cost of a pass, until the sub-atom clusters are more
+    than twice as many; the record is saved with the model."""
+    import bnpcore
+    from bnpcore.moves import _base as moves_base
+
+    X = load_image_patches(stride=4)[:10000]
+    m, _ = _fit(X, max_laps=2, moves=())  # (without moves nothing sweeps: ~100 sub-atom clusters)
+    state, model = m.state_, m._make_model(m.obs_model_)
+    G = state.stats
+    tiny = np.flatnonzero(G.N < 1.0)
+    assert tiny.size >= 0.1 * G.K
+    passes = []
+    orig = moves_base.whole_dataset_passes
+
+    def spy(*a, **k):
+        passes.append(1)
+        return orig(*a, **k)
+
+    monkeypatch.setattr(moves_base, "whole_dataset_passes", spy)
+    source = m._make_source(X, state.batch_seed)
+    before = (G.N.copy(), [mm.N.copy() for mm in state.memos])
+    swept, elbo = memoized.sweep_sub_atom(model, source, state, np.inf)
+    assert (swept, elbo, len(passes)) == (0, np.inf, 1)
+    assert state.sweep_declined == tiny.size
+    np.testing.assert_array_equal(state.stats.N, before[0])
+    for mm, n in zip(state.memos, before[1]):
+        np.testing.assert_array_equal(mm.N, n)
+    assert memoized.sweep_sub_atom(model, source, state, np.inf) == (0, np.inf) and len(passes) == 1
+    m.save(tmp_path / "m.npz")
+    assert bnpcore.load(tmp_path / "m.npz").state_.sweep_declined == tiny.size
+    state.sweep_declined = tiny.size // 2 - 1  # more than twice as many now: tried, and accepted
+    swept, new = memoized.sweep_sub_atom(model, source, state, -np.inf)
+    assert swept == 1 and len(passes) == 2 and state.sweep_declined == 0
+    assert np.isfinite(new) and new == model.elbo(state.stats)
+    k_left = G.K - tiny.size
+    assert k_left == state.stats.K

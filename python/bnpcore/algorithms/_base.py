@@ -80,6 +80,10 @@ class FitState:
         shrinks the family.
     n_rows : int
         Rows (observations) summarised by the memos and frozen memos.
+    sweep_declined : int
+        Sub-atom clusters at the last sweep that did not raise the objective
+        (:func:`~bnpcore.algorithms.memoized.sweep_sub_atom`; 0: none declined since the last
+        accepted one): the next sweep waits until there are more than twice as many.
     moves_state : dict
         What the proposal moves carry from one lap to the next (pending proposals, birth
         reservoirs, failure memories, ``structure_version``; see
@@ -106,6 +110,7 @@ class FitState:
     last_top_l: int | None = None
     mixed_top_l: bool = False
     n_rows: int = 0
+    sweep_declined: int = 0
     moves_state: dict = field(default_factory=dict)
     truncation_free: dict = field(default_factory=dict)
 

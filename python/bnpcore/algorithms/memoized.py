@@ -179,7 +179,9 @@ def sweep_sub_atom(model, source, state: FitState, elbo: float, *, executor=None
     them, stepped over every batch once (a whole-dataset pass of the local step: valid
     responsibilities, so its objective is exact); it replaces the memos when its objective is at
     least the lap's. Returns ``(1 if replaced else 0, objective)``. Only for nested allocations
-    (the DP), with every memo revisitable."""
+    (the DP), with every memo revisitable. A declined sweep is not tried again until there are
+    more than twice as many sub-atom clusters (``FitState.sweep_declined``): each try costs a
+    pass over the data."""
     from bnpcore.algorithms.executor import LocalExecutor
     from bnpcore.moves._base import whole_dataset_passes
 
@@ -189,6 +191,8 @@ def sweep_sub_atom(model, source, state: FitState, elbo: float, *, executor=None
     tiny = np.flatnonzero(G.N < SUB_ATOM_MASS)
     if tiny.size < max(2, int(np.ceil(SUB_ATOM_FRACTION * G.K))) or tiny.size >= G.K:
         return 0, elbo
+    if tiny.size <= 2 * state.sweep_declined:  # declined before with half as many: not every lap
+        return 0, elbo
     glob = G.drop(tiny)
     remote = executor is not None and not isinstance(executor, LocalExecutor)
     memos, _ = whole_dataset_passes(model, source, executor if remote else None, glob, 1, n_threads=n_threads)
@@ -197,7 +201,9 @@ def sweep_sub_atom(model, source, state: FitState, elbo: float, *, executor=None
     state.recompute_total()
     new = model.elbo(state.stats)
     if new >= elbo:
+        state.sweep_declined = 0
         return 1, new
+    state.sweep_declined = int(tiny.size)
     state.memos = old[1]
     state.recompute_total()  # the same tree sum of the same memos: G as it was, bit for bit
     return 0, elbo
