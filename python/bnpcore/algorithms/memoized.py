@@ -182,7 +182,6 @@ def sweep_sub_atom(model, source, state: FitState, elbo: float, *, executor=None
     (the DP), with every memo revisitable. A declined sweep is not tried again until there are
     more than twice as many sub-atom clusters (``FitState.sweep_declined``): each try costs a
     pass over the data."""
-    from bnpcore.algorithms.executor import LocalExecutor
     from bnpcore.moves._base import whole_dataset_passes
 
     G = state.stats
@@ -193,10 +192,8 @@ def sweep_sub_atom(model, source, state: FitState, elbo: float, *, executor=None
         return 0, elbo
     if tiny.size <= 2 * state.sweep_declined:  # declined before with half as many: not every lap
         return 0, elbo
-    glob = G.drop(tiny)
-    remote = executor is not None and not isinstance(executor, LocalExecutor)
-    memos, _ = whole_dataset_passes(model, source, executor if remote else None, glob, 1, n_threads=n_threads)
-    old = (state.stats, state.memos)
+    memos, _ = whole_dataset_passes(model, source, executor, G.drop(tiny), 1, n_threads=n_threads)
+    old = state.memos
     state.memos = list(memos)
     state.recompute_total()
     new = model.elbo(state.stats)
@@ -204,7 +201,7 @@ def sweep_sub_atom(model, source, state: FitState, elbo: float, *, executor=None
         state.sweep_declined = 0
         return 1, new
     state.sweep_declined = int(tiny.size)
-    state.memos = old[1]
+    state.memos = old
     state.recompute_total()  # the same tree sum of the same memos: G as it was, bit for bit
     return 0, elbo
 

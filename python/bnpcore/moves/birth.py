@@ -392,19 +392,17 @@ def peel_clusters(model, X, r, rng, n_seeds, *, scale=1.0, iters=8, expand_iters
     cov = (Xc * r[:, None]).T @ Xc / r.sum()
     cov[np.diag_indices(d)] += 1e-9 * max(float(np.trace(cov)) / d, 1e-300)
     alloc = model.alloc.core
-    one_N, one_S = np.asarray(N0) * scale, np.asarray(S0) * scale
-    one = float(core.elbo_data(one_N, one_S)) + float(alloc.elbo(one_N))
+
+    def objective(N, S):
+        """Weighted-subsample objective of clusters with summaries ``N, S`` (entropy left out)."""
+        return float(core.elbo_data(N, S)) + float(alloc.elbo(N))
+
+    one = objective(N0 * scale, S0 * scale)
 
     def split_gain(rows):
         """Subsample objective of ``rows`` split off the target, minus the target's."""
         Na, Sa = _set_summaries(model.obs.kind, X, r, [rows])
-        Ns = np.array([Na[0], N0[0] - Na[0]]) * scale
-        Ss = np.stack([Sa[0], np.asarray(S0)[0] - Sa[0]]) * scale
-        return float(core.elbo_data(Ns, Ss)) + float(alloc.elbo(Ns)) - one
-
-    def top(v):
-        """The ``g`` largest entries of ``v``, as sorted row indices (ties: lower index)."""
-        return np.sort(np.argsort(-v, kind="stable")[:g]) if m <= 4 * g else _top_rows(v, g)
+        return objective(np.array([Na[0], N0[0] - Na[0]]) * scale, np.stack([Sa[0], S0[0] - Sa[0]]) * scale) - one
 
     seeds = rng.choice(m, size=min(int(n_seeds), m), replace=False, p=r / r.sum())
 
@@ -413,7 +411,7 @@ def peel_clusters(model, X, r, rng, n_seeds, *, scale=1.0, iters=8, expand_iters
         for all of them (a call's cost is mostly the rows' feature map, whatever the number of
         sets); None for a seed whose set fell below 2 D rows."""
         Z = Xc @ np.linalg.solve(cov, Xc[seeds].T)
-        sel: list = [top(Z[:, j] ** 2) for j in range(len(seeds))]
+        sel: list = [_top_rows(Z[:, j] ** 2, g) for j in range(len(seeds))]
         active = np.ones(len(seeds), dtype=bool)
         expand = np.zeros(len(seeds), dtype=bool)
         for it in range(iters + expand_iters):
@@ -426,7 +424,7 @@ def peel_clusters(model, X, r, rng, n_seeds, *, scale=1.0, iters=8, expand_iters
                 return [None] * len(seeds)  # no set on its way to a cluster: one cluster, likely
             for c, j in enumerate(live):
                 expand[j] |= it >= iters
-                new = np.flatnonzero(score[:, c] > 0) if expand[j] else top(score[:, c])
+                new = np.flatnonzero(score[:, c] > 0) if expand[j] else _top_rows(score[:, c], g)
                 if new.size < 2 * d:
                     sel[j], active[j] = None, False
                 else:
@@ -449,13 +447,13 @@ def peel_clusters(model, X, r, rng, n_seeds, *, scale=1.0, iters=8, expand_iters
         tot[t] += 1.0
     rest = np.flatnonzero(tot == 0)
     N, S = _set_summaries(model.obs.kind, X, scale * r, sets + [rest], [1.0 / tot[t] for t in sets] + [np.ones(rest.size)])
-    keep = np.flatnonzero(np.asarray(N) >= 1.0)
+    keep = np.flatnonzero(N >= 1.0)
     if keep.size < 2:
         return None, None, -np.inf
-    N, S = np.ascontiguousarray(np.asarray(N)[keep]), np.ascontiguousarray(np.asarray(S)[keep])
+    N, S = np.ascontiguousarray(N[keep]), np.ascontiguousarray(S[keep])
     # weighted-subsample objective of the hard partition against one cluster (the entropy of
     # rows shared by two sets left out: the gain is not overstated by it)
-    return N, S, float(core.elbo_data(N, S)) + float(alloc.elbo(N)) - one
+    return N, S, objective(N, S) - one
 
 
 def _set_summaries(kind, X, r, sets, weights=None):
@@ -631,13 +629,13 @@ class BirthMove(Move):
         opts = self.manager.options
         scale = Nt / res.r.sum() if opts["birth_scale_weights"] else 1.0
         X, r = res.X, res.r
-        n_peel = peel_seeds(ctx.model, opts["birth_peel_seeds"])
-        if getattr(res, "fit_rows", None) is not None and len(res) >= PEEL_MIN_SETS * 4 * X.shape[1] and self._peelable(ctx, uid, Nt):
+        fit_rows = getattr(res, "fit_rows", None)  # set: collected whole for a peel
+        if fit_rows is not None and len(res) >= PEEL_MIN_SETS * 4 * X.shape[1] and self._peelable(ctx, uid, Nt):
             self.peeled[uid] = float(Nt)
+            n_peel = peel_seeds(ctx.model, opts["birth_peel_seeds"])
             N, S, gain = peel_clusters(ctx.model, X, r, ctx.state.rng_moves, n_peel, scale=scale, n_threads=ctx.n_threads)
             if N is not None and gain > float(opts["birth_min_gain"]):
                 return N, S, gain
-        fit_rows = getattr(res, "fit_rows", None)
         if fit_rows is not None and len(res) > fit_rows:
             idx = np.sort(ctx.state.rng_moves.choice(len(res), int(fit_rows), replace=False))
             X, r = X[idx], r[idx]
