@@ -86,17 +86,24 @@ def _run(name, X, y, max_laps):
     }
 
 
-def elbo_of_truth(X, y, vb_iters=3):
-    """The exact ELBO (default hyperparameters) of the true labelling against that of one cluster:
-    one-cluster summaries of every true cluster's rows (entropy 0, the data's ``Σ h(x)``), then
-    ``vb_iters`` whole-data VB iterations from them (each can only raise the ELBO). Returns
-    ``(elbo_K1, elbo_truth, [elbo after each VB iteration])``."""
+def _one_cluster(X):
+    """The one-cluster fit of ``X`` (full covariance, default prior) the ELBOs are compared with."""
     from bnpcore import DPMixture
-    from bnpcore.stats import SuffStats
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        one = DPMixture(obs="gauss", n_components=1, algorithm="full", moves=(), max_laps=5, random_state=0).fit(X)
+        return DPMixture(obs="gauss", n_components=1, algorithm="full", moves=(), max_laps=5, random_state=0).fit(X)
+
+
+def elbo_of_truth(X, y, vb_iters=3, one=None):
+    """The exact ELBO (default hyperparameters) of the true labelling against that of one cluster:
+    one-cluster summaries of every true cluster's rows (entropy 0, the data's ``Σ h(x)``), then
+    ``vb_iters`` whole-data VB iterations from them (each can only raise the ELBO). ``one``: the
+    one-cluster fit of ``X`` when already made (several labellings of the same rows). Returns
+    ``(elbo_K1, elbo_truth, [elbo after each VB iteration])``."""
+    from bnpcore.stats import SuffStats
+
+    one = _one_cluster(X) if one is None else one
     model, g1 = one._make_model(one.obs_model_), one.summaries_
     k = int(y.max() + 1)
     parts = [model.stats_from_output(model.local_step(np.ascontiguousarray(X[y == j]), g1), np.arange(1)) for j in range(k)]
@@ -122,12 +129,13 @@ def main():
     if args.truth:
         n, d, k = (20_000, 64, 10) if args.quick else (100_000, 128, 80)
         X, y = make_covariance_mixture(n, d, k, spread=args.spread)
-        e1, et, after = elbo_of_truth(X, y)
+        one = _one_cluster(X)
+        e1, et, after = elbo_of_truth(X, y, one=one)
         print(f"covariance mixture {n} x {d}, {k} clusters, spread {args.spread}: ELBO of one cluster {e1:.1f}, of the true labels "
               f"{et:.1f} ({(et - e1) / n:+.3f} nats/row); after VB from the truth: " + ", ".join(f"{(a - e1) / n:+.3f}" for a in after))
         for g in (2, 5, 10, 20, 40):
             if g < k:
-                _, eg, _ = elbo_of_truth(X, y % g, vb_iters=0)
+                _, eg, _ = elbo_of_truth(X, y % g, vb_iters=0, one=one)
                 print(f"  {g} unions of true clusters (labels y mod {g}): {(eg - e1) / n:+.3f} nats/row", flush=True)
         return
 
