@@ -162,11 +162,22 @@ def run_laps(
                     executor=executor,
                 )
             state.last_top_l, state.mixed_top_l = lap_l, False
-            if moves is not None:
-                state.moves_state = moves.get_state()
             elbo = res["elbo"]
             if shrinks:
                 prev = None
+            # the convergence test on the objective; while a move is busy it does not stop the
+            # fit, but tells the moves to prepare every attempt they have left at once
+            quiet = (
+                prev is not None
+                and state.lap >= config.min_laps
+                and res["accepted"] == 0
+                and np.isfinite(elbo)
+                and abs(elbo - prev) <= config.tol * abs(elbo)
+            )
+            busy = moves is not None and moves.busy()
+            if moves is not None:
+                moves.settled = bool(quiet and busy)
+                state.moves_state = moves.get_state()
             if not stochastic and is_decrease(prev, elbo, model, state.stats):
                 warnings.warn(f"ELBO decreased at lap {state.lap}: {prev!r} -> {elbo!r}", ELBODecreaseWarning, stacklevel=4)
             state.record(elbo)
@@ -176,14 +187,7 @@ def run_laps(
                 progress.update(1)
             if stop is True:  # the caller asked to stop after this lap (not converged)
                 break
-            if (
-                prev is not None
-                and state.lap >= config.min_laps
-                and res["accepted"] == 0
-                and not (moves is not None and moves.busy())
-                and np.isfinite(elbo)
-                and abs(elbo - prev) <= config.tol * abs(elbo)
-            ):
+            if quiet and not busy:
                 converged = True
                 break
             prev = elbo

@@ -223,6 +223,7 @@ class LapContext:
     exact: bool  # every batch has a memo: G summarises the whole dataset
     n_batches: int
     n_threads: int | None
+    settled: bool = False  # the previous lap met the convergence test while a move was busy
     involved: set = field(default_factory=set)  # uids taking part in a move this lap
     targets: set = field(default_factory=set)  # uids removed if their move is accepted (birth/delete targets)
 

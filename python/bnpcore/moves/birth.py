@@ -96,6 +96,16 @@ cluster stopped at lap 2 after its first rejected birth). Three attempts instead
 two, the toy patches (``make_toy_patches``, 100,000 rows) fused two overlapping edges in 2 of
 10 seeds and the 60,000 × 128 separated-means data ended at 38 of 40 clusters.
 
+**Settled laps.** Every cluster stays a birth target until its attempts are used up, and a lap
+collects for ``max_births_per_lap`` targets: once the clusters are found, a fit kept running a
+lap per three clusters whose fits all failed (on 100,000 × 128 rows of 80 clusters,
+``benches/bench_births_hd.py --spread 2.5``, 23 of 31 laps and 66 of 115 s). When a lap meets
+the convergence test while births are still to be tried, the lap loop marks the manager
+``settled`` and the next lap collects for every eligible target, within
+:data:`SWEEP_MAX_ENTRIES` collected values; the lap after it fits them all (``birth_fits_per_lap``
+fits per target), so the fit ends two laps later unless a birth is accepted (that fit: 11 laps,
+58 s, the same 80 clusters).
+
 With ``algorithm="full"`` (one batch) the same pipeline runs across consecutive iterations:
 collection in iteration ℓ, creation at the start of iteration ℓ+1, construction and evaluation
 in iteration ℓ+1.
@@ -283,6 +293,10 @@ def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kme
 #: of it, of their usual size)
 PEEL_MAX_ENTRIES = 1 << 24
 
+
+#: most entries (rows × features) the subsamples of all targets collected in a settled lap hold
+#: together (256 MB of doubles; :meth:`BirthMove.plan_next`)
+SWEEP_MAX_ENTRIES = 1 << 25
 
 #: a target is peeled when it holds at least this many times the median mass of the other
 #: clusters (or is the only one): it may hide that many clusters, too many for a split into a
@@ -569,7 +583,8 @@ class BirthMove(Move):
             if Nt < opts["birth_min_size"] or len(res) < 4 or not self._eligible(ctx, uid, Nt):
                 continue
             todo.append((uid, res, Nt))
-        budget = int(opts["birth_fits_per_lap"]) * self.max_per_lap
+        # (more targets than max_per_lap were collected after a settled lap: each gets its fits)
+        budget = int(opts["birth_fits_per_lap"]) * max(self.max_per_lap, len(todo))
         fits = n_new = 0
         while todo and fits < budget and n_new < self.max_per_lap:
             failed = []
@@ -663,6 +678,11 @@ class BirthMove(Move):
             if G.N[i] > 0 and G.N[i] >= min_size and self._eligible(ctx, int(G.uids[i]), float(G.N[i]))
         ]
         n = self.max_per_lap
+        if ctx.settled and ctx.exact:
+            # the previous lap met the convergence test while targets were still to be tried:
+            # collect for every eligible target now (within SWEEP_MAX_ENTRIES collected values),
+            # so that their fits all follow in the next lap instead of max_per_lap a lap
+            n = self._sweep_targets(ctx, cands)
         self.targets = [int(G.uids[i]) for i in cands[:n]]
         # slots left: collect again for this lap's own birth targets that may still be retried
         # (if their birth is accepted the subsample is dropped), so that a rejection is followed
@@ -675,6 +695,23 @@ class BirthMove(Move):
             if count + 1 < self.manager.options["birth_max_fail"] and G.N[pos] >= min_size:
                 self.targets.append(int(p.target))
         self.reservoirs = {}
+
+    def _sweep_targets(self, ctx, cands) -> int:
+        """How many of the ranked candidates ``cands`` (positions) a settled lap collects for:
+        as many as the reservoirs' expected values (``D`` times the smaller of a target's mass
+        and its reservoir's cap) keep within :data:`SWEEP_MAX_ENTRIES`, and at least
+        ``max_per_lap``."""
+        G, d = ctx.G, int(ctx.model.obs.n_features)
+        cap = subsample_cap(ctx.model, G, self.manager.options)
+        total = n = 0
+        for i in cands:
+            Nt = float(G.N[i])
+            rows = min(Nt, max(cap, PEEL_MAX_ENTRIES // max(d, 1)) if self._peelable(ctx, int(G.uids[i]), Nt) else cap)
+            total += int(np.ceil(rows)) * d
+            if total > SWEEP_MAX_ENTRIES and n >= self.max_per_lap:
+                break
+            n += 1
+        return max(n, self.max_per_lap)
 
     # ------------------------------------------------------------------------- batches
     def batch_request(self, ctx, b, visit):

@@ -190,6 +190,10 @@ class MoveManager(MoveOptions):
         ]
         #: incremented whenever a move is accepted (failure memories are reset by it)
         self.structure_version = 0
+        #: set by the lap loop after a lap that met the convergence test while :meth:`busy`:
+        #: the next lap's moves prepare every attempt they still have at once
+        #: (:meth:`~bnpcore.moves.birth.BirthMove.plan_next`) instead of a few per lap
+        self.settled = False
         self._ctx: LapContext | None = None
         self._visit = 0
         self._planned = 0
@@ -211,7 +215,7 @@ class MoveManager(MoveOptions):
     # ------------------------------------------------------------------------------ hooks
     def start_lap(self, model, state) -> None:
         exact = all(m is not None for m in state.memos)
-        ctx = LapContext(model, state, state.lap + 1, exact, len(state.memos), self.n_threads)
+        ctx = LapContext(model, state, state.lap + 1, exact, len(state.memos), self.n_threads, settled=bool(self.settled))
         # clusters with mass in frozen memos (partial_fit batches whose data are gone) have no
         # proposal summaries there: they take part in no move (Hughes & Sudderth 2013 §3; Hughes thesis §3.5.3)
         for fm in getattr(state, "frozen", []) or []:
@@ -314,14 +318,19 @@ class MoveManager(MoveOptions):
 
     def get_state(self) -> dict:
         """Everything the moves carry from one lap to the next (taken at the end of a lap):
-        ``structure_version`` and each move's :meth:`~bnpcore.moves._base.Move.get_state`."""
-        return {"structure_version": int(self.structure_version), "moves": {m.kind: m.get_state() for m in self.moves}}
+        ``structure_version``, ``settled`` and each move's :meth:`~bnpcore.moves._base.Move.get_state`."""
+        return {
+            "structure_version": int(self.structure_version),
+            "settled": bool(self.settled),
+            "moves": {m.kind: m.get_state() for m in self.moves},
+        }
 
     def set_state(self, state: dict | None) -> None:
         """Restore :meth:`get_state` (empty or None: a fresh manager)."""
         if not state:
             return
         self.structure_version = int(state.get("structure_version", 0))
+        self.settled = bool(state.get("settled", False))
         for m in self.moves:
             if m.kind in state.get("moves", {}):
                 m.set_state(state["moves"][m.kind])
