@@ -55,6 +55,7 @@ from bnpcore.algorithms.executor import (
     prepare,
     select_collected_rows,
     select_output_rows,
+    take_sample,
 )
 from bnpcore.exceptions import BackendError, ParameterError, ShapeError
 
@@ -164,7 +165,7 @@ def _local_step(model, X, glob, opts, n_threads, b, collect_threshold, memo_uids
     if isinstance(X, np.ndarray) and check is not None:
         check(X, f"X (batch {b})")
     X = prepare(model, X)
-    out = model.local_step(X, glob, n_threads=n_threads, **kernel_options(opts))
+    out = take_sample(model.local_step(X, glob, n_threads=n_threads, **kernel_options(opts)), X, opts)
     keep = out.get("doc_topic") if opts.get(KEEP_DOC_TOPIC) else None
     rows = None
     if collect_threshold is not None and out.get("cols") is not None:

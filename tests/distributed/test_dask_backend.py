@@ -121,6 +121,26 @@ def test_dask_equals_local_with_sparse_rows_and_default_moves(client):
     assert remote.moves_log_ == local.moves_log_
 
 
+@pytest.mark.parametrize("schedule", ["sequential", "parallel"])
+def test_dask_equals_local_with_the_delete_screens_subsample(client, schedule):
+    """Enough rows for the delete screen's fixed-stride subsample (``delete_min_sample``) and
+    births collecting rows from K = 1: the subsample is taken where the batch lives, so the Dask
+    fit screens with the same rows as the local one and follows the same trajectory. (It was
+    read from the driver's copy of the batch, which on a cluster holds only the rows births
+    collect: on 12,000 × 48 rows the Dask fit tried three deletes the local one screened out.)"""
+    X = seeded_data("gauss", n=6000, d=4, k=8, seed=5)
+    kw = dict(n_components=1, algorithm="memoized", n_batches=3, schedule=schedule, max_laps=6, tol=0, random_state=0)
+    local = _fit(DPMixture(**kw), X)
+    remote = _fit(DPMixture(backend="dask", client=client, **kw), X)
+    assert any(r["kind"] == "birth" and r["accepted"] for r in local.moves_log_)
+    delete = {m.kind: m for m in local.moves_manager_.moves}["delete"]
+    assert sorted(delete.sample) == [0, 1, 2] and sum(len(x) for x in delete.sample.values()) >= 500
+    remote_delete = {m.kind: m for m in remote.moves_manager_.moves}["delete"]
+    for b in range(3):
+        np.testing.assert_array_equal(remote_delete.sample[b], delete.sample[b])
+    _same_fit(local, remote)
+
+
 @pytest.mark.parametrize("obs", ["mult", "bern"])
 def test_dask_equals_local_on_scipy_sparse_rows_with_births(client, obs):
     """scipy.sparse rows scattered to the workers: a birth's collected rows come back sparse

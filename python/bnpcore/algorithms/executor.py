@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SCHEDULES", "BatchResult", "LocalExecutor", "prepare", "select_collected_rows", "shared_options"]
+__all__ = ["SAMPLE_STRIDE", "SCHEDULES", "BatchResult", "LocalExecutor", "prepare", "select_collected_rows", "shared_options", "take_sample"]
 
 #: visiting orders of a memoized lap
 SCHEDULES = ("sequential", "parallel")
@@ -95,7 +95,24 @@ def select_output_rows(out: dict, X, select):
 #: option.
 KEEP_DOC_TOPIC = "keep_doc_topic"
 
-_EXECUTOR_KEYS = (SELECT_ROWS, KEEP_DOC_TOPIC)
+#: local-step option of the mixture delete's screen (:class:`bnpcore.moves.delete.DeleteMove`):
+#: every ``stride``-th row of a dense batch, in the model's coordinates, comes back as
+#: ``out["sample"]`` (:func:`take_sample`), taken where the batch lives — so a cluster's
+#: executor returns the same rows as the local one. Not a kernel option.
+SAMPLE_STRIDE = "sample_stride"
+
+_EXECUTOR_KEYS = (SELECT_ROWS, KEEP_DOC_TOPIC, SAMPLE_STRIDE)
+
+
+def take_sample(out: dict, X, opts: dict) -> dict:
+    """``out`` with ``out["sample"] = X[::stride]`` (float64, C order) when ``opts`` asks for a
+    :data:`SAMPLE_STRIDE` and ``X`` is a dense array (sparse batches give no sample)."""
+    stride = opts.get(SAMPLE_STRIDE)
+    if stride is None or not isinstance(X, np.ndarray):
+        return out
+    out = dict(out)
+    out["sample"] = np.ascontiguousarray(X[:: max(1, int(stride))], dtype=np.float64)
+    return out
 
 
 def kernel_options(opts: dict) -> dict:
@@ -140,7 +157,7 @@ class LocalExecutor:
         shared = shared_options(model, glob, len(items), n_threads=n_threads)
         for b, opts in items:
             Xb = prepare(model, self.source.get(int(b)))
-            out = model.local_step(Xb, glob, n_threads=n_threads, **shared, **kernel_options(opts))
+            out = take_sample(model.local_step(Xb, glob, n_threads=n_threads, **shared, **kernel_options(opts)), Xb, opts)
             memo = None if memo_uids is None else model.stats_from_output(out, memo_uids)
             results.append(BatchResult(b, out, Xb, memo=memo))
         return results

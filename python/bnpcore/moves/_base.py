@@ -211,6 +211,9 @@ class BatchRequest:
     cooccur_col: int | None = None
     #: the pairs of clusters some L-sparse row holds together (``co_pairs``)
     cooccur_pairs: bool = False
+    #: every ``sample_stride``-th row of the batch (``out["sample"]``, dense batches only;
+    #: :data:`bnpcore.algorithms.executor.SAMPLE_STRIDE`)
+    sample_stride: int | None = None
 
 
 @dataclass

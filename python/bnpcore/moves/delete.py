@@ -315,27 +315,41 @@ class DeleteMove(Move):
         if t:
             self.co_target = t[0]
 
+    def _sample_stride(self, ctx) -> int | None:
+        """The stride of the screen's fixed-stride subsample (module docstring), or None for no
+        subsample: at most ``delete_max_sample`` rows and ``delete_sample_budget`` of a lap's
+        rows over ``delete_sample_iters`` steps, none below ``delete_min_sample`` rows. A
+        function of the fit's row count only (``FitState.n_rows``; the summaries' mass when it is
+        unknown), so every batch of every lap, first lap included, is sampled alike, and the
+        stride is known before the batch is visited: the rows are taken where the batch lives
+        (:data:`~bnpcore.algorithms.executor.SAMPLE_STRIDE`), on a cluster as in this process.
+        (The rows were read from the driver's copy of the batch, which on a cluster holds only
+        the rows births collect: the Dask screen saw other rows than the local one.)"""
+        if self.max_per_lap < 1 or ctx.n_batches < 2:
+            return None
+        opts = self.manager.options
+        n_total = float(getattr(ctx.state, "n_rows", 0) or np.sum(ctx.G.N))
+        iters = max(int(opts["delete_sample_iters"]), 1)
+        size = min(float(opts["delete_max_sample"]), float(opts["delete_sample_budget"]) * n_total / iters)
+        if size < float(opts["delete_min_sample"]):
+            return None
+        return max(1, int(np.ceil(n_total / size)))
+
     def batch_request(self, ctx, b, visit):
         props = []
         for p in self.active:
             props.append(_request(p, ctx.pos(p.uids), ctx.G, self.manager.options["delete_carry_ratio"]))
         co = None if self.co_target is None else int(ctx.pos([self.co_target])[0])
-        if not props and co is None:
+        stride = self._sample_stride(ctx)
+        if not props and co is None and stride is None:
             return None
-        return BatchRequest(proposals=props, cooccur_col=co)
+        return BatchRequest(proposals=props, cooccur_col=co, sample_stride=stride)
 
     def after_batch(self, ctx, b, visit, result):
         if visit == 0:
             self.sample = {}
-        X = getattr(self.manager, "_batch_X", None)
-        if self.max_per_lap >= 1 and ctx.n_batches > 1 and isinstance(X, np.ndarray):  # (no subsample of sparse batches)
-            opts = self.manager.options
-            n_total = float(np.sum(ctx.G.N))
-            iters = max(int(opts["delete_sample_iters"]), 1)
-            size = min(float(opts["delete_max_sample"]), float(opts["delete_sample_budget"]) * n_total / iters)
-            if size >= float(opts["delete_min_sample"]):
-                frac = size / max(n_total, 1.0)
-                self.sample[b] = np.ascontiguousarray(X[:: max(1, int(np.ceil(1.0 / frac)))], dtype=np.float64)
+        if result.get("sample") is not None:  # (no subsample of sparse batches)
+            self.sample[b] = result["sample"]
         for p, part in zip(self.active, result["proposals"]):
             p.parts[b] = tuple(np.array(a, dtype=np.float64, copy=True) for a in part)
             if ctx.n_batches > 1 and len(p.parts) < ctx.n_batches:

@@ -15,6 +15,7 @@ from typing import ClassVar
 import numpy as np
 
 from bnpcore.algorithms._base import memo_map
+from bnpcore.algorithms.executor import SAMPLE_STRIDE
 from bnpcore.exceptions import ParameterError
 from bnpcore.moves._base import ACCEPT_RTOL, ACCEPT_RTOL_RANGE, FLAG, FRACTION, LapContext, MoveOptions, OptionRange, count, number
 from bnpcore.moves.birth import BirthMove
@@ -247,7 +248,7 @@ class MoveManager(MoveOptions):
         if ctx.n_batches == 1:
             self._visit_glob = state.stats  # SuffStats are replaced, never mutated, by the engine
         pairs, props = [], []
-        collect = cooccur = None
+        collect = cooccur = sample = None
         co_pairs = False
         routes = []
         visit = self._planned
@@ -255,18 +256,20 @@ class MoveManager(MoveOptions):
         for m in self.moves:
             req = m.batch_request(ctx, b, visit)
             if req is None:
-                routes.append((m, 0, 0, 0, 0, False, False))
+                routes.append((m, 0, 0, 0, 0, False, False, False))
                 continue
             p0, q0 = len(pairs), len(props)
             pairs.extend((int(a), int(c)) for a, c in req.merge_pairs)
             props.extend(req.proposals)
-            own_col = own_co = False
+            own_col = own_co = own_sample = False
             if req.collect_cols and collect is None:
                 collect, own_col = [int(c) for c in req.collect_cols], True
             if req.cooccur_col is not None and cooccur is None:
                 cooccur, own_co = int(req.cooccur_col), True
+            if req.sample_stride is not None and sample is None:
+                sample, own_sample = int(req.sample_stride), True
             co_pairs = co_pairs or req.cooccur_pairs
-            routes.append((m, p0, len(pairs), q0, len(props), own_col, own_co))
+            routes.append((m, p0, len(pairs), q0, len(props), own_col, own_co, own_sample))
         self._routes[b] = (visit, routes)
         opts = {}
         if pairs:
@@ -279,6 +282,8 @@ class MoveManager(MoveOptions):
             opts["cooccur_col"] = cooccur
         if co_pairs:
             opts["cooccur_pairs"] = True
+        if sample is not None:
+            opts[SAMPLE_STRIDE] = sample
         return opts
 
     def after_batch(self, model, state, b, out, X=None) -> None:
@@ -289,13 +294,14 @@ class MoveManager(MoveOptions):
         if ctx.n_batches == 1 and X is not None:
             self.visit_inputs = {0: (X, self._visit_glob)}
         visit, routes = self._routes.pop(b, (self._visit, []))
-        for m, p0, p1, q0, q1, own_col, own_co in routes:
+        for m, p0, p1, q0, q1, own_col, own_co, own_sample in routes:
             res = {
                 "pair_H": np.asarray(out.get("pair_H", np.zeros(0)))[p0:p1],
                 "proposals": list(out.get("proposals", []))[q0:q1],
                 "cols": out.get("cols") if own_col else None,
                 "cooccur": out.get("cooccur") if own_co else None,
                 "co_pairs": out.get("co_pairs"),
+                "sample": out.get("sample") if own_sample else None,
             }
             m.after_batch(ctx, b, visit, res)
         self._batch_X = None
