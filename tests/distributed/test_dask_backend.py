@@ -406,6 +406,24 @@ def test_hmm_on_dask_equals_local(client):
     assert np.array_equal(local.transmat_, remote.transmat_)
 
 
+def test_hmm_settled_lap_on_dask_equals_local(client):
+    """The default moves and tolerance: after a settled lap the time steps of every untried
+    state are selected on the workers at once (``SELECT_ROWS`` with several columns), and the
+    births judged from them, so the whole trajectory is the local fit's."""
+    from bnpcore import HDPHMM
+
+    X, lengths, _ = bnpcore.datasets.make_sticky_hmm(n_seqs=8, seq_len=400, random_state=0)
+    kw = dict(n_batches=4, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        local = HDPHMM(**kw).fit(X, lengths)
+        remote = HDPHMM(backend="dask", client=client, **kw).fit(X, lengths)
+    laps = [r["lap"] for r in local.moves_log_ if r["kind"] == "birth"]
+    assert max(laps.count(lap) for lap in set(laps)) >= 2  # a lap that judged several births
+    assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])
+    assert local.moves_log_ == remote.moves_log_ and local.n_iter_ == remote.n_iter_
+
+
 def test_topic_model_on_dask_equals_local(client):
     from bnpcore import HDPTopicModel
 

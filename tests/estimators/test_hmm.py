@@ -210,6 +210,52 @@ def test_resume_with_moves_is_exact(tmp_path):
     assert back.moves_log_ == straight.moves_log_
 
 
+def _settled_trace(X, lengths, **kw):
+    """Fit recording, per lap, the manager's ``settled`` flag (set at the end of the lap)."""
+    rows = []
+    m = _fit(HDPHMM(callback=lambda est, info: rows.append(bool(est.state_.moves_state["settled"])), **kw), X, lengths)
+    return m, rows
+
+
+def test_a_settled_lap_judges_every_untried_birth(monkeypatch):
+    """Once a lap meets the convergence test with states still untried by a birth, the next lap
+    collects for all of them and judges their births at its end (one state per lap before: the
+    default fit of the sticky toy ran 11 laps, 7 of them births that changed nothing); the fit,
+    its states and its objective are those of before."""
+    import bnpcore.estimators.hmm as est_hmm
+    from bnpcore.moves.hmm import HMMMoveManager
+
+    X, lengths, z = bnpcore.datasets.make_sticky_hmm(random_state=0)
+    m, settled = _settled_trace(X, lengths, random_state=0)
+    assert m.converged_ and m.n_components_ == 8 and adjusted_rand_score(z, m.predict(X, lengths)) == 1.0
+    first = settled.index(True) + 1  # the first settled lap (1-based)
+    births = [r["lap"] for r in m.moves_log_ if r["kind"] == "birth" and not r["accepted"]]
+    assert births.count(first + 1) >= 2  # several births judged in the lap after it
+    assert m.n_iter_ == first + 1  # all failed: nothing is left to try, the fit stops
+
+    class OneALap(HMMMoveManager):  # a manager that is never settled: one birth per lap
+        settled = property(lambda self: False, lambda self, value: None)
+
+    monkeypatch.setattr(est_hmm, "HMMMoveManager", OneALap)
+    slow = _fit(HDPHMM(random_state=0), X, lengths)
+    assert slow.n_iter_ > m.n_iter_ + 3 and slow.n_components_ == 8
+    assert slow.elbo_ == pytest.approx(m.elbo_, rel=1e-9)
+
+
+def test_a_settled_lap_resumes_exactly(tmp_path):
+    X, lengths, _ = bnpcore.datasets.make_sticky_hmm(random_state=0)
+    full, settled = _settled_trace(X, lengths, random_state=0)
+    first = settled.index(True) + 1
+    part = _fit(HDPHMM(max_laps=first, random_state=0), X, lengths)
+    assert part.state_.moves_state["settled"] is True
+    part.save(tmp_path / "m.npz")
+    back = bnpcore.load(tmp_path / "m.npz")
+    back.set_params(warm_start=True, max_laps=100)
+    _fit(back, X, lengths)
+    assert np.array_equal(back.history_["elbo"], full.history_["elbo"])
+    assert back.moves_log_ == full.moves_log_ and back.converged_
+
+
 def test_plots_of_a_fitted_hmm():
     import matplotlib as mpl  # in the test extra: a missing matplotlib fails, it does not skip
 

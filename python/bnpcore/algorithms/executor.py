@@ -69,19 +69,22 @@ def select_collected_rows(out: dict, X, threshold: float):
 
 #: local-step option of a move that reads per-row outputs with their rows (topic and HMM
 #: births): ``(key, column, threshold)`` — only the rows whose ``out[key][:, column]`` exceeds
-#: ``threshold`` are wanted. Not a kernel option: executors strip it; a cluster's executor
+#: ``threshold`` are wanted (``column`` may be a list of columns: the rows where any of them
+#: does). Not a kernel option: executors strip it; a cluster's executor
 #: applies it where the batch lives (:func:`select_output_rows`), so only those rows travel.
 SELECT_ROWS = "select_rows"
 
 
 def select_output_rows(out: dict, X, select):
-    """Keep the rows ``flatnonzero(out[key][:, column] > threshold)`` of the batch ``X`` (its
-    ``.X`` for a sequence batch) and of the per-row output ``out[key]``, in row order. A move
+    """Keep the rows ``flatnonzero(out[key][:, column] > threshold)`` (any of the columns, for a
+    list of them) of the batch ``X`` (its ``.X`` for a sequence batch) and of the per-row output
+    ``out[key]``, in row order. A move
     that applies the same rule to the reduced pair selects every row again, so it sees the same
     rows with the same outputs in the same order."""
     key, col, thr = select
     vals = np.asarray(out[key])
-    rows = np.flatnonzero(vals[:, int(col)] > float(thr))
+    cols = [int(c) for c in col] if isinstance(col, (list, tuple)) else [int(col)]
+    rows = np.flatnonzero((vals[:, cols] > float(thr)).any(axis=1))
     out = dict(out)
     out[key] = np.ascontiguousarray(vals[rows])
     Xr = getattr(X, "X", X)

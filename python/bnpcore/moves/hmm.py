@@ -29,7 +29,12 @@ then the batch memos are replaced by the candidate's. Nothing of a rejected prop
   Euclidean k-means of the rows ``[x_t, x_{t-1}]``, measured better)
   (:func:`bnpcore.moves.birth.fit_fresh_clusters`) and replace the target. Targets rotate over
   the states by decreasing size; a state that failed is tried again only after the structure
-  changed. While some state is still to be tried, the fit does not declare convergence.
+  changed. While some state is still to be tried, the fit does not declare convergence; but
+  once a lap meets the convergence test with states still untried, the lap loop marks the
+  manager ``settled`` and the next lap collects the time steps of every untried state (within
+  :data:`bnpcore.moves.birth.SWEEP_MAX_ENTRIES` values) and judges their births at its end, in
+  the same order, until one is accepted — instead of one state per lap, each lap a pass over the
+  data that changed nothing (the sticky toy's default fit: 11 → 5 laps, the same 8 states).
 
 Each evaluated proposal is logged in ``moves_log_`` (``lap``, ``kind``, ``uids``, ``elbo_before``,
 ``elbo_after``, ``elbo_gain``, ``accepted``).
@@ -155,8 +160,11 @@ class HMMMoveManager(MoveOptions):
         self.n_threads = config.n_threads
         self.structure_version = 0
         self.failed: dict = {}  # (kind, uid or pair) -> structure version of the failure
-        self._target = None
-        self._reservoir = None
+        #: set by the lap loop after a lap that met the convergence test while states were still
+        #: to be tried by a birth: the next lap prepares and judges the births of all of them
+        self.settled = False
+        self._targets: list = []  # uids whose time steps this lap collects for a birth
+        self._reservoirs: dict = {}  # uid -> Reservoir
         self._lap = 0
         self._exact = False
         self._last_stats = None
@@ -182,26 +190,43 @@ class HMMMoveManager(MoveOptions):
         rec.update(extra)
         state.moves_log.append(rec)
 
-    def _birth_target(self, G):
-        """The largest state not yet tried at the current structure (None: all tried)."""
+    def _birth_targets(self, G, n: int | None = 1) -> list:
+        """The ``n`` largest states not yet tried at the current structure (None: all of them)."""
+        out: list = []
         if G is None or G.K < 1:
-            return None
+            return out
         for i in np.argsort(-G.N, kind="stable"):
             uid = int(G.uids[i])
             if G.N[i] >= 2.0 * self.options["birth_n_fresh"] and not self._failed(("birth", uid)):
-                return uid
-        return None
+                out.append(uid)
+                if n is not None and len(out) >= n:
+                    break
+        return out
+
+    def _birth_target(self, G):
+        """The largest state not yet tried at the current structure (None: all tried)."""
+        t = self._birth_targets(G, 1)
+        return t[0] if t else None
 
     # ------------------------------------------------------------------ hooks
     def start_lap(self, model, state) -> None:
         self._lap = state.lap + 1
         self._exact = all(m is not None for m in state.memos) and not state.frozen
-        self._target = None
-        self._reservoir = None
+        self._targets = []
+        self._reservoirs = {}
         self._merge_plan = []
         self._pair_tabs = {}
         if self._exact and self._on("birth") and self._source is not None:
-            self._target = self._birth_target(state.stats)
+            if self.settled:
+                # the previous lap met the convergence test with states still untried: collect
+                # for all of them (within SWEEP_MAX_ENTRIES values) and judge their births at
+                # the end of this lap, instead of one a lap
+                from bnpcore.moves.birth import SWEEP_MAX_ENTRIES
+
+                room = SWEEP_MAX_ENTRIES // max(int(self.options["birth_max_rows"]) * int(state.stats.S.shape[1]), 1)
+                self._targets = self._birth_targets(state.stats, max(int(room), self._cap("birth")))
+            else:
+                self._targets = self._birth_targets(state.stats, self._cap("birth"))
         if self._exact and self._on("merge") and self._source is not None and model.alloc.nested:
             self._merge_plan = self._rank_pairs(model, state.stats, set(), int(self.options["merge_candidates"]))
 
@@ -210,33 +235,37 @@ class HMMMoveManager(MoveOptions):
         if self._merge_plan:
             G = state.stats
             opts["merge_pairs"] = [tuple(sorted(int(p) for p in G.positions([a, c]))) for a, c in self._merge_plan]
-        if self._target is not None:
+        if self._targets:
             from bnpcore.algorithms.executor import SELECT_ROWS
 
             self._glob = G = state.stats
             opts["return_resp"] = True
-            if self._target in set(G.uids.tolist()):  # on a cluster only the collected steps travel
-                col = int(G.positions([self._target])[0])
-                opts[SELECT_ROWS] = ("resp", col, float(self.options["birth_collect_threshold"]))
+            alive = set(G.uids.tolist())
+            cols = [int(G.positions([u])[0]) for u in self._targets if u in alive]
+            if cols:  # on a cluster only the collected steps travel
+                opts[SELECT_ROWS] = ("resp", cols if len(cols) > 1 else cols[0], float(self.options["birth_collect_threshold"]))
         return opts
 
     def after_batch(self, model, state, b, out, X=None) -> None:
         if self._merge_plan and "merge_h_row" in out and np.asarray(out["merge_h_row"]).shape[0] == len(self._merge_plan):
             self._pair_tabs[int(b)] = {k: np.asarray(out[k]) for k in ("merge_h_row", "merge_h_col", "merge_h_self", "merge_h_start")}
-        if self._target is None or X is None or "resp" not in out:
+        if not self._targets or X is None or "resp" not in out:
             return
         glob = self._glob
-        if self._target not in set(glob.uids.tolist()):
-            return
-        col = int(glob.positions([self._target])[0])
-        r = np.asarray(out["resp"])[:, col]
-        rows = np.flatnonzero(r > self.options["birth_collect_threshold"])
-        if rows.size == 0:
-            return
+        alive = set(glob.uids.tolist())
         Xb = X.X if hasattr(X, "X") else X
-        if self._reservoir is None:
-            self._reservoir = Reservoir(int(self.options["birth_max_rows"]), Xb.shape[1])
-        self._reservoir.add(np.ascontiguousarray(Xb[rows]), r[rows], state.rng_moves)
+        resp = np.asarray(out["resp"])
+        for uid in self._targets:
+            if uid not in alive:
+                continue
+            r = resp[:, int(glob.positions([uid])[0])]
+            rows = np.flatnonzero(r > self.options["birth_collect_threshold"])
+            if rows.size == 0:
+                continue
+            res = self._reservoirs.get(uid)
+            if res is None:
+                res = self._reservoirs[uid] = Reservoir(int(self.options["birth_max_rows"]), Xb.shape[1])
+            res.add(np.ascontiguousarray(Xb[rows]), r[rows], state.rng_moves)
 
     def busy(self) -> bool:
         """True while some state is still to be tried by a birth at the current structure."""
@@ -252,26 +281,31 @@ class HMMMoveManager(MoveOptions):
             if self._on("delete"):
                 n, elbo = self._deletes(model, state, elbo, touched)
                 accepted += n
-            if self._target is not None and self._target not in touched:
-                n, elbo = self._birth(model, state, elbo)
+            for uid in self._targets:  # (several after a settled lap; the first accepted ends them)
+                if uid in touched:
+                    continue
+                n, elbo = self._birth(model, state, elbo, uid, self._reservoirs.get(uid))
                 accepted += n
+                if n:
+                    break
         if accepted:
             self.structure_version += 1
-        self._target = None
-        self._reservoir = None
+        self._targets = []
+        self._reservoirs = {}
         self._merge_plan = []
         self._pair_tabs = {}
         self._last_stats = state.stats if (self._exact and model.alloc.nested) else None
         return accepted, elbo
 
     def get_state(self) -> dict:
-        return {"structure_version": int(self.structure_version),
+        return {"structure_version": int(self.structure_version), "settled": bool(self.settled),
                 "failed": [[k[0], list(k[1]) if isinstance(k[1], tuple) else k[1], int(v)] for k, v in self.failed.items()]}
 
     def set_state(self, state) -> None:
         if not state:
             return
         self.structure_version = int(state.get("structure_version", 0))
+        self.settled = bool(state.get("settled", False))
         self.failed = {}
         for kind, key, v in state.get("failed", []):
             self.failed[(kind, tuple(int(x) for x in key) if isinstance(key, list) else int(key))] = int(v)
@@ -398,13 +432,13 @@ class HMMMoveManager(MoveOptions):
                 self.failed[("delete", uid)] = self.structure_version
         return accepted, elbo
 
-    def _birth(self, model, state, elbo) -> tuple[int, float]:
+    def _birth(self, model, state, elbo, uid, res) -> tuple[int, float]:
+        """The birth of state ``uid`` from the time steps collected in ``res`` (a Reservoir or
+        None), judged by whole-dataset passes."""
         from bnpcore.moves.birth import fit_fresh_clusters
         from bnpcore.stats import SuffStats
 
-        uid = self._target
         G = state.stats
-        res = self._reservoir
         if uid not in set(G.uids.tolist()):
             return 0, elbo
         if res is None or len(res) < 2 * int(self.options["birth_n_fresh"]):
