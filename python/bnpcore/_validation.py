@@ -50,6 +50,15 @@ __all__ = [
 DENSIFIED_SPARSE_OBS = ("mult", "bern")
 
 
+def kernel_array(a, dtype=None) -> np.ndarray:
+    """``a`` as a C-contiguous, aligned array (of ``dtype`` when given) for a Rust kernel, copied
+    only when it is not one already. ``np.ascontiguousarray`` keeps an unaligned array as it is,
+    and the kernels' borrowed slices refuse one: arrays a Dask worker unpickles from a
+    message's frames can be unaligned (a scipy.sparse batch's int64 ``indices`` on a process
+    worker were), as can arrays made by ``np.frombuffer`` at an odd offset."""
+    return np.require(a, dtype=dtype, requirements=["C", "A"])
+
+
 def is_sparse(X) -> bool:
     """Whether ``X`` is a scipy.sparse matrix or array (any format)."""
     import scipy.sparse

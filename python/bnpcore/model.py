@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
+from bnpcore._validation import kernel_array
 from bnpcore.stats import SuffStats
 
 __all__ = ["Model"]
@@ -20,12 +21,13 @@ def _is_sparse(X) -> bool:
 
 def _csr_tuple(X) -> tuple:
     """``(indptr, indices, data, n_features)`` of a scipy.sparse batch for the Rust CSR local step
-    (no copy when ``X`` is already CSR with float64 values and matching index dtypes)."""
+    (no copy when ``X`` is already CSR with float64 values and matching index dtypes, its arrays
+    contiguous and aligned: :func:`~bnpcore._validation.kernel_array`)."""
     X = X.tocsr()
-    data = np.ascontiguousarray(X.data, dtype=np.float64)
+    data = kernel_array(X.data, np.float64)
     idx_dtype = np.int64 if X.indptr.dtype == np.int64 or X.indices.dtype == np.int64 else np.int32
-    indptr = np.ascontiguousarray(X.indptr, dtype=idx_dtype)
-    indices = np.ascontiguousarray(X.indices, dtype=idx_dtype)
+    indptr = kernel_array(X.indptr, idx_dtype)
+    indices = kernel_array(X.indices, idx_dtype)
     return indptr, indices, data, int(X.shape[1])
 
 
