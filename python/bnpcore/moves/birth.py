@@ -698,15 +698,18 @@ class BirthMove(Move):
 
     def _sweep_targets(self, ctx, cands) -> int:
         """How many of the ranked candidates ``cands`` (positions) a settled lap collects for:
-        as many as the reservoirs' expected values (``D`` times the smaller of a target's mass
-        and its reservoir's cap) keep within :data:`SWEEP_MAX_ENTRIES`, and at least
-        ``max_per_lap``."""
+        as many as the reservoirs' largest possible sizes keep within
+        :data:`SWEEP_MAX_ENTRIES` values, and at least ``max_per_lap``. A reservoir holds at most
+        its cap, and at most ``N_k / birth_collect_threshold`` rows (each collected row has more
+        than that responsibility), times ``D`` values."""
         G, d = ctx.G, int(ctx.model.obs.n_features)
-        cap = subsample_cap(ctx.model, G, self.manager.options)
+        opts = self.manager.options
+        cap = subsample_cap(ctx.model, G, opts)
+        thr = max(float(opts["birth_collect_threshold"]), 1e-12)
         total = n = 0
         for i in cands:
             Nt = float(G.N[i])
-            rows = min(Nt, max(cap, PEEL_MAX_ENTRIES // max(d, 1)) if self._peelable(ctx, int(G.uids[i]), Nt) else cap)
+            rows = min(Nt / thr, max(cap, PEEL_MAX_ENTRIES // max(d, 1)) if self._peelable(ctx, int(G.uids[i]), Nt) else cap)
             total += int(np.ceil(rows)) * d
             if total > SWEEP_MAX_ENTRIES and n >= self.max_per_lap:
                 break
