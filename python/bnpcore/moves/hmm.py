@@ -223,7 +223,8 @@ class HMMMoveManager(MoveOptions):
                 # the end of this lap, instead of one a lap
                 from bnpcore.moves.birth import SWEEP_MAX_ENTRIES
 
-                room = SWEEP_MAX_ENTRIES // max(int(self.options["birth_max_rows"]) * int(state.stats.S.shape[1]), 1)
+                width = int(getattr(model.obs, "n_features", state.stats.S.shape[1]))  # values per collected step
+                room = SWEEP_MAX_ENTRIES // max(int(self.options["birth_max_rows"]) * width, 1)
                 self._targets = self._birth_targets(state.stats, max(int(room), self._cap("birth")))
             else:
                 self._targets = self._birth_targets(state.stats, self._cap("birth"))
