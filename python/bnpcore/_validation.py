@@ -39,6 +39,8 @@ __all__ = [
     "check_vocabulary",
     "densify_sparse_for_dense_kernel",
     "is_sparse",
+    "kernel_array",
+    "kernel_csr",
     "make_csr",
     "read_lengths",
     "same_file",
@@ -57,6 +59,12 @@ def kernel_array(a, dtype=None) -> np.ndarray:
     message's frames can be unaligned (a scipy.sparse batch's int64 ``indices`` on a process
     worker were), as can arrays made by ``np.frombuffer`` at an odd offset."""
     return np.require(a, dtype=dtype, requirements=["C", "A"])
+
+
+def kernel_csr(X) -> tuple:
+    """``(indptr, indices, data)`` of the CSR matrix ``X`` as :func:`kernel_array` arrays, their
+    dtypes kept (the CSR kernels take 32- or 64-bit indices)."""
+    return kernel_array(X.indptr), kernel_array(X.indices), kernel_array(X.data)
 
 
 def is_sparse(X) -> bool:

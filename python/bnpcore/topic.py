@@ -42,7 +42,7 @@ from collections import OrderedDict
 import numpy as np
 
 from bnpcore import _core
-from bnpcore._validation import kernel_array
+from bnpcore._validation import kernel_csr
 from bnpcore.exceptions import DataError, NumericalError
 from bnpcore.stats import SuffStats
 
@@ -342,8 +342,7 @@ class TopicModel:
         top_l = opts.pop("top_l", self.top_l)
         if top_l is not None and top_l >= K:
             top_l = None
-        return _core.doc_topic_step(kernel_array(X.indptr), kernel_array(X.indices), kernel_array(X.data), table, a, alpha_beta_rem=a_rem,
-                                    top_l=top_l, n_threads=n_threads, **opts)
+        return _core.doc_topic_step(*kernel_csr(X), table, a, alpha_beta_rem=a_rem, top_l=top_l, n_threads=n_threads, **opts)
 
     def step_globals(self, glob: SuffStats, *, n_threads=None) -> dict:
         r"""The options of :meth:`local_step` that depend on the globals only (the topic table

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bnpcore import _core
-from bnpcore._validation import kernel_array
+from bnpcore._validation import kernel_csr
 from bnpcore.exceptions import DataError
 from bnpcore.stats import Field, SuffStats, register_field
 
@@ -129,9 +129,7 @@ def tf_step(state: TFState, X, docs: np.ndarray, n_docs: int, config: TFConfig, 
     Returns the kernel's output with ``rho`` added."""
     out = _core.tfsvi_batch(
         config.kind,
-        kernel_array(X.indptr),
-        kernel_array(X.indices),
-        kernel_array(X.data),
+        *kernel_csr(X),
         np.ascontiguousarray(docs, dtype=np.int64),
         state.mass,
         state.mass_sum,

@@ -294,6 +294,12 @@ def fit_fresh_clusters(model, X, w, n_fresh, rng, *, n_seeds=None, iters=20, kme
 PEEL_MAX_ENTRIES = 1 << 24
 
 
+def _peel_cap(cap: int, d: int) -> int:
+    """Rows of the reservoir of a target that may be peeled: its whole mass, up to
+    :data:`PEEL_MAX_ENTRIES` values of ``d`` features, and never fewer than the usual ``cap``."""
+    return max(int(cap), PEEL_MAX_ENTRIES // max(int(d), 1))
+
+
 #: most entries (rows × features) the subsamples of all targets collected in a settled lap hold
 #: together (256 MB of doubles; :meth:`BirthMove.plan_next`)
 SWEEP_MAX_ENTRIES = 1 << 25
@@ -709,7 +715,7 @@ class BirthMove(Move):
         total = n = 0
         for i in cands:
             Nt = float(G.N[i])
-            rows = min(Nt / thr, max(cap, PEEL_MAX_ENTRIES // max(d, 1)) if self._peelable(ctx, int(G.uids[i]), Nt) else cap)
+            rows = min(Nt / thr, _peel_cap(cap, d) if self._peelable(ctx, int(G.uids[i]), Nt) else cap)
             total += int(np.ceil(rows)) * d
             if total > SWEEP_MAX_ENTRIES and n >= self.max_per_lap:
                 break
@@ -751,7 +757,7 @@ class BirthMove(Move):
                 fit_rows = None
                 # a target that may be peeled collects its whole mass (up to PEEL_MAX_ENTRIES)
                 if not hasattr(X, "nnz") and self._peelable(ctx, uid, float(ctx.G.N[int(ctx.pos([uid])[0])])):
-                    fit_rows, cap = cap, max(cap, PEEL_MAX_ENTRIES // max(int(X.shape[1]), 1))
+                    fit_rows, cap = cap, _peel_cap(cap, X.shape[1])
                 res = self.reservoirs[uid] = Reservoir(cap, X.shape[1])
                 res.fit_rows = fit_rows
             res.add(X[rows], col[rows], ctx.state.rng_moves)

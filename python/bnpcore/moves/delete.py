@@ -328,7 +328,7 @@ class DeleteMove(Move):
         if self.max_per_lap < 1 or ctx.n_batches < 2:
             return None
         opts = self.manager.options
-        n_total = float(getattr(ctx.state, "n_rows", 0) or np.sum(ctx.G.N))
+        n_total = float(ctx.state.n_rows or np.sum(ctx.G.N))
         iters = max(int(opts["delete_sample_iters"]), 1)
         size = min(float(opts["delete_max_sample"]), float(opts["delete_sample_budget"]) * n_total / iters)
         if size < float(opts["delete_min_sample"]):
