@@ -22,6 +22,25 @@ def fit_quietly(est, X, **fit_kw):
         return est.fit(X, **fit_kw)
 
 
+def resume_from_file(est, X, path, **params):
+    """Save the fitted ``est`` to ``path``, load it, set ``warm_start=True`` and ``params`` (e.g.
+    ``max_laps``) and fit it on ``X`` again: the resumed estimator."""
+    import bnpcore
+
+    est.save(path)
+    again = bnpcore.load(path)
+    again.set_params(warm_start=True, **params)
+    return fit_quietly(again, X)
+
+
+def assert_same_trajectory(a, b):
+    """The two fits ran the same laps: equal ``history_`` columns (``seconds`` aside) and equal
+    ``moves_log_``."""
+    for k in ("lap", "elbo", "n_components"):
+        assert np.array_equal(a.history_[k], b.history_[k]), k
+    assert a.moves_log_ == b.moves_log_
+
+
 def family_data(family):
     """Small data of the topic (``"topic"``: bars) or HMM (``"hmm"``: sticky toy) family and the
     fit's keyword arguments."""

@@ -4,7 +4,7 @@ retries after a rejection and ``busy()`` while a birth is still being prepared."
 
 import numpy as np
 import pytest
-from _helpers import fit_quietly
+from _helpers import assert_same_trajectory, fit_quietly, resume_from_file
 from bnpcore import DPMixture
 from bnpcore._reference.birth import e_log_lik_rows, grown_seeds
 from bnpcore._reference.birth import fit_fresh_clusters as ref_fit
@@ -339,13 +339,9 @@ def test_a_settled_lap_resumes_exactly(tmp_path):
     first = next(i for i, (s, _) in enumerate(rows) if s) + 1  # laps up to the first settled one
     part = fit_quietly(DPMixture(max_laps=first, **kw), X)
     assert part.state_.moves_state["settled"] is True
-    part.save(tmp_path / "m.npz")
-    again = bnpcore.load(tmp_path / "m.npz")
-    again.set_params(warm_start=True, max_laps=100)
-    fit_quietly(again, X)
-    for k in ("lap", "elbo", "n_components"):
-        assert np.array_equal(again.history_[k], full.history_[k]), k
-    assert again.moves_log_ == full.moves_log_ and again.converged_
+    again = resume_from_file(part, X, tmp_path / "m.npz", max_laps=100)
+    assert_same_trajectory(again, full)
+    assert again.converged_
     # a file from before ``settled`` resumes as not settled: its next lap collects for at most
     # max_per_lap targets where the settled fit collected for more
     assert rows[first][1] > 3
