@@ -512,11 +512,50 @@ fn block_phis<'s>(
     })
 }
 
-/// `y += c x`.
+/// `y += c_0 x_0`, then `+= c_1 x_1`, … for the (at most four) rows given: entry by entry the
+/// same operations in the same order as one `y += c x` per row, with one load and one store of
+/// `y` for the block.
 #[inline(always)]
-fn axpy(c: f64, x: &[f64], y: &mut [f64]) {
-    for (yi, &xi) in y.iter_mut().zip(x) {
-        *yi += c * xi;
+fn axpy_rows(c: &[f64], x: &[&[f64]], y: &mut [f64]) {
+    let n = y.len();
+    match c.len() {
+        0 => {}
+        1 => {
+            let x0 = &x[0][..n];
+            for i in 0..n {
+                y[i] += c[0] * x0[i];
+            }
+        }
+        2 => {
+            let (x0, x1) = (&x[0][..n], &x[1][..n]);
+            for i in 0..n {
+                let mut v = y[i];
+                v += c[0] * x0[i];
+                v += c[1] * x1[i];
+                y[i] = v;
+            }
+        }
+        3 => {
+            let (x0, x1, x2) = (&x[0][..n], &x[1][..n], &x[2][..n]);
+            for i in 0..n {
+                let mut v = y[i];
+                v += c[0] * x0[i];
+                v += c[1] * x1[i];
+                v += c[2] * x2[i];
+                y[i] = v;
+            }
+        }
+        _ => {
+            let (x0, x1, x2, x3) = (&x[0][..n], &x[1][..n], &x[2][..n], &x[3][..n]);
+            for i in 0..n {
+                let mut v = y[i];
+                v += c[0] * x0[i];
+                v += c[1] * x1[i];
+                v += c[2] * x2[i];
+                v += c[3] * x3[i];
+                y[i] = v;
+            }
+        }
     }
 }
 
@@ -644,6 +683,10 @@ impl Kernel<'_> {
         self.leaf_impl(x, w, a, b, true, true)
     }
 
+    /// Rows are taken in blocks of four: the log weights, responsibilities, counts and
+    /// entropies of each row in row order, then each cluster's accumulator gets the block's
+    /// rows in row order with one load and one store per entry ([`axpy_rows`]): every sum sees
+    /// the same operations in the same order as row by row.
     #[inline(always)]
     fn leaf_impl(&self, x: ArrayView2<f64>, w: ArrayView1<f64>, a: usize, b: usize, avx2: bool, rows4: bool) -> Part {
         let k = self.k;
@@ -654,76 +697,91 @@ impl Kernel<'_> {
         let fa = if separate { self.smap.dim(d) } else { ft };
         let mut p = Part::zeros(k, fa, self.pairs.len());
         let mut y = vec![0.0; d];
-        let mut bt = vec![0.0; ft];
-        let mut bs = vec![0.0; fa];
         let mut wr = vec![0.0; k];
         let mut rr = vec![0.0; k];
         let wt = self.wt.as_slice().expect("contiguous");
         let acc = p.acc.as_slice_mut().expect("contiguous");
         let (h, nn) = (p.h.as_slice_mut().expect("contiguous"), p.n.as_slice_mut().expect("contiguous"));
-        // `rows4`: the dots of blocks of four rows at once (`wr4`, features of rows that are not
-        // precomputed in `bt4`); a last block of fewer rows repeats its first row
         let identity = matches!(self.tmap, FeatureMap::Identity);
-        let mut bt4 = if rows4 && self.phi.is_none() && !identity { vec![0.0; 4 * ft] } else { Vec::new() };
-        let mut wr4: [Vec<f64>; 4] = std::array::from_fn(|_| if rows4 { vec![0.0; k] } else { Vec::new() });
-        for n in a..b {
-            let xr = x.row(n);
-            let xr = xr.as_slice().expect("standard layout");
-            let wn = w[n];
-            let slot = (n - a) % 4;
-            if rows4 && slot == 0 {
-                if self.phi.is_none() && !identity {
-                    for (r, o) in bt4.chunks_exact_mut(ft).enumerate() {
-                        let xq = x.row(if n + r < b { n + r } else { n });
-                        row_features(self.tmap, xq.as_slice().expect("standard layout"), &mut y, o);
-                    }
+        // table features of the block's rows when they are not precomputed, summary features
+        // when they differ from the table's, log weights and accumulation weights per row
+        let mut bt4 = if self.phi.is_none() && !identity { vec![0.0; 4 * ft] } else { Vec::new() };
+        let mut bs4 = if separate { vec![0.0; 4 * fa] } else { Vec::new() };
+        let mut wr4: [Vec<f64>; 4] = std::array::from_fn(|_| vec![0.0; k]);
+        let mut c4 = vec![0.0; 4 * k];
+        let mut n0 = a;
+        while n0 < b {
+            let m = (b - n0).min(4);
+            if self.phi.is_none() && !identity {
+                // a short last block repeats its first row (only for the four-row dots)
+                for (r, o) in bt4.chunks_exact_mut(ft).enumerate() {
+                    let xq = x.row(if r < m { n0 + r } else { n0 });
+                    row_features(self.tmap, xq.as_slice().expect("standard layout"), &mut y, o);
                 }
-                let phis = block_phis(self.phi, identity, x, &bt4, n, b, ft);
+            }
+            let phis = block_phis(self.phi, identity, x, &bt4, n0, b, ft);
+            if rows4 {
                 #[cfg(target_arch = "x86_64")]
                 // SAFETY: `rows4` is only true inside the AVX-512 build of the kernel; every
                 // feature row has `ft` entries and `wt` is `K × ft`.
                 unsafe {
                     all_dots_rows4_avx512(phis, wt, &mut wr4)
                 };
-            }
-            let phi_t = match (&self.phi, rows4) {
-                (Some(ph), _) => &ph[n * ft..(n + 1) * ft],
-                (None, true) if !identity => &bt4[slot * ft..(slot + 1) * ft],
-                (None, _) => row_features(self.tmap, xr, &mut y, &mut bt),
-            };
-            if rows4 {
-                wr.copy_from_slice(&wr4[slot]);
             } else {
-                all_dots(phi_t, wt, &mut wr, avx2);
-            }
-            for j in 0..k {
-                wr[j] = (wr[j] + self.cst[j]) + self.elp[j];
-            }
-            if self.hard {
-                let z = hard_choice(&wr);
-                nn[z] += wn;
-                if wn != 0.0 {
-                    let phi_s = if separate { row_features(self.smap, xr, &mut y, &mut bs) } else { phi_t };
-                    axpy(wn, phi_s, &mut acc[z * fa..(z + 1) * fa]);
-                }
-                continue;
-            }
-            let lse = softmax_row(&wr, &mut rr);
-            for j in 0..k {
-                h[j] += wn * ent_term(rr[j], log_resp(wr[j], lse, k));
-            }
-            for (m, &(pa, pb)) in self.pairs.iter().enumerate() {
-                let l = log_add_exp(log_resp(wr[pa], lse, k), log_resp(wr[pb], lse, k));
-                p.pair_h[m] += wn * ent_term(rr[pa] + rr[pb], l);
-            }
-            let phi_s = if separate { row_features(self.smap, xr, &mut y, &mut bs) } else { phi_t };
-            for j in 0..k {
-                let c = rr[j] * wn;
-                nn[j] += c;
-                if c != 0.0 {
-                    axpy(c, phi_s, &mut acc[j * fa..(j + 1) * fa]);
+                for r in 0..m {
+                    all_dots(phis[r], wt, &mut wr4[r], avx2);
                 }
             }
+            if separate {
+                for (r, o) in bs4.chunks_exact_mut(fa).take(m).enumerate() {
+                    let xq = x.row(n0 + r);
+                    row_features(self.smap, xq.as_slice().expect("standard layout"), &mut y, o);
+                }
+            }
+            for r in 0..m {
+                let wn = w[n0 + r];
+                for j in 0..k {
+                    wr[j] = (wr4[r][j] + self.cst[j]) + self.elp[j];
+                }
+                let c = &mut c4[r * k..(r + 1) * k];
+                if self.hard {
+                    let z = hard_choice(&wr);
+                    nn[z] += wn;
+                    c.fill(0.0);
+                    c[z] = wn;
+                    continue;
+                }
+                let lse = softmax_row(&wr, &mut rr);
+                for j in 0..k {
+                    h[j] += wn * ent_term(rr[j], log_resp(wr[j], lse, k));
+                }
+                for (q, &(pa, pb)) in self.pairs.iter().enumerate() {
+                    let l = log_add_exp(log_resp(wr[pa], lse, k), log_resp(wr[pb], lse, k));
+                    p.pair_h[q] += wn * ent_term(rr[pa] + rr[pb], l);
+                }
+                for j in 0..k {
+                    let cj = rr[j] * wn;
+                    nn[j] += cj;
+                    c[j] = cj;
+                }
+            }
+            let phi_s: [&[f64]; 4] = if separate { std::array::from_fn(|r| &bs4[r * fa..(r + 1) * fa]) } else { phis };
+            for j in 0..k {
+                // the block's rows with a non-zero weight for cluster j, in row order
+                let mut cs = [0.0; 4];
+                let mut xs: [&[f64]; 4] = [&[]; 4];
+                let mut t = 0;
+                for r in 0..m {
+                    let cj = c4[r * k + j];
+                    if cj != 0.0 {
+                        cs[t] = cj;
+                        xs[t] = phi_s[r];
+                        t += 1;
+                    }
+                }
+                axpy_rows(&cs[..t], &xs[..t], &mut acc[j * fa..(j + 1) * fa]);
+            }
+            n0 += m;
         }
         p
     }
@@ -842,7 +900,7 @@ impl<M: ObsModel> Fitter<'_, M> {
             for n in a..b {
                 let xr = self.x.row(n);
                 let phi = row_features(&self.smap, xr.to_slice().expect("standard layout"), &mut y, &mut buf);
-                axpy(self.w[n], phi, out);
+                axpy_rows(&[self.w[n]], &[phi], out);
             }
             acc
         };
@@ -1049,6 +1107,28 @@ mod tests {
              set BNPCORE_TEST_NO_AVX2=1 to run without that comparison"
         );
         found
+    }
+
+    #[test]
+    fn blocked_axpy_equals_one_axpy_per_row_bit_for_bit() {
+        let mut rng = Rng::new(5);
+        for n in [0usize, 1, 7, 153] {
+            for t in 0..=4 {
+                let xs: Vec<Vec<f64>> = (0..t).map(|_| (0..n).map(|_| rng.normal() * 1e3).collect()).collect();
+                let cs: Vec<f64> = (0..t).map(|_| rng.normal()).collect();
+                let y0: Vec<f64> = (0..n).map(|_| rng.normal()).collect();
+                let mut want = y0.clone();
+                for (c, x) in cs.iter().zip(&xs) {
+                    for (yi, xi) in want.iter_mut().zip(x) {
+                        *yi += c * xi;
+                    }
+                }
+                let mut got = y0;
+                let xr: Vec<&[f64]> = xs.iter().map(|v| &v[..]).collect();
+                axpy_rows(&cs, &xr, &mut got);
+                assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "n={n} t={t}");
+            }
+        }
     }
 
     #[test]

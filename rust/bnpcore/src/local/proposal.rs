@@ -31,6 +31,9 @@ pub(super) struct PropScratch {
     // many destinations: tile-sized destination weights for two GEMMs
     dwm: Vec<f64>,
     rp: Vec<f64>,
+    // fresh destinations: the rows whose log weights are needed, and those weights (row-major)
+    active: Vec<usize>,
+    dwa: Vec<f64>,
 }
 
 /// Destination counts up to this use the row-by-row restricted step; more use two GEMMs over
@@ -105,6 +108,130 @@ impl FreshRows {
     fn weight(&self, tphi: &Feats, n: usize, jj: usize) -> f64 {
         tphi.dot_row(n, self.wt.row(jj).as_slice().expect("contiguous")) + self.cst[jj] + self.e_log_pi[jj]
     }
+
+    /// [`Self::weight`] of every fresh cluster for each of `rows` (`out` is `rows.len() × J`),
+    /// bit for bit: on dense features two rows and up to four clusters at a time
+    /// ([`dots_same`]: independent sums in flight instead of one dot product's chain of adds).
+    fn weights_rows(&self, tphi: &Feats, rows: &[usize], out: &mut Vec<f64>) {
+        let j = self.len();
+        out.clear();
+        out.resize(rows.len() * j, 0.0);
+        let Feats::Dense(phi) = tphi else {
+            for (o, &n) in out.chunks_exact_mut(j).zip(rows) {
+                for (jj, v) in o.iter_mut().enumerate() {
+                    *v = self.weight(tphi, n, jj);
+                }
+            }
+            return;
+        };
+        let wt = self.wt.as_slice().expect("contiguous");
+        let f = self.wt.ncols();
+        let row = |n: usize| phi.row(n).to_slice().expect("contiguous");
+        for (o, pair) in out.chunks_mut(2 * j).zip(rows.chunks(2)) {
+            // a single last row is paired with itself
+            let a = [row(pair[0]), row(pair[pair.len() - 1])];
+            let mut g0 = 0;
+            while g0 < j {
+                let g = (j - g0).min(4);
+                let w: [&[f64]; 4] = std::array::from_fn(|q| {
+                    let c = g0 + q.min(g - 1);
+                    &wt[c * f..(c + 1) * f]
+                });
+                let d = dots_same(a, w);
+                for (r, orow) in o.chunks_exact_mut(j).enumerate() {
+                    for q in 0..g {
+                        orow[g0 + q] = d[r][q] + self.cst[g0 + q] + self.e_log_pi[g0 + q];
+                    }
+                }
+                g0 += g;
+            }
+        }
+    }
+}
+
+/// `out[r][g]` = `cand32::dot(a[r], w[g])` bit for bit (four lanes of products `i ≡ l (mod 4)`,
+/// then `(s₀ + s₁) + (s₂ + s₃)`, then the remainder in order), eight sums at once.
+fn dots_same(a: [&[f64]; 2], w: [&[f64]; 4]) -> [[f64; 4]; 2] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { dots_same_avx2(a, w) };
+        }
+    }
+    dots_same_impl(a, w)
+}
+
+/// [`dots_same_impl`] with AVX2 intrinsics: the same products and additions in the same order
+/// (one 4-lane register per sum, no fused multiply-add).
+///
+/// # Safety
+/// The CPU must support AVX2; both rows have the same length and every `w[g]` is at least as long.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dots_same_avx2(a: [&[f64]; 2], w: [&[f64]; 4]) -> [[f64; 4]; 2] {
+    use std::arch::x86_64::{_mm256_add_pd, _mm256_loadu_pd, _mm256_mul_pd, _mm256_setzero_pd, _mm256_storeu_pd};
+    let n = a[0].len();
+    assert!(a[1].len() == n && w.iter().all(|v| v.len() >= n), "dots_same: lengths");
+    let blocks = n / 4;
+    let mut out = [[0.0f64; 4]; 2];
+    // SAFETY (whole block): AVX2 is available (caller); every load reads 4 doubles at offsets
+    // below `blocks * 4 <= n`, within both rows and every `w[g]` (asserted above).
+    unsafe {
+        let mut s = [[_mm256_setzero_pd(); 4]; 2];
+        for i in 0..blocks {
+            let x0 = _mm256_loadu_pd(a[0].as_ptr().add(i * 4));
+            let x1 = _mm256_loadu_pd(a[1].as_ptr().add(i * 4));
+            for g in 0..4 {
+                let y = _mm256_loadu_pd(w[g].as_ptr().add(i * 4));
+                s[0][g] = _mm256_add_pd(s[0][g], _mm256_mul_pd(x0, y));
+                s[1][g] = _mm256_add_pd(s[1][g], _mm256_mul_pd(x1, y));
+            }
+        }
+        for r in 0..2 {
+            for g in 0..4 {
+                let mut q = [0.0f64; 4];
+                _mm256_storeu_pd(q.as_mut_ptr(), s[r][g]);
+                let mut t = (q[0] + q[1]) + (q[2] + q[3]);
+                for i in blocks * 4..n {
+                    t += a[r][i] * w[g][i];
+                }
+                out[r][g] = t;
+            }
+        }
+    }
+    out
+}
+
+/// The portable build of [`dots_same`].
+#[inline(always)]
+fn dots_same_impl(a: [&[f64]; 2], w: [&[f64]; 4]) -> [[f64; 4]; 2] {
+    let n = a[0].len();
+    let blocks = n / 4;
+    let mut s = [[[0.0f64; 4]; 4]; 2];
+    for i in 0..blocks {
+        let x: [&[f64]; 2] = std::array::from_fn(|r| &a[r][i * 4..i * 4 + 4]);
+        for g in 0..4 {
+            let y = &w[g][i * 4..i * 4 + 4];
+            for r in 0..2 {
+                for l in 0..4 {
+                    s[r][g][l] += x[r][l] * y[l];
+                }
+            }
+        }
+    }
+    let mut out = [[0.0f64; 4]; 2];
+    for r in 0..2 {
+        for g in 0..4 {
+            let q = &s[r][g];
+            let mut t = (q[0] + q[1]) + (q[2] + q[3]);
+            for i in blocks * 4..n {
+                t += a[r][i] * w[g][i];
+            }
+            out[r][g] = t;
+        }
+    }
+    out
 }
 
 /// Restricted step of one proposal on the dense rows of a tile (Hughes thesis §4.2–4.3):
@@ -141,9 +268,22 @@ pub(super) fn dense_proposal(
     let own = |n: usize, jj: usize| carry.map_or(0.0, |c| resp[[n, c.cols[jj]]]);
     let mass = |n: usize, cols: &[usize]| -> f64 { cols.iter().map(|&c| resp[[n, c]]).sum() };
     ps.reset(j);
+    // the mass that decides whether the row is re-spread: the source's, or the anchor's
+    let decisive = |n: usize| mass(n, carry.map_or(&p.src, |c| &c.anchor));
+    // fresh destinations: their log weights for every row that is re-spread, computed up front
+    // in blocks of rows (the same values as row by row)
+    let fresh_rows = match (&p.dest, fresh) {
+        (Dest::Fresh { .. }, Some(fr)) => {
+            ps.active.clear();
+            ps.active.extend((0..rows).filter(|&n| decisive(n) > PROPOSAL_MIN_MASS));
+            fr.weights_rows(tphi, &ps.active, &mut ps.dwa);
+            true
+        }
+        _ => false,
+    };
+    let mut next_active = 0;
     for n in 0..rows {
-        // the mass that decides whether the row is re-spread: the source's, or the anchor's
-        let m = mass(n, carry.map_or(&p.src, |c| &c.anchor));
+        let m = decisive(n);
         if m.is_nan() || m <= 0.0 {
             continue;
         }
@@ -156,7 +296,13 @@ pub(super) fn dense_proposal(
             continue;
         }
         let an = if carry.is_some() { mass(n, &p.src) } else { m };
-        dest_weights(p, fresh, tphi, w, n, &mut ps.dw);
+        if fresh_rows {
+            debug_assert_eq!(ps.active[next_active], n);
+            ps.dw.copy_from_slice(&ps.dwa[next_active * j..(next_active + 1) * j]);
+            next_active += 1;
+        } else {
+            dest_weights(p, fresh, tphi, w, n, &mut ps.dw);
+        }
         spread_mass(an, wn, &ps.dw, &mut ps.r, &mut st.h);
         for jj in 0..j {
             let old = own(n, jj);
@@ -376,6 +522,52 @@ pub(super) fn budget_proposals_row(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::Rng;
+
+    #[test]
+    fn dots_same_equal_the_row_by_row_dots_bit_for_bit() {
+        let mut rng = Rng::new(7);
+        for n in [0usize, 1, 3, 4, 5, 8, 153, 272] {
+            let v = |rng: &mut Rng| (0..n).map(|_| rng.normal() * 10f64.powi((rng.below(7) as i32) - 3)).collect::<Vec<f64>>();
+            let a = [v(&mut rng), v(&mut rng)];
+            let w = [v(&mut rng), v(&mut rng), v(&mut rng), v(&mut rng)];
+            let ar = [&a[0][..], &a[1][..]];
+            let wr = [&w[0][..], &w[1][..], &w[2][..], &w[3][..]];
+            let got = [dots_same(ar, wr), dots_same_impl(ar, wr)];
+            for d in got {
+                for r in 0..2 {
+                    for g in 0..4 {
+                        assert_eq!(d[r][g].to_bits(), super::super::cand32::dot(ar[r], wr[g]).to_bits(), "n={n} r={r} g={g}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fresh_weights_of_many_rows_equal_the_row_by_row_weights() {
+        let mut rng = Rng::new(11);
+        for (rows, f, j) in [(1usize, 9usize, 1usize), (5, 9, 2), (7, 153, 3), (6, 20, 5), (9, 33, 8)] {
+            let phi = Array2::from_shape_fn((rows, f), |_| rng.normal());
+            let fr = FreshRows {
+                wt: Array2::from_shape_fn((j, f), |_| rng.normal()),
+                cst: Array1::from_shape_fn(j, |_| rng.normal()),
+                e_log_pi: Array1::from_shape_fn(j, |_| -rng.uniform()),
+            };
+            let tphi = Feats::Dense(phi.view());
+            // every row, some rows, a repeated row, no row
+            for idx in [(0..rows).collect::<Vec<_>>(), (0..rows).step_by(2).collect(), vec![rows - 1, 0, rows - 1], vec![]] {
+                let mut out = Vec::new();
+                fr.weights_rows(&tphi, &idx, &mut out);
+                assert_eq!(out.len(), idx.len() * j);
+                for (i, &n) in idx.iter().enumerate() {
+                    for jj in 0..j {
+                        assert_eq!(out[i * j + jj].to_bits(), fr.weight(&tphi, n, jj).to_bits(), "rows={rows} f={f} j={j} n={n} jj={jj}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn spread_mass_splits_the_source_mass_by_softmax() {
