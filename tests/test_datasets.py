@@ -127,6 +127,30 @@ def test_generators_deterministic_by_seed(make):
     np.testing.assert_array_equal(y1, y4)
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: datasets.make_gaussian_mixture(n_samples=100_000, random_state=0)[0],
+        lambda: datasets.make_toy_patches(n_samples=100_000, random_state=0)[0],
+    ],
+    ids=["gaussian_mixture", "toy_patches"],
+)
+def test_generators_do_not_depend_on_blas_threads(make):
+    """One seed, one data set, whatever the BLAS thread count: with ``Z @ L.T`` the two
+    generators drew different last bits under one and two OpenBLAS threads (the 25-cluster
+    benchmark's fit then differed in its last digits)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        one = make()
+    with threadpool_limits(limits=2, user_api="blas"):
+        two = make()
+    assert one.tobytes() == two.tobytes()
+    # the products are Z @ L.T to rounding
+    Z, L = np.random.default_rng(0).standard_normal((500, 7)), np.tril(np.random.default_rng(1).standard_normal((7, 7)))
+    np.testing.assert_allclose(datasets._times_transpose(Z, L), Z @ L.T, rtol=1e-12, atol=1e-12)
+
+
 def test_gaussian_mixture_shapes_weights_and_labels():
     X, y, params = datasets.make_gaussian_mixture(n_samples=100_000, return_params=True)
     assert X.shape == (100_000, 16) and y.shape == (100_000,)

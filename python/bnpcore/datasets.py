@@ -68,6 +68,17 @@ def _check_random_state(random_state):
     return np.random.default_rng(random_state)
 
 
+def _times_transpose(Z, L):
+    """``Z @ L.T`` summed term by term in a fixed order (elementwise products and adds, no
+    BLAS): the same bits on every machine and for any BLAS thread count. A threaded BLAS
+    splits its sums by its thread count, so ``make_gaussian_mixture`` and ``make_toy_patches``
+    used to draw different data under ``OPENBLAS_NUM_THREADS=1`` and ``=2`` from one seed."""
+    out = np.zeros((Z.shape[0], L.shape[0]))
+    for j in range(L.shape[1]):
+        out += Z[:, j : j + 1] * L[:, j]
+    return out
+
+
 def _sample_gaussians(rng, labels, means, covariances):
     """Draw one row per label from ``N(means[label], covariances[label])``.
 
@@ -80,7 +91,7 @@ def _sample_gaussians(rng, labels, means, covariances):
         if idx.size == 0:
             continue
         chol = np.linalg.cholesky(covariances[k])
-        X[idx] = rng.standard_normal((idx.size, n_features)) @ chol.T
+        X[idx] = _times_transpose(rng.standard_normal((idx.size, n_features)), chol)
         if means is not None:
             X[idx] += means[k]
     return X
