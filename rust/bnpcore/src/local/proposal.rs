@@ -237,8 +237,11 @@ fn dots_same_impl(a: [&[f64]; 2], w: [&[f64]; 4]) -> [[f64; 4]; 2] {
 /// Restricted step of one proposal on the dense rows of a tile (Hughes thesis §4.2–4.3):
 /// `a_n = Σ_{c∈src} r_nc`, `r'_nj = a_n softmax_j(W̃_nj)` for `a_n >` [`PROPOSAL_MIN_MASS`],
 /// `r'_n0 = a_n` otherwise; accumulates `N'`, `S'`, `H'` of the destination columns. The few
-/// destination columns are evaluated and accumulated row by row (dot products and `axpy`s on
-/// the rows of `φ`): skinny GEMMs would spend more on packing than on arithmetic.
+/// destination columns are evaluated and accumulated on the rows of `φ` (dot products, then
+/// `axpy`s over each destination's row list): skinny GEMMs would spend more on packing than on
+/// arithmetic. Fresh destinations' log weights are computed first for all the rows that are
+/// re-spread, two rows and up to four clusters at a time ([`FreshRows::weights_rows`], the same
+/// values as row by row).
 ///
 /// With [`super::Carry`] only the rows with anchor mass `m_n > 0` are visited, and what is
 /// accumulated are the changes `r'_nj − r_{n,cols[j]}` of their responsibilities (the whole
