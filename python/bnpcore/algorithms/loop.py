@@ -174,9 +174,9 @@ def run_laps(
                 and np.isfinite(elbo)
                 and abs(elbo - prev) <= config.tol * abs(elbo)
             )
-            busy = moves is not None and moves.busy()
+            busy = quiet and moves is not None and moves.busy()
             if moves is not None:
-                moves.settled = bool(quiet and busy)
+                moves.settled = busy
                 state.moves_state = moves.get_state()
             if not stochastic and is_decrease(prev, elbo, model, state.stats):
                 warnings.warn(f"ELBO decreased at lap {state.lap}: {prev!r} -> {elbo!r}", ELBODecreaseWarning, stacklevel=4)

@@ -223,7 +223,7 @@ class HMMMoveManager(MoveOptions):
                 # the end of this lap, instead of one a lap
                 from bnpcore.moves.birth import SWEEP_MAX_ENTRIES
 
-                width = int(getattr(model.obs, "n_features", state.stats.S.shape[1]))  # values per collected step
+                width = int(model.obs.n_features)  # values per collected step
                 room = SWEEP_MAX_ENTRIES // max(int(self.options["birth_max_rows"]) * width, 1)
                 self._targets = self._birth_targets(state.stats, max(int(room), self._cap("birth")))
             else:
