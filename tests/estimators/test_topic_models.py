@@ -483,20 +483,23 @@ def test_bars_merge_delete_from_50_recovers_the_ten_bars():
     topics and predicts held-out documents worse.
 
     Threshold: the fixed point reached from the *true* topics has Hellinger distances
-    0.085-0.096 (estimation noise of the 5 % off-bar mass), so 0.1 leaves no margin; this fit
-    reaches 0.099-0.113 (its objective is within 0.15 % of that fixed point), and 0.15 is
-    asserted."""
+    0.085-0.096 (estimation noise of the 5 % off-bar mass), and the fit grown from one topic
+    0.088-0.100 (seeds 0-2); this fit reaches 0.091-0.100 (0.090-0.101 over seeds 0-2), so
+    0.105 is asserted. It gets there through the delete of every document's small allocations
+    (``delete_small``): before it the fit sat in a worse optimum with spurious small topics in
+    every document (0.099-0.113)."""
     from scipy.optimize import linear_sum_assignment
 
     X, topics = make_bars(n_docs=1000, random_state=0)
     Xt, _ = make_bars(n_docs=100, random_state=1)
-    m = _fit(HDPTopicModel(50, moves=("merge", "delete"), n_batches=5, max_laps=30, tol=1e-7, random_state=0), X)
-    assert m.summaries_.K == 10 and m.n_components_ == 10
+    m = _fit(HDPTopicModel(50, moves=("merge", "delete"), n_batches=5, random_state=0), X)
+    assert m.converged_ and m.summaries_.K == 10 and m.n_components_ == 10
     H = _hellinger(m.topics_, topics)
     rows, cols = linear_sum_assignment(H)
-    assert np.all(H[rows, cols] < 0.15), H[rows, cols]
+    assert np.all(H[rows, cols] < 0.105), H[rows, cols]
     accepted = [r for r in m.moves_log_ if r["accepted"]]
     assert {r["kind"] for r in accepted} == {"merge", "delete"}
+    assert any(r.get("small_allocations", 0) > 0 for r in accepted)
     assert all(r["elbo_after"] > r["elbo_before"] for r in accepted)
     fixed = _fit(HDPTopicModel(50, moves=(), n_batches=5, max_laps=30, tol=1e-7, random_state=0), X)
     assert fixed.n_components_ > 10

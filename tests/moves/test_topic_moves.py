@@ -393,7 +393,7 @@ def test_a_rejected_delete_is_retried_when_its_topic_has_shrunk():
     H = np.sqrt(0.5 * ((np.sqrt(m.topics_)[:, None, :] - np.sqrt(topics)[None, :, :]) ** 2).sum(axis=2))
     rows, cols = linear_sum_assignment(H)
     assert np.all(H[rows, cols] < 0.15)
-    deletes = [r for r in m.moves_log_ if r["kind"] == "delete"]
+    deletes = [r for r in m.moves_log_ if r["kind"] == "delete" and r["uids"]]  # (not the small allocations)
     retried = {r["uids"][0] for r in deletes if r["accepted"]} & {r["uids"][0] for r in deletes if not r["accepted"]}
     assert retried  # deleted after an earlier rejection
     for uid in retried:
@@ -424,3 +424,89 @@ def test_birth_clusters_ignore_zero_histogram_entries():
             clusters.append(mgr._cluster_histograms(V, 6, np.random.default_rng(3)))
     np.testing.assert_allclose(clusters[0], clusters[1], rtol=1e-12, atol=0)
     assert clusters[0].shape[0] >= 2
+
+
+def test_deleting_small_allocations_leaves_the_spurious_topics_optimum():
+    """From K = 50 on the bars the fit finds the ten bars but keeps a spurious small topic in
+    most documents, with topics sharper than the bars. Deleting every document's allocations
+    below 5 % of its tokens at once (``delete_small``, proposed once per set of topics after a
+    lap that met the convergence test) is accepted on the exact objective, the documents end
+    with fewer topics and the topics closer to the bars; without it the fit ends lower. The
+    proposal sets to zero only allocations below the fraction, is logged as a delete without
+    targets, is made at most once per structure, and the fit stops after a rejected one."""
+    X, topics = make_bars(n_docs=1000, random_state=0)
+    kw = dict(n_components=50, moves=("merge", "delete"), n_batches=5, random_state=0)
+    m = HDPTopicModel(**kw).fit(X)
+    off = HDPTopicModel(move_options={"delete_small": False}, **kw).fit(X)
+    small = [r for r in m.moves_log_ if "small_allocations" in r]
+    assert small and small[0]["accepted"] and small[0]["uids"] == [] and small[0]["kind"] == "delete"
+    assert small[0]["elbo_after"] > small[0]["elbo_before"] + 100
+    assert not any("small_allocations" in r for r in off.moves_log_)
+    assert m.elbo_ > off.elbo_ + 100 and m.n_components_ == off.n_components_ == 10
+
+    def used(model):  # topics per document with more than one token
+        dt = model._make_model(model.obs_model_).local_step(X, model.summaries_, return_doc_topic=True)["doc_topic"]
+        return float(np.mean(np.sum(np.asarray(dt) > 1.0, axis=1)))
+
+    def worst(model):
+        H = np.sqrt(0.5 * ((np.sqrt(model.topics_)[:, None, :] - np.sqrt(topics)[None, :, :]) ** 2).sum(axis=2))
+        return float(H.min(axis=1).max())
+
+    assert used(m) < used(off) - 0.3 and worst(m) < worst(off)
+    # once per structure: the accepted moves before each proposal differ
+    laps_with_accept = sorted({r["lap"] for r in m.moves_log_ if r["accepted"] and "small_allocations" not in r})
+    versions = [sum(lap < r["lap"] for lap in laps_with_accept) for r in small]
+    assert len(versions) == len(set(versions))
+
+    # the start of the candidate: allocations below the fraction set to zero, the others kept
+    mgr = TopicMoveManager.__new__(TopicMoveManager)
+    mgr.options = dict(TopicMoveManager.DEFAULT_OPTIONS)
+    mgr._reset_lap()
+    mgr._warm, mgr.n_threads = True, None
+    dt = np.array([[90.0, 6.0, 4.0], [0.0, 50.0, 50.0]])
+    mgr._doc_topic = {0: (dt, np.array([1, 2, 3]))}
+    seen = {}
+
+    def spy(model, source, executor, glob, n_passes, *, n_threads=None, inits=None):
+        seen["start"], seen["passes"] = inits[0]["init_doc_topic"], n_passes
+        return [glob], glob
+
+    import types
+
+    from bnpcore.moves import topic as mt
+
+    orig = mt.whole_dataset_passes
+    mt.whole_dataset_passes = spy
+    try:
+        mgr._source = object()
+        state = types.SimpleNamespace(stats=types.SimpleNamespace(uids=np.array([1, 2, 3])), memos=[None], moves_log=[])
+        model = types.SimpleNamespace(elbo=lambda g: -10.0)
+        mgr._lap = 7
+        assert mgr._evaluate_small(model, state, -5.0) == (0, -5.0)  # lower: rejected
+    finally:
+        mt.whole_dataset_passes = orig
+    np.testing.assert_array_equal(seen["start"], [[90.0, 6.0, 0.0], [0.0, 50.0, 50.0]])
+    assert seen["passes"] == 2 and state.moves_log[-1]["small_allocations"] == 1 and not state.moves_log[-1]["accepted"]
+
+    # a default fit the proposal cannot improve: rejected once, and the fit stops a lap later
+    k1 = HDPTopicModel(1, n_batches=5, random_state=0).fit(X)
+    tried = [r for r in k1.moves_log_ if "small_allocations" in r]
+    assert k1.converged_ and len(tried) == 1 and not tried[0]["accepted"] and tried[0]["lap"] == k1.n_iter_
+
+
+def test_a_fit_stopped_at_its_settled_lap_continues_to_the_same_model():
+    """The lap that met the convergence test tells the moves to propose the small allocations'
+    delete in the next lap (``settled``); a fit stopped right after it and continued
+    (``warm_start``) proposes it at the same lap and ends where the uninterrupted fit does."""
+    X, _ = make_bars(n_docs=1000, random_state=0)
+    kw = dict(n_components=50, moves=("merge", "delete"), n_batches=5, random_state=0)
+    ref = HDPTopicModel(**kw).fit(X)
+    lap = next(r["lap"] for r in ref.moves_log_ if "small_allocations" in r)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        part = HDPTopicModel(max_laps=lap - 1, **kw).fit(X)
+    assert part.state_.moves_state["settled"]
+    part.set_params(warm_start=True, max_laps=ref.n_iter_ - (lap - 1))
+    part.fit(X)
+    assert part.moves_log_ == ref.moves_log_ and part.elbo_ == ref.elbo_ and part.converged_
+    np.testing.assert_array_equal(part.summaries_.S, ref.summaries_.S)

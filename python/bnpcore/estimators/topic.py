@@ -609,7 +609,10 @@ _DOC_COMMON = """
         Documents read to choose the initial topics.
     moves : None or subset of ("birth", "merge", "delete"), default=None
         Proposal moves (HDP only; :mod:`bnpcore.moves.topic`); None means all three for
-        full and memoized learning, none for stochastic learning.
+        full and memoized learning, none for stochastic learning. ``"delete"`` deletes whole
+        topics and, once per set of topics after the fit meets its convergence test, every
+        document's allocations below 5 % of its tokens at once (``delete_small`` in
+        ``move_options``); each is accepted only if the objective rises.
     birth_start_lap : int, default=2
         First lap at which births are tried.
     merge_start_lap : int, default=2
