@@ -457,6 +457,24 @@ def test_topic_model_on_dask_equals_local(client):
     assert np.array_equal(local.topics_, remote.topics_)
 
 
+
+def test_converged_topic_model_on_dask_equals_local(client):
+    """A default fit to convergence, whose settled lap proposes deleting the documents' small
+    allocations (accepted here: the candidate's passes run on the workers from the counts the
+    lap kept there), ends the same on a cluster as on one machine."""
+    from bnpcore import HDPTopicModel
+
+    X = bnpcore.datasets.make_bars(n_docs=200, random_state=0)[0]
+    kw = dict(n_components=10, algorithm="memoized", n_batches=3, schedule="parallel", random_state=1)
+    local = HDPTopicModel(**kw).fit(X)
+    remote = HDPTopicModel(backend="dask", client=client, **kw).fit(X)
+    small = [r for r in local.moves_log_ if "small_allocations" in r]
+    assert local.converged_ and small and small[0]["accepted"]
+    assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])
+    assert local.moves_log_ == remote.moves_log_
+    assert np.array_equal(local.topics_, remote.topics_)
+
+
 def test_tune_malloc_only_under_a_nanny_setting(monkeypatch):
     """The worker-side allocator fix (docs/distributed.md, "Cost") calls mallopt once, only
     when the nanny's MALLOC_TRIM_THRESHOLD_ is set and it is not turned off."""
