@@ -388,6 +388,18 @@ def test_thread_count_bit_identity(bars, algorithm):
     np.testing.assert_array_equal(a.transform(X), b.transform(X))
 
 
+def test_thread_count_bit_identity_of_a_converged_default_fit():
+    """A default fit run to convergence (births, merges, deletes, and the delete of the small
+    allocations its settled lap proposes) gives the same bits with one thread and with two."""
+    X = make_bars(n_docs=200, random_state=0)[0]
+    a = HDPTopicModel(10, n_batches=3, n_threads=1, random_state=1).fit(X)
+    b = HDPTopicModel(10, n_batches=3, n_threads=2, random_state=1).fit(X)
+    assert a.converged_ and any("small_allocations" in r for r in a.moves_log_)
+    assert a.moves_log_ == b.moves_log_
+    np.testing.assert_array_equal(a.history_["elbo"], b.history_["elbo"])
+    np.testing.assert_array_equal(a.topics_, b.topics_)
+
+
 @pytest.mark.parametrize("moves", [(), None])
 def test_warm_start_three_plus_three_is_six(bars, moves, tmp_path):
     X, _ = bars
