@@ -378,8 +378,8 @@ class TopicMoveManager(MoveOptions):
         structure), but that test never fired: it read a flag already cleared for the next
         lap, and every measurement of the default fits was made without it. Made to fire, it
         kept the default fits of Reuters (seeds 0-3) and of the Wikipedia sample running to
-        ``max_laps`` (a target whose birth collects no documents stays a target), for
-        +20 … +90 nats."""
+        ``max_laps`` (some topic stayed a birth target lap after lap), for +20 … +90
+        nats."""
         G = getattr(self, "_last_stats", None)
         if G is None or self._source is None:
             return False
