@@ -14,6 +14,12 @@ from bnpcore.exceptions import ConvergenceWarning
 KINDS = ("gauss", "diag_gauss", "zero_mean_gauss", "mult", "bern")
 
 
+def hellinger(P, Q):
+    """Hellinger distances between the rows of ``P`` and of ``Q`` (distributions, e.g. topics):
+    ``H[i, j]``."""
+    return np.sqrt(0.5 * ((np.sqrt(P)[:, None, :] - np.sqrt(Q)[None, :, :]) ** 2).sum(axis=2))
+
+
 def fit_quietly(est, X, **fit_kw):
     """Fit, tolerating only a ConvergenceWarning (every other warning stays an error, in
     particular the ELBODecreaseWarning that pyproject.toml turns into one)."""

@@ -11,6 +11,7 @@ import bnpcore.data
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _helpers import hellinger
 from bnpcore import ConvergenceWarning, DataError, FiniteTopicModel, HDPTopicModel, NonFiniteError, ParameterError, ShapeError
 from bnpcore._reference import topic as ref
 from bnpcore.datasets import make_bars
@@ -484,10 +485,6 @@ def test_plot_topics_and_history(bars):
 
 
 # --------------------------------------------------------------------------- toy bars
-def _hellinger(P, Q):
-    return np.sqrt(0.5 * ((np.sqrt(P)[:, None, :] - np.sqrt(Q)[None, :, :]) ** 2).sum(axis=2))
-
-
 @pytest.mark.slow
 def test_bars_merge_delete_from_50_recovers_the_ten_bars():
     """Toy bars (Hughes thesis §5.6.1): memoized learning with merge + delete from K = 50 ends
@@ -506,7 +503,7 @@ def test_bars_merge_delete_from_50_recovers_the_ten_bars():
     Xt, _ = make_bars(n_docs=100, random_state=1)
     m = _fit(HDPTopicModel(50, moves=("merge", "delete"), n_batches=5, random_state=0), X)
     assert m.converged_ and m.summaries_.K == 10 and m.n_components_ == 10
-    H = _hellinger(m.topics_, topics)
+    H = hellinger(m.topics_, topics)
     rows, cols = linear_sum_assignment(H)
     assert np.all(H[rows, cols] < 0.105), H[rows, cols]
     accepted = [r for r in m.moves_log_ if r["accepted"]]
@@ -528,7 +525,7 @@ def test_bars_birth_merge_delete_from_one_topic():
     X, topics = make_bars(n_docs=1000, random_state=0)
     m = _fit(HDPTopicModel(1, n_batches=5, max_laps=30, tol=1e-7, random_state=0), X)
     assert m.summaries_.K == 10
-    H = _hellinger(m.topics_, topics)
+    H = hellinger(m.topics_, topics)
     rows, cols = linear_sum_assignment(H)
     assert np.all(H[rows, cols] < 0.1), H[rows, cols]
     births = [r for r in m.moves_log_ if r["kind"] == "birth" and r["accepted"]]

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _helpers import hellinger
 from bnpcore import ConvergenceWarning, HDPTopicModel
 from bnpcore._reference import topic as ref
 from bnpcore.datasets import make_bars
@@ -390,7 +391,7 @@ def test_a_rejected_delete_is_retried_when_its_topic_has_shrunk():
     m = HDPTopicModel(10, random_state=0).fit(X)
     assert never.n_components_ == 12 and min(never.counts_) < 400  # the two junk topics stay
     assert m.n_components_ == 10 and m.elbo_ > never.elbo_ and m.n_iter_ < never.n_iter_
-    H = np.sqrt(0.5 * ((np.sqrt(m.topics_)[:, None, :] - np.sqrt(topics)[None, :, :]) ** 2).sum(axis=2))
+    H = hellinger(m.topics_, topics)
     rows, cols = linear_sum_assignment(H)
     assert np.all(H[rows, cols] < 0.15)
     deletes = [r for r in m.moves_log_ if r["kind"] == "delete" and r["uids"]]  # (not the small allocations)
@@ -449,8 +450,7 @@ def test_deleting_small_allocations_leaves_the_spurious_topics_optimum():
         return float(np.mean(np.sum(np.asarray(dt) > 1.0, axis=1)))
 
     def worst(model):
-        H = np.sqrt(0.5 * ((np.sqrt(model.topics_)[:, None, :] - np.sqrt(topics)[None, :, :]) ** 2).sum(axis=2))
-        return float(H.min(axis=1).max())
+        return float(hellinger(model.topics_, topics).min(axis=1).max())
 
     assert used(m) < used(off) - 0.3 and worst(m) < worst(off)
     # once per structure: the accepted moves before each proposal differ

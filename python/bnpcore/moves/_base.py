@@ -58,6 +58,13 @@ def accepts(elbo_before: float, elbo_after: float, rtol: float = ACCEPT_RTOL) ->
     return bool(np.isfinite(elbo_after) and elbo_after - elbo_before > rtol * abs(elbo_before))
 
 
+def size_changed(n: float, n0: float, rel: float) -> bool:
+    """Whether a cluster's size ``n`` differs from its size ``n0`` at a rejected delete by more
+    than the fraction ``rel`` of ``n0`` (``delete_retry_change``): the rule by which the mixture
+    and topic deletes try a rejected target again. False when ``n0`` is NaN (unknown)."""
+    return bool(abs(n - n0) > rel * max(n0, 1e-300))
+
+
 # ------------------------------------------------------------------------------ move options
 @dataclass(frozen=True)
 class OptionRange:

@@ -107,6 +107,7 @@ from bnpcore.moves._base import (
     Move,
     accepts,
     replace_columns,
+    size_changed,
     sum_parts,
 )
 
@@ -191,8 +192,7 @@ class DeleteMove(Move):
         if uid not in self.failures:
             return True
         count, n0, version = self.failures[uid]
-        changed = abs(n - n0) > self.manager.options["delete_retry_change"] * max(n0, 1e-300)
-        if changed or version != self.manager.structure_version:
+        if size_changed(n, n0, self.manager.options["delete_retry_change"]) or version != self.manager.structure_version:
             self.failures.pop(uid)
             return True
         return count < self.manager.options["delete_max_fail"]

@@ -112,7 +112,18 @@ import numpy as np
 
 from bnpcore import _core
 from bnpcore.algorithms._base import materialize, memo_map, sum_memos
-from bnpcore.moves._base import ACCEPT_RTOL, ACCEPT_RTOL_RANGE, FLAG, FRACTION, MoveOptions, accepts, count, number, whole_dataset_passes
+from bnpcore.moves._base import (
+    ACCEPT_RTOL,
+    ACCEPT_RTOL_RANGE,
+    FLAG,
+    FRACTION,
+    MoveOptions,
+    accepts,
+    count,
+    number,
+    size_changed,
+    whole_dataset_passes,
+)
 from bnpcore.moves.merge import neighbour_pairs
 
 __all__ = ["TOPIC_MOVE_KINDS", "TopicMoveConfig", "TopicMoveManager"]
@@ -269,6 +280,9 @@ class TopicMoveManager(MoveOptions):
         self.birth_failed: dict = {}
         #: structure version at which the small allocations were last proposed for deletion
         self.small_tried = -1
+        #: the previous lap met the convergence test while :meth:`busy` (set by the lap loop)
+        self.settled = False
+        self._last_stats = None  # the summaries after the last lap whose moves could run
         #: uid pairs (smaller first) whose merge was rejected at the current structure version
         self.merge_failed: set = set()
         #: (structure version, uid pairs ranked at its first lap that planned merges) or None
@@ -314,7 +328,7 @@ class TopicMoveManager(MoveOptions):
         deletes = "delete" in self.kinds and self._lap >= self._start("delete") and self._cap("delete") > 0
         self._deletes = bool(deletes and movable)
         # after a lap that met the convergence test (``settled``, set by the lap loop)
-        self._small = bool(self._deletes and getattr(self, "settled", False) and self._small_pending() and self._source is not None)
+        self._small = bool(self._deletes and self.settled and self._small_pending() and self._source is not None)
         self._warm = bool(
             self.options["warm_start"]
             and movable
@@ -380,8 +394,7 @@ class TopicMoveManager(MoveOptions):
         kept the default fits of Reuters (seeds 0-3) and of the Wikipedia sample running to
         ``max_laps`` (some topic stayed a birth target lap after lap), for +20 … +90
         nats."""
-        G = getattr(self, "_last_stats", None)
-        if G is None or self._source is None:
+        if self._last_stats is None or self._source is None:
             return False
         return "delete" in self.kinds and self._cap("delete") > 0 and self._small_pending()
 
@@ -419,7 +432,7 @@ class TopicMoveManager(MoveOptions):
             "delete_failed": {str(k): [int(v), float(n)] for k, (v, n) in self.delete_failed.items()},
             "birth_failed": {str(k): int(v) for k, v in self.birth_failed.items()},
             "small_tried": int(self.small_tried),
-            "settled": bool(getattr(self, "settled", False)),
+            "settled": bool(self.settled),
             "merge_failed": [[int(a), int(b)] for a, b in sorted(self.merge_failed)],
             "merge_plan_version": -1 if self.merge_plan is None else int(self.merge_plan[0]),
             "merge_plan": [] if self.merge_plan is None else [[int(a), int(b)] for a, b in self.merge_plan[1]],
@@ -608,8 +621,7 @@ class TopicMoveManager(MoveOptions):
         failed = self.delete_failed.get(uid)
         if failed is None or failed[0] != self.structure_version:
             return True
-        n0 = failed[1]
-        return bool(np.isfinite(n0) and abs(n - n0) > float(self.options["delete_retry_change"]) * max(n0, 1e-300))
+        return size_changed(n, failed[1], float(self.options["delete_retry_change"]))
 
     def _usage_shares(self, n_batches: int):
         """Per topic (uid) of the lap, the share of the documents using it (``doc_usage`` summed
@@ -648,16 +660,16 @@ class TopicMoveManager(MoveOptions):
         accepted iff the objective of the last pass's summaries is higher (module docstring)."""
         G = state.stats
         below = float(self.options["delete_small_below"])
+        dropped = 0
 
         def drop_small(b, cols):
-            total = cols.sum(axis=1, keepdims=True)
-            return np.where(cols < below * total, 0.0, cols)
+            nonlocal dropped
+            small = cols < below * cols.sum(axis=1, keepdims=True)
+            dropped += int(np.count_nonzero(small & (cols > 0)))
+            return np.where(small, 0.0, cols)
 
         inits = self._warm_inits(G.uids, len(state.memos), extra=drop_small)
-        if inits is None:
-            return 0, elbo
-        dropped = int(sum(int(np.count_nonzero((self._doc_topic[b][0] > 0) & (i["init_doc_topic"] == 0))) for b, i in enumerate(inits)))
-        if dropped == 0:
+        if inits is None or dropped == 0:
             return 0, elbo
         memos, total = whole_dataset_passes(model, self._source, self._executor, G, int(self.options["delete_small_passes"]),
                                             n_threads=self.n_threads, inits=inits)
