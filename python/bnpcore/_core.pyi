@@ -114,6 +114,7 @@ def doc_topic_step(
     tol: float = 0.05,
     restarts: bool = True,
     restart_mask: Optional[Any] = None,
+    cold_mask: Optional[Any] = None,
     restart_max_trials: int = 25,
     restart_iters: int = 2,
     restart_min_mass: float = 0.1,

@@ -130,6 +130,35 @@ def test_warm_started_doc_topic_step_matches_reference(pb):
 
 @SETTINGS
 @given(problem)
+def test_cold_mask_matches_reference(pb):
+    """``cold_mask`` starts the documents it marks from the prior despite ``init_doc_topic`` (a
+    settled delete restarts the documents that used the deleted topic): against the reference
+    with a random mask, dense and L-sparse; an all-true mask is the cold step and an
+    all-false mask the warm one, bit for bit; a mask of the wrong length is refused by name."""
+    rng, (indptr, indices, data), lam, a, a_rem = problem_inputs(pb)
+    K, D = pb["K"], pb["D"]
+    table = _core.topic_word_table(lam)
+    top_l = int(rng.integers(1, K + 1)) if pb["sparse"] else None
+    kw = dict(alpha_beta_rem=a_rem, max_iter=pb["max_iter"], tol=0.0, restart_max_trials=3, top_l=top_l, return_doc_topic=True)
+    mask, init = rng.random(D) < 0.5, rng.gamma(0.7, 3.0, (D, K))
+    out = _core.doc_topic_step(indptr, indices, data, table, a, cold_mask=mask, init_doc_topic=init, **kw)
+    want = ref.doc_topic_step(indptr, indices, data, ref.topic_word_table(lam), a, cold_mask=mask, init_doc_topic=init, **kw)
+    compare(out, want, KEYS + ("doc_topic",))
+    for key in ("n_iter", "restarts_tried", "restarts_accepted"):
+        assert out[key] == want[key], key
+    every = _core.doc_topic_step(indptr, indices, data, table, a, cold_mask=np.ones(D, dtype=bool), init_doc_topic=init, **kw)
+    cold = _core.doc_topic_step(indptr, indices, data, table, a, **kw)
+    none = _core.doc_topic_step(indptr, indices, data, table, a, cold_mask=np.zeros(D, dtype=bool), init_doc_topic=init, **kw)
+    warm = _core.doc_topic_step(indptr, indices, data, table, a, init_doc_topic=init, **kw)
+    for x, y in ((every, cold), (none, warm)):
+        for key in KEYS + ("doc_topic", "restarts_tried", "n_type_passes"):
+            np.testing.assert_array_equal(np.asarray(x[key]), np.asarray(y[key]), err_msg=key)
+    with pytest.raises(ShapeError, match="cold_mask"):
+        _core.doc_topic_step(indptr, indices, data, table, a, cold_mask=np.ones(D + 1, dtype=bool), init_doc_topic=init, **kw)
+
+
+@SETTINGS
+@given(problem)
 def test_restart_mask_matches_reference(pb):
     """``restart_mask`` tries the restart proposals only in the documents it marks (a move's
     candidate skips them where the lap tried them): against the reference with a random mask,

@@ -240,6 +240,7 @@ def doc_topic_step(
     tol=0.05,
     restarts=True,
     restart_mask=None,
+    cold_mask=None,
     restart_max_trials=25,
     restart_iters=2,
     restart_min_mass=0.1,
@@ -264,7 +265,8 @@ def doc_topic_step(
     theta~)(psi(theta~) - psi(theta_d.))`` with ``theta~ = theta_i + theta_j``.
     With ``return_local``, ``local`` is a list of per-document ``(r, theta)`` (``r`` dense U x K).
     ``init_doc_topic`` (D x K) warm-starts document ``d`` from ``N = init[d]``;
-    ``restart_mask`` (D booleans) tries restarts only in the documents it marks.
+    ``restart_mask`` (D booleans) tries restarts only in the documents it marks; ``cold_mask``
+    (D booleans) starts the documents it marks from the prior despite ``init_doc_topic``.
     """
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
@@ -307,10 +309,11 @@ def doc_topic_step(
         w = indices[indptr[d] : indptr[d + 1]]
         c = data[indptr[d] : indptr[d + 1]]
         o = opts if restart_mask is None or restart_mask[d] else dict(opts, restarts=False)
+        init_d = None if init is None or (cold_mask is not None and cold_mask[d]) else init[d]
         if top_l is None or top_l >= K:
-            r, N = _dense_doc(C[w], c, a, alpha_beta_rem, o, counters, None if init is None else init[d])
+            r, N = _dense_doc(C[w], c, a, alpha_beta_rem, o, counters, init_d)
         else:
-            r, N = _sparse_doc(C[w], c, a, alpha_beta_rem, int(top_l), o, counters, None if init is None else init[d])
+            r, N = _sparse_doc(C[w], c, a, alpha_beta_rem, int(top_l), o, counters, init_d)
         theta = N + a
         tot = theta.sum() + (0.0 if alpha_beta_rem is None else alpha_beta_rem)
         ell = digamma(theta) - digamma(tot)

@@ -61,11 +61,12 @@ fn output_dict<'py>(py: Python<'py>, out: DocTopicOutput) -> PyResult<Bound<'py,
 /// `doc_topic` (D × K), and the counters `n_iter`, `n_type_passes`, `restarts_tried`,
 /// `restarts_accepted`. `init_doc_topic` (D × K counts) warm-starts every
 /// document from the given `N_dk` instead of the prior; `restart_mask` (D booleans) limits the
-/// restart proposals to the documents it marks. `usage_threshold` defaults to
+/// restart proposals to the documents it marks; `cold_mask` (D booleans) starts the documents it
+/// marks from the prior despite `init_doc_topic`. `usage_threshold` defaults to
 /// `DOC_USAGE_THRESHOLD`.
 #[pyfunction]
 #[pyo3(signature = (indptr, indices, data, exp_elog_phi, alpha_beta, *, alpha_beta_rem = None, max_iter = 100, tol = 0.05,
-                    restarts = true, restart_mask = None, restart_max_trials = 25, restart_iters = 2, restart_min_mass = 0.1, top_l = None,
+                    restarts = true, restart_mask = None, cold_mask = None, restart_max_trials = 25, restart_iters = 2, restart_min_mass = 0.1, top_l = None,
                     sparse_eps = 1e-3, merge_pairs = None, usage_threshold = None, return_doc_topic = false, init_doc_topic = None,
                     n_threads = None))]
 fn doc_topic_step<'py>(
@@ -80,6 +81,7 @@ fn doc_topic_step<'py>(
     tol: f64,
     restarts: bool,
     restart_mask: Option<PyReadonlyArray1<'py, bool>>,
+    cold_mask: Option<PyReadonlyArray1<'py, bool>>,
     restart_max_trials: usize,
     restart_iters: usize,
     restart_min_mass: f64,
@@ -96,6 +98,7 @@ fn doc_topic_step<'py>(
         tol,
         restarts,
         restart_mask: restart_mask.map(|m| m.as_array().to_vec()),
+        cold_mask: cold_mask.map(|m| m.as_array().to_vec()),
         restart_max_trials,
         restart_iters,
         restart_min_mass,

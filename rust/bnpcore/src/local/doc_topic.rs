@@ -161,6 +161,10 @@ pub struct DocTopicOptions {
     /// lap's solution can skip them where the lap already tried them at nearly the same
     /// globals.
     pub restart_mask: Option<Vec<bool>>,
+    /// With a warm start, per document of the batch whether it starts cold all the same (from
+    /// the prior, as without `init`; `None`: none does). A move's candidate can restart from
+    /// the prior the documents that lost most of their counts to it and keep the others warm.
+    pub cold_mask: Option<Vec<bool>>,
     /// At most this many restart proposals per document (thesis: 25).
     pub restart_max_trials: usize,
     /// Forward iterations of each restart proposal (≥ 1; thesis ch. 7: 2).
@@ -186,6 +190,7 @@ impl Default for DocTopicOptions {
             tol: 0.05,
             restarts: true,
             restart_mask: None,
+            cold_mask: None,
             restart_max_trials: 25,
             restart_iters: 2,
             restart_min_mass: 0.1,
@@ -391,9 +396,11 @@ fn validate<'a, I: CsrIndex>(
     if opts.restarts && opts.restart_iters == 0 {
         return Err(Error::param("restart_iters", "must be >= 1"));
     }
-    if let Some(m) = &opts.restart_mask {
-        if m.len() != offs.len() - 1 {
-            return Err(Error::shape("restart_mask", format!("({},)", offs.len() - 1), format!("({},)", m.len())));
+    for (name, mask) in [("restart_mask", &opts.restart_mask), ("cold_mask", &opts.cold_mask)] {
+        if let Some(m) = mask {
+            if m.len() != offs.len() - 1 {
+                return Err(Error::shape(name, format!("({},)", offs.len() - 1), format!("({},)", m.len())));
+            }
         }
     }
     if !opts.restart_min_mass.is_finite() || !opts.usage_threshold.is_finite() {
@@ -2062,10 +2069,12 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
         let ctx = DocCtx { tab: &rows, k, words: &iota[..sc.words.len()], counts: &b.data[s0..s1], a: b.a, pk: &b.pk, a_rem: b.a_rem };
         // restart proposals for this document: on, and the mask (if any) marks it
         let restart = opts.restarts && opts.restart_mask.as_ref().is_none_or(|m| m[d]);
+        // its warm start, unless the cold mask marks it
+        let init = b.init.filter(|_| !opts.cold_mask.as_ref().is_some_and(|m| m[d])).map(|x| &x[d * k..(d + 1) * k]);
         match sparse_l {
             None => {
                 let (cur, prop) = (&mut sc.dense.0, &mut sc.dense.1);
-                dense_doc(&ctx, opts, restart, b.init.map(|x| &x[d * k..(d + 1) * k]), cur, prop, &mut sc.acc, &mut sc.tmp, &mut part.ctr);
+                dense_doc(&ctx, opts, restart, init, cur, prop, &mut sc.acc, &mut sc.tmp, &mut part.ctr);
                 // entropy without a logarithm per (word, topic): on an ordinary row
                 // `r_uj = E_uj e_j / s_u` with `e_j = exp(δ_j)`, `δ_j = p_j − m`, so
                 // `Σ_u c_u r_uj ln r_uj = Σ_u c_u r_uj ln E_uj + δ_j N_dj − Σ_u c_u r_uj ln s_u`:
@@ -2113,7 +2122,7 @@ fn run_leaf<I: CsrIndex>(b: &Batch<I>, opts: &DocTopicOptions, first: Option<&Fi
             }
             Some(l) => {
                 let (cur, prop) = (&mut sc.sparse.0, &mut sc.sparse.1);
-                let (init, fp) = (b.init.map(|x| &x[d * k..(d + 1) * k]), first.map(|fp| (fp, &sc.words[..])));
+                let fp = first.map(|fp| (fp, &sc.words[..]));
                 sparse_doc(&ctx, opts, restart, l, fp, init, cur, prop, &mut sc.tmp, &mut sc.cand, &mut part.ctr);
                 for u in 0..sc.words.len() {
                     let c = ctx.counts[u];
@@ -2794,6 +2803,35 @@ mod tests {
         for j in 0..5 {
             assert!((warm.n[j] - cold.n[j]).abs() < 1e-3 * (1.0 + cold.n[j]), "L-sparse, topic {j}");
         }
+    }
+
+    /// `cold_mask` starts the documents it marks from the prior despite the warm start: every
+    /// document marked gives the cold step's summaries, none marked the warm step's, and a
+    /// mixed mask gives per document the cold or the warm counts (dense and L-sparse, with
+    /// restarts); a mask of the wrong length is refused.
+    #[test]
+    fn cold_mask_starts_the_marked_documents_from_the_prior() {
+        let c = corpus(40, 30, 6, 5);
+        for top_l in [None, Some(2)] {
+            let opts = DocTopicOptions { top_l, return_doc_topic: true, ..Default::default() };
+            let cold = run_init(&c, None, &opts).unwrap();
+            let init = Array2::from_shape_fn((40, 6), |(d, j)| ((d * 7 + j * 3) % 5) as f64);
+            let warm = run_init(&c, Some(init.view()), &opts).unwrap();
+            let with = |m: Vec<bool>| run_init(&c, Some(init.view()), &DocTopicOptions { cold_mask: Some(m), ..opts.clone() }).unwrap();
+            let all = with(vec![true; 40]);
+            assert_eq!(all.doc_topic, cold.doc_topic, "{top_l:?}");
+            assert_eq!(all.h, cold.h);
+            assert_eq!(with(vec![false; 40]).doc_topic, warm.doc_topic);
+            let mask: Vec<bool> = (0..40).map(|d| d % 3 == 0).collect();
+            let mixed = with(mask.clone()).doc_topic.unwrap();
+            let (dc, dw) = (cold.doc_topic.as_ref().unwrap(), warm.doc_topic.as_ref().unwrap());
+            assert!((0..40).any(|d| dc.row(d) != dw.row(d)), "cold and warm differ somewhere");
+            for (d, &m) in mask.iter().enumerate() {
+                assert_eq!(mixed.row(d), if m { dc.row(d) } else { dw.row(d) }, "document {d}, {top_l:?}");
+            }
+        }
+        let opts = DocTopicOptions { cold_mask: Some(vec![true; 39]), ..Default::default() };
+        assert!(run_init(&c, None, &opts).is_err());
     }
 
     #[test]
