@@ -373,9 +373,9 @@ def test_a_rejected_delete_is_retried_when_its_topic_has_shrunk():
     the mixtures' deletes are. On the bars from K = 10 (seed 0) a birth leaves two junk topics;
     their deletes are rejected at laps 4-5, when they hold 2,800 and 1,800 tokens, and they
     shrink lap after lap while the bars take their tokens. Without the retry (a change that
-    never comes) the fit ends with both, 12 topics, 200 and 300 tokens each; with it they are
-    deleted once deletable and the fit ends with the 10 bars and a higher objective, in fewer
-    laps."""
+    never comes; and without the settled deletes, which remove both in the end) the fit ends
+    with both, 12 topics, 200 and 300 tokens each; with it they are deleted once deletable and
+    the fit ends with the 10 bars and a higher objective, in fewer laps."""
     from scipy.optimize import linear_sum_assignment
 
     mgr = TopicMoveManager.__new__(TopicMoveManager)
@@ -387,7 +387,8 @@ def test_a_rejected_delete_is_retried_when_its_topic_has_shrunk():
     assert mgr._delete_retry(6, 1000.0)  # failed at another structure
 
     X, topics = make_bars(n_docs=2000, random_state=0)
-    never = HDPTopicModel(10, move_options={"delete_retry_change": 1e12}, random_state=0).fit(X)
+    # (without the settled deletes too: they would remove the junk topics at the end)
+    never = HDPTopicModel(10, move_options={"delete_retry_change": 1e12, "delete_settled": 0}, random_state=0).fit(X)
     m = HDPTopicModel(10, random_state=0).fit(X)
     assert never.n_components_ == 12 and min(never.counts_) < 400  # the two junk topics stay
     assert m.n_components_ == 10 and m.elbo_ > never.elbo_ and m.n_iter_ < never.n_iter_
@@ -492,6 +493,50 @@ def test_deleting_small_allocations_leaves_the_spurious_topics_optimum():
     k1 = HDPTopicModel(1, n_batches=5, random_state=0).fit(X)
     tried = [r for r in k1.moves_log_ if "small_allocations" in r]
     assert k1.converged_ and len(tried) == 1 and not tried[0]["accepted"] and tried[0]["lap"] == k1.n_iter_
+
+
+def test_a_settled_delete_restarts_the_documents_a_warm_delete_locks_in():
+    """From K = 50 on the 1,000 bars documents (seed 1) one document ends explained by a bar
+    and an eleventh topic of its own (114 tokens, 57 % of the document). Its ordinary delete
+    starts the document from its counts without that topic: every other topic then weighs
+    ``exp ψ(a_k)``, the tokens stay on the one bar it kept, and the delete loses 225 nats.
+    At the settled lap the smallest topics are proposed again with the documents that used
+    them restarted from the prior (``cold_mask``): accepted, the fit ends with the ten bars
+    and a higher objective; without it (``delete_settled=0``) with eleven. The candidate's
+    cold documents are exactly those that used the topic in the lap."""
+    X, _ = make_bars(n_docs=1000, random_state=0)
+    kw = dict(n_components=50, moves=("merge", "delete"), n_batches=5, random_state=1)
+    off = HDPTopicModel(move_options={"delete_settled": 0}, **kw).fit(X)
+    assert off.n_components_ == 11
+    small = int(off.summaries_.uids[np.argmin(off.summaries_.N)])
+    assert [r["accepted"] for r in off.moves_log_ if r["uids"] == [small]][-1] is False
+
+    from bnpcore.moves import topic as mt
+
+    seen = []
+    orig = mt.whole_dataset_passes
+
+    def spy(model, source, executor, glob, n_passes, *, n_threads=None, inits=None):
+        if inits and "cold_mask" in inits[0]:
+            seen.append([(i["cold_mask"].copy(), i["restart_mask"].copy()) for i in inits])
+        return orig(model, source, executor, glob, n_passes, n_threads=n_threads, inits=inits)
+
+    mt.whole_dataset_passes = spy
+    try:
+        m = HDPTopicModel(**kw).fit(X)
+    finally:
+        mt.whole_dataset_passes = orig
+    settled = [r for r in m.moves_log_ if r.get("settled")]
+    assert settled and settled[-1]["accepted"] and settled[-1]["uids"] == [small] and settled[-1]["kind"] == "delete"
+    assert settled[-1]["elbo_after"] > settled[-1]["elbo_before"] + 50
+    assert m.n_components_ == 10 and m.converged_ and m.elbo_ > off.elbo_ + 50
+    assert len(seen) == len(settled)
+    for masks in seen:  # the documents that used the topic, and only those, start cold
+        assert all(np.array_equal(cold, used) for cold, used in masks)
+        assert 0 < sum(int(cold.sum()) for cold, _ in masks) < X.shape[0] // 10
+    # the other fits of the toy are unchanged: their topics are each used by many documents
+    k1 = HDPTopicModel(1, n_batches=5, random_state=0).fit(X)
+    assert not any(r.get("settled") for r in k1.moves_log_)
 
 
 def test_a_fit_stopped_at_its_settled_lap_continues_to_the_same_model():

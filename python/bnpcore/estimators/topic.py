@@ -612,7 +612,9 @@ _DOC_COMMON = """
         full and memoized learning, none for stochastic learning. ``"delete"`` deletes whole
         topics and, once per set of topics after the fit meets its convergence test, every
         document's allocations below 5 % of its tokens at once (``delete_small`` in
-        ``move_options``); each is accepted only if the objective rises.
+        ``move_options``), and then too the smallest topics again with the documents that
+        used them restarted from the prior (``delete_settled``); each is accepted only if
+        the objective rises.
     birth_start_lap : int, default=2
         First lap at which births are tried.
     merge_start_lap : int, default=2

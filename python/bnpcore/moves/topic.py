@@ -78,6 +78,24 @@ to the bars 0.106–0.111 → 0.080–0.081, seeds 0–2), and likewise from K =
 of Lee, Reuters and the Wikipedia sample end 5–670 nats higher, the fits it cannot improve one
 lap and two passes later (``docs/topic_models.md``).
 
+**Settled deletes** (``delete_settled``, default 3, on with deletes). In the same settled lap,
+before the small allocations, the ``delete_settled`` smallest topics that an ordinary delete
+may try (size and usage limits; earlier rejections aside) are proposed again, one at a time,
+with the documents that used the topic started from the prior (``cold_mask`` of the document
+step) instead of from their counts without it; the first accepted one ends the round (the lap's
+usage counts describe the old topics). Logged as a ``"delete"`` with ``settled=True``. Why: a
+warm start locks in a document that loses most of its tokens with the deleted topic. Every
+topic it did not use starts at weight :math:`\exp\psi(a_k)` (about :math:`e^{-20}` for small
+:math:`a_k`), so the lost tokens stay on the topics it kept. From K = 50 on the 1,000 bars
+documents (seed 1) a document ended explained by one bar and an eleventh topic of its own
+(114 tokens, 57 % of the document): its delete lost 225 nats warm and gains 125 with the
+document restarted. Cold-starting those documents in *every* delete made better candidates
+but lower final fits on Reuters and the Wikipedia sample (more deletes accepted early; module
+history in ``docs/topic_models.md``), so it is kept for the lap where the fit was about to
+end. Where every topic is used by many documents (the bars' default fits) nothing is
+proposed; the default fits of Lee, Reuters and the Wikipedia sample reject their three
+candidates (−60 … −900 nats) and end where they did.
+
 **Birth** (thesis §5.5.3, whole-dataset version). The target is the largest topic that has not
 failed a birth since the last accepted move. During the lap, every document using it
 (:math:`N_{dt}>1`, at most ``birth_max_docs``) contributes its target histogram: its word counts
@@ -185,7 +203,9 @@ class TopicMoveConfig:
         at the same structure once its size changed by more than this fraction, default 0.1),
         ``delete_small`` (True: with deletes, propose deleting every document's allocations
         below ``delete_small_below`` = 0.05 of its tokens, judged after
-        ``delete_small_passes`` = 2 passes; module docstring), and the birth
+        ``delete_small_passes`` = 2 passes; module docstring), ``delete_settled`` (3: in
+        that lap, the smallest deletable topics proposed again with the documents that used
+        them restarted from the prior; 0 disables; module docstring), and the birth
         settings ``birth_n_new`` (10), ``birth_passes`` (1), ``birth_max_docs`` (2000),
         ``birth_min_count`` (1), ``birth_kmeans_iters`` (10), ``birth_keep_fraction`` (0.1),
         ``birth_refine_iters`` (10: when the k-means candidate is rejected, iterations of a
@@ -227,6 +247,7 @@ class TopicMoveManager(MoveOptions):
         "delete_small": True,
         "delete_small_below": 0.05,
         "delete_small_passes": 2,
+        "delete_settled": 3,
         "birth_n_new": 10,
         "birth_passes": 1,
         "birth_max_docs": 2000,
@@ -250,6 +271,7 @@ class TopicMoveManager(MoveOptions):
         "delete_small": FLAG,
         "delete_small_below": FRACTION,
         "delete_small_passes": count(1),
+        "delete_settled": count(0),
         # a birth proposes at least two topics from at least two documents' histograms; the
         # target keeps less than all of its counts
         "birth_n_new": count(2),
@@ -416,7 +438,9 @@ class TopicMoveManager(MoveOptions):
         small = 0
         if self._small and not accepted:
             self.small_tried = self.structure_version
-            small, elbo = self._evaluate_small(model, state, elbo)
+            accepted, elbo = self._evaluate_settled_deletes(model, state, elbo)
+            if not accepted:
+                small, elbo = self._evaluate_small(model, state, elbo)
         if accepted:
             self.structure_version += 1
             self.merge_failed = set()  # a failed pair is tried again after any accepted move
@@ -610,6 +634,39 @@ class TopicMoveManager(MoveOptions):
                 self.delete_failed[uid] = (self.structure_version, float(G.N[j]))
         return accepted, elbo
 
+    def _evaluate_settled_deletes(self, model, state, elbo) -> tuple[int, float]:
+        """At the settled lap (as the small allocations), propose deleting again the
+        ``delete_settled`` smallest topics an ordinary delete may try (size and usage limits;
+        failures and retries aside), each candidate with the documents that used the topic
+        restarted from the prior (``cold_mask``) instead of from their counts without it; the
+        first accepted one ends the round (module docstring)."""
+        n_max = int(self.options["delete_settled"])
+        G = state.stats
+        if n_max < 1 or G.K < 2:
+            return 0, elbo
+        max_size = float(self.options["delete_max_size"]) * float(G.N.sum())
+        usage = self._usage_shares(len(state.memos))
+        max_usage = float(self.options["delete_max_usage"])
+        tried = 0
+        for j in np.argsort(G.N, kind="stable"):
+            if tried >= n_max or G.N[j] > max_size:
+                break
+            uid = int(G.uids[j])
+            share = usage.get(uid, 0.0) if usage is not None else None
+            if share is not None and share > max_usage:
+                continue
+            tried += 1
+            memos, cand = self._delete_candidate(model, state, int(j), cold=True)
+            new = model.elbo(cand)
+            ok = self._accepts(elbo, new)
+            self._log(state, "delete", [uid], elbo, new, ok, settled=True)
+            if ok:
+                state.memos = memos
+                state.recompute_total()
+                self.delete_failed.pop(uid, None)
+                return 1, model.elbo(state.stats)
+        return 0, elbo
+
     def _delete_retry(self, uid: int, n: float) -> bool:
         """Whether topic ``uid`` (now holding ``n`` tokens) may be a delete candidate: it never
         failed, or it failed at another structure version, or its size changed by more than
@@ -638,15 +695,20 @@ class TopicMoveManager(MoveOptions):
                 used[u] = used.get(u, 0.0) + c
         return {u: c / max(docs, 1.0) for u, c in used.items()}
 
-    def _delete_candidate(self, model, state, j: int) -> tuple:
+    def _delete_candidate(self, model, state, j: int, *, cold: bool = False) -> tuple:
         """Batch summaries after ``delete_passes`` document-step passes with topic ``j``
         removed (the first pass uses the current summaries without ``j`` as globals), and
-        their sum."""
+        their sum. ``cold``: the documents that used ``j`` start from the prior, not from
+        their counts without it."""
         saved_top_l = model.top_l
         uid = int(state.stats.uids[j])
         glob = state.stats.drop([j])
         inits = self._warm_inits(glob.uids, len(state.memos))
         self._restart_where_used(inits, uid)
+        if cold:
+            for init in inits or ():
+                if "restart_mask" in init:
+                    init["cold_mask"] = init["restart_mask"]
         memos, total = whole_dataset_passes(model, self._source, self._executor, glob, int(self.options["delete_passes"]),
                                         n_threads=self.n_threads, inits=inits)
         model.top_l = saved_top_l
