@@ -697,7 +697,8 @@ _DOC = r"""
         accepted in that lap (nor is a birth still to be tried).
     init : {"random_blocks"}, default="random_blocks"
         Random contiguous blocks (Hughes thesis §6.6): state k starts from ``init_block_len``
-        consecutive steps of a randomly chosen sequence.
+        consecutive steps of a randomly chosen sequence, with those steps' observation
+        summaries and their self-transitions (:func:`bnpcore.hmm.init_hmm_stats`).
     init_block_len : int, default=20
         Length of each initial block, in time steps (a whole sequence when it is shorter).
     init_subsample : int, default=100000
