@@ -83,7 +83,8 @@ before the small allocations, the ``delete_settled`` smallest topics that an ord
 may try (size and usage limits; earlier rejections aside) are proposed again, one at a time,
 with the documents that used the topic started from the prior (``cold_mask`` of the document
 step) instead of from their counts without it; the first accepted one ends the round (the lap's
-usage counts describe the old topics). Logged as a ``"delete"`` with ``settled=True``. Why: a
+usage counts describe the old topics); the round runs with ``delete_small`` off too. Logged as
+a ``"delete"`` with ``settled=True``. Why: a
 warm start locks in a document that loses most of its tokens with the deleted topic. Every
 topic it did not use starts at weight :math:`\exp\psi(a_k)` (about :math:`e^{-20}` for small
 :math:`a_k`), so the lost tokens stay on the topics it kept. From K = 50 on the 1,000 bars
@@ -406,9 +407,10 @@ class TopicMoveManager(MoveOptions):
         self._stale = True
 
     def busy(self) -> bool:
-        """True while the small allocations were not yet proposed for deletion at the current
-        structure (``delete_small``): a fit that meets the convergence test runs one more lap,
-        whose end proposes them (module docstring).
+        """True while the settled round (the settled deletes, ``delete_settled``, and the small
+        allocations' delete, ``delete_small``) was not yet proposed at the current structure: a
+        fit that meets the convergence test runs one more lap, whose end proposes them (module
+        docstring).
 
         Births do not hold a fit. They once meant to (until every topic had been tried at the
         structure), but that test never fired: it read a flag already cleared for the next
@@ -421,7 +423,10 @@ class TopicMoveManager(MoveOptions):
         return "delete" in self.kinds and self._cap("delete") > 0 and self._small_pending()
 
     def _small_pending(self) -> bool:
-        return bool(self.options["delete_small"]) and self.options["warm_start"] and self.small_tried != self.structure_version
+        """Whether the settled round is still to be proposed at the current structure (either of
+        its moves on; both start documents from the lap's counts)."""
+        on = bool(self.options["delete_small"]) or int(self.options["delete_settled"]) > 0
+        return on and self.options["warm_start"] and self.small_tried != self.structure_version
 
     def end_lap(self, model, state, elbo) -> tuple[int, float]:
         accepted = 0
@@ -439,7 +444,7 @@ class TopicMoveManager(MoveOptions):
         if self._small and not accepted:
             self.small_tried = self.structure_version
             accepted, elbo = self._evaluate_settled_deletes(model, state, elbo)
-            if not accepted:
+            if not accepted and self.options["delete_small"]:
                 small, elbo = self._evaluate_small(model, state, elbo)
         if accepted:
             self.structure_version += 1
