@@ -503,7 +503,8 @@ def test_a_settled_delete_restarts_the_documents_a_warm_delete_locks_in():
     At the settled lap the smallest topics are proposed again with the documents that used
     them restarted from the prior (``cold_mask``): accepted, the fit ends with the ten bars
     and a higher objective; without it (``delete_settled=0``) with eleven. The candidate's
-    cold documents are exactly those that used the topic in the lap."""
+    cold documents are exactly those that used the topic in the lap; a fit stopped before the
+    settled round and continued (``warm_start``) ends at the same model."""
     X, _ = make_bars(n_docs=1000, random_state=0)
     kw = dict(n_components=50, moves=("merge", "delete"), n_batches=5, random_state=1)
     off = HDPTopicModel(move_options={"delete_settled": 0}, **kw).fit(X)
@@ -534,6 +535,15 @@ def test_a_settled_delete_restarts_the_documents_a_warm_delete_locks_in():
     for masks in seen:  # the documents that used the topic, and only those, start cold
         assert all(np.array_equal(cold, used) for cold, used in masks)
         assert 0 < sum(int(cold.sum()) for cold, _ in masks) < X.shape[0] // 10
+    # a fit stopped in the lap before the settled round and continued ends where this one does
+    lap = settled[-1]["lap"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        part = HDPTopicModel(max_laps=lap - 1, **kw).fit(X)
+    part.set_params(warm_start=True, max_laps=m.n_iter_ - (lap - 1))
+    part.fit(X)
+    assert part.moves_log_ == m.moves_log_ and part.elbo_ == m.elbo_
+    np.testing.assert_array_equal(part.summaries_.S, m.summaries_.S)
     # the other fits of the toy are unchanged: their topics are each used by many documents
     k1 = HDPTopicModel(1, n_batches=5, random_state=0).fit(X)
     assert not any(r.get("settled") for r in k1.moves_log_)
