@@ -84,18 +84,17 @@ may try (size and usage limits; earlier rejections aside) are proposed again, on
 with the documents that used the topic started from the prior (``cold_mask`` of the document
 step) instead of from their counts without it; the first accepted one ends the round (the lap's
 usage counts describe the old topics); the round runs with ``delete_small`` off too. Logged as
-a ``"delete"`` with ``settled=True``. Why: a
-warm start locks in a document that loses most of its tokens with the deleted topic. Every
-topic it did not use starts at weight :math:`\exp\psi(a_k)` (about :math:`e^{-20}` for small
-:math:`a_k`), so the lost tokens stay on the topics it kept. From K = 50 on the 1,000 bars
-documents (seed 1) a document ended explained by one bar and an eleventh topic of its own
-(114 tokens, 57 % of the document): its delete lost 225 nats warm and gains 125 with the
-document restarted. Cold-starting those documents in *every* delete made better candidates
-but lower final fits on Reuters and the Wikipedia sample (more deletes accepted early; module
-history in ``docs/topic_models.md``), so it is kept for the lap where the fit was about to
-end. Where every topic is used by many documents (the bars' default fits) nothing is
-proposed; the default fits of Lee, Reuters and the Wikipedia sample reject their three
-candidates (−60 … −900 nats) and end where they did.
+a ``"delete"`` with ``settled=True``. Why: a warm start locks in a document that loses most of
+its tokens with the deleted topic. Every topic it did not use starts at weight
+:math:`\exp\psi(a_k)` (about :math:`e^{-20}` for small :math:`a_k`), so the lost tokens stay on
+the topics it kept. From K = 50 on the 1,000 bars documents (seed 1) a document ended explained
+by one bar and an eleventh topic of its own (114 tokens, 57 % of the document): its delete lost
+225 nats warm and gains 125 with the document restarted. Cold-starting those documents in
+*every* delete made better candidates but lower final fits on Reuters and the Wikipedia sample
+(more deletes accepted early; module history in ``docs/topic_models.md``), so it is kept for
+the lap where the fit was about to end. Where every topic is used by many documents (the bars'
+default fits) nothing is proposed; the default fits of Lee, Reuters and the Wikipedia sample
+reject their three candidates (−60 … −900 nats) and end where they did.
 
 **Birth** (thesis §5.5.3, whole-dataset version). The target is the largest topic that has not
 failed a birth since the last accepted move. During the lap, every document using it
@@ -327,7 +326,7 @@ class TopicMoveManager(MoveOptions):
         self._doc_topic_entries = 0  # counts kept in _doc_topic
         self._merged_into: dict = {}  # uid merged away this lap -> the uid it went into
         self._deletes = False  # deletes are evaluated at the end of this lap
-        self._small = False  # the small allocations are proposed for deletion at its end
+        self._small = False  # the settled round (settled deletes, small allocations) ends this lap
         self._usage: dict = {}  # b -> (documents using each topic, uids of the lap, documents)
 
     def _start(self, kind: str) -> int:
@@ -351,7 +350,7 @@ class TopicMoveManager(MoveOptions):
         deletes = "delete" in self.kinds and self._lap >= self._start("delete") and self._cap("delete") > 0
         self._deletes = bool(deletes and movable)
         # after a lap that met the convergence test (``settled``, set by the lap loop)
-        self._small = bool(self._deletes and self.settled and self._small_pending() and self._source is not None)
+        self._small = bool(self._deletes and self.settled and self._round_pending() and self._source is not None)
         self._warm = bool(
             self.options["warm_start"]
             and movable
@@ -420,11 +419,12 @@ class TopicMoveManager(MoveOptions):
         nats."""
         if self._last_stats is None or self._source is None:
             return False
-        return "delete" in self.kinds and self._cap("delete") > 0 and self._small_pending()
+        return "delete" in self.kinds and self._cap("delete") > 0 and self._round_pending()
 
-    def _small_pending(self) -> bool:
+    def _round_pending(self) -> bool:
         """Whether the settled round is still to be proposed at the current structure (either of
-        its moves on; both start documents from the lap's counts)."""
+        its moves on; both start documents from the lap's counts). ``small_tried`` (its name in
+        saved move states) is the structure at which it was last proposed."""
         on = bool(self.options["delete_small"]) or int(self.options["delete_settled"]) > 0
         return on and self.options["warm_start"] and self.small_tried != self.structure_version
 
