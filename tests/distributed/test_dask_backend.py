@@ -459,9 +459,10 @@ def test_topic_model_on_dask_equals_local(client):
 
 
 def test_converged_topic_model_on_dask_equals_local(client):
-    """A default fit to convergence, whose settled lap proposes deleting the documents' small
-    allocations (accepted here: the candidate's passes run on the workers from the counts the
-    lap kept there), ends the same on a cluster as on one machine."""
+    """A default fit to convergence, whose settled lap proposes a settled delete (rejected
+    here; its candidate restarts the topic's documents cold on the workers, ``cold_mask``) and
+    deleting the documents' small allocations (accepted here: the candidate's passes run on the
+    workers from the counts the lap kept there), ends the same on a cluster as on one machine."""
     from bnpcore import HDPTopicModel
 
     X = bnpcore.datasets.make_bars(n_docs=200, random_state=0)[0]
@@ -470,6 +471,7 @@ def test_converged_topic_model_on_dask_equals_local(client):
     remote = HDPTopicModel(backend="dask", client=client, **kw).fit(X)
     small = [r for r in local.moves_log_ if "small_allocations" in r]
     assert local.converged_ and small and small[0]["accepted"]
+    assert any(r.get("settled") for r in local.moves_log_)
     assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])
     assert local.moves_log_ == remote.moves_log_
     assert np.array_equal(local.topics_, remote.topics_)
