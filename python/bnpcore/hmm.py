@@ -217,18 +217,20 @@ class HMMModel:
 
 
 def init_hmm_stats(obs, batch: SeqBatch, n_components: int, rng, *, block_len: int = 20) -> SuffStats:
-    """Summaries of ``n_components`` initial states by *random contiguous blocks* (Hughes
-    thesis §6.6): state k takes a window of ``block_len`` consecutive time steps of a sequence
+    """Summaries of ``n_components`` initial states by *random contiguous blocks* (Hughes thesis
+    §6.6): state k takes a window of ``block_len`` consecutive time steps of a sequence
     (sequences visited in a random order, cycling), one-hot. The observation summaries are
     those of the K windows, and so are the transition counts: each window of ``n`` steps adds
     its ``n - 1`` self-transitions to a count of one for every pair (start counts: one each).
-    The first local step then sees states as persistent as the windows that define them. With
-    all-ones counts (equal initial transitions) the first step decoded the regimes of the
-    auto-regressive toy step by step, learned non-sticky transitions from that and did not
-    recover: started from the true labels' observation summaries, that fit ended at ARI 0.58,
-    600 nats below the one started with the true transition counts too (ARI 0.87); the default
-    fits of ``make_sticky_hmm("ar", n_seqs=50, seq_len=2000)`` (seeds 1, 2) went from 100 laps
-    (not converged) and 64 laps to 13 and 16, +990 and +620 nats (``docs/hmm.md``)."""
+    The first local step then sees states as persistent as the windows that define them.
+    (BNPy's ``init_global_params`` starts the transitions from their prior alone; this departs
+    from it.) With all-ones counts (equal initial transitions) the first step decoded the
+    regimes of the auto-regressive toy step by step, learned non-sticky transitions from that
+    and did not recover: started from the true labels' observation summaries, that fit ended at
+    ARI 0.58, 600 nats below the one started with the true transition counts too (ARI 0.87);
+    the default fits of ``make_sticky_hmm("ar", n_seqs=50, seq_len=2000)`` (seeds 1, 2) went
+    from 100 laps (not converged) and 64 laps to 13 and 16, +990 and +620 nats
+    (``docs/hmm.md``)."""
     K = int(n_components)
     X, sr = batch.X, np.asarray(batch.seq_range, dtype=np.int64)
     if X.shape[0] < K:
