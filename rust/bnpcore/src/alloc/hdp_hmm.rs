@@ -331,17 +331,18 @@ pub fn optimize_sticks_profile(
     if k == 0 {
         return Ok((u0.to_owned(), omega0.to_owned()));
     }
-    let (h0, h1) = (Array1::<f64>::zeros(k), Array2::<f64>::zeros((k, k)));
     let profile = |u: &[f64], om: &[f64]| -> (f64, Array1<f64>, Array1<f64>) {
         let failed = || (f64::NEG_INFINITY, Array1::zeros(k), Array1::zeros(k));
         let (uv, ov) = (ArrayView1::from(u), ArrayView1::from(om));
         let Ok(theta) = hdp_theta(start_count, trans_count, uv, hyp) else { return failed() };
         let Ok(p) = e_log_pi_table(theta.view()) else { return failed() };
-        let Ok(total) = hdp_elbo_alloc(start_count, trans_count, h0.view(), h1.view(), theta.view(), uv, ov, hyp) else {
+        // the allocation objective with zero entropies (what `hdp_elbo_alloc` gives for them),
+        // from the table just computed
+        let Ok((trans, top)) = alloc_terms(start_count, trans_count, theta.view(), p.view(), uv, ov, hyp) else {
             return failed();
         };
         let (_, gu, go) = objective_raw(u, om, &linear_weights(p.view(), hyp), hyp);
-        (total.total, gu, go)
+        (0.0 + trans + top, gu, go)
     };
     Ok(maximize_sticks(u0, omega0, hyp, opts, profile))
 }
@@ -626,6 +627,22 @@ pub fn hdp_elbo_alloc(
         return Err(Error::shape("theta", format!("({}, {})", k + 1, k + 1), format!("{:?}", theta.dim())));
     }
     let p = e_log_pi_table(theta)?;
+    let (trans, top) = alloc_terms(start_count, trans_count, theta, p.view(), u, omega, hyp)?;
+    Ok(AllocElbo { entropy, trans, top, total: entropy + trans + top })
+}
+
+/// The transition term and the top-level surrogate of [`hdp_elbo_alloc`] for a `θ̂` whose table
+/// `P = E[ln π](θ̂)` the caller already has (checked inputs).
+fn alloc_terms(
+    start_count: ArrayView1<f64>,
+    trans_count: ArrayView2<f64>,
+    theta: ArrayView2<f64>,
+    p: ArrayView2<f64>,
+    u: ArrayView1<f64>,
+    omega: ArrayView1<f64>,
+    hyp: &HmmHyper,
+) -> Result<(f64, f64)> {
+    let k = start_count.len();
     let prior = hdp_theta(Array1::zeros(k).view(), Array2::zeros((k, k)).view(), u, hyp)?;
     let mut trans = 0.0;
     for j in 0..=k {
@@ -643,7 +660,7 @@ pub fn hdp_elbo_alloc(
         }
     }
     let top = hdp_top_surrogate(u, omega, hyp)?;
-    Ok(AllocElbo { entropy, trans, top, total: entropy + trans + top })
+    Ok((trans, top))
 }
 
 /// Prior Dirichlet parameters of the finite HMM (`(K+1) × K`): row 0 `α_0/K`, rows `j ≥ 1`
