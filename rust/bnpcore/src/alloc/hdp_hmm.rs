@@ -336,13 +336,13 @@ pub fn optimize_sticks_profile(
         let (uv, ov) = (ArrayView1::from(u), ArrayView1::from(om));
         let Ok(theta) = hdp_theta(start_count, trans_count, uv, hyp) else { return failed() };
         let Ok(p) = e_log_pi_table(theta.view()) else { return failed() };
-        // the allocation objective with zero entropies (what `hdp_elbo_alloc` gives for them),
-        // from the table just computed
+        // the allocation objective without the chain entropies (which do not depend on the
+        // sticks), from the table just computed
         let Ok((trans, top)) = alloc_terms(start_count, trans_count, theta.view(), p.view(), uv, ov, hyp) else {
             return failed();
         };
         let (_, gu, go) = objective_raw(u, om, &linear_weights(p.view(), hyp), hyp);
-        (0.0 + trans + top, gu, go)
+        (trans + top, gu, go)
     };
     Ok(maximize_sticks(u0, omega0, hyp, opts, profile))
 }
