@@ -326,7 +326,7 @@ class TopicMoveManager(MoveOptions):
         self._doc_topic_entries = 0  # counts kept in _doc_topic
         self._merged_into: dict = {}  # uid merged away this lap -> the uid it went into
         self._deletes = False  # deletes are evaluated at the end of this lap
-        self._small = False  # the settled round (settled deletes, small allocations) ends this lap
+        self._settled_round = False  # the settled round (settled deletes, small allocations) ends this lap
         self._usage: dict = {}  # b -> (documents using each topic, uids of the lap, documents)
 
     def _start(self, kind: str) -> int:
@@ -350,7 +350,7 @@ class TopicMoveManager(MoveOptions):
         deletes = "delete" in self.kinds and self._lap >= self._start("delete") and self._cap("delete") > 0
         self._deletes = bool(deletes and movable)
         # after a lap that met the convergence test (``settled``, set by the lap loop)
-        self._small = bool(self._deletes and self.settled and self._round_pending() and self._source is not None)
+        self._settled_round = bool(self._deletes and self.settled and self._round_pending() and self._source is not None)
         self._warm = bool(
             self.options["warm_start"]
             and movable
@@ -441,7 +441,7 @@ class TopicMoveManager(MoveOptions):
             n, elbo = self._evaluate_birth(model, state, elbo)
             accepted += n
         small = 0
-        if self._small and not accepted:
+        if self._settled_round and not accepted:
             self.small_tried = self.structure_version
             accepted, elbo = self._evaluate_settled_deletes(model, state, elbo)
             if not accepted and self.options["delete_small"]:
@@ -601,9 +601,26 @@ class TopicMoveManager(MoveOptions):
 
     # ----------------------------------------------------------------- delete
     def _evaluate_deletes(self, model, state, elbo, touched) -> tuple[int, float]:
-        cap = self._cap("delete")
+        if self._source is None:
+            return 0, elbo
+        return self._delete_smallest(model, state, elbo, touched, self._cap("delete"), settled=False)
+
+    def _evaluate_settled_deletes(self, model, state, elbo) -> tuple[int, float]:
+        """At the settled lap (as the small allocations), propose deleting again the
+        ``delete_settled`` smallest topics an ordinary delete may try (size and usage limits;
+        failures and retries aside), each candidate with the documents that used the topic
+        restarted from the prior (``cold_mask``) instead of from their counts without it; the
+        first accepted one ends the round (module docstring)."""
+        return self._delete_smallest(model, state, elbo, set(), int(self.options["delete_settled"]), settled=True)
+
+    def _delete_smallest(self, model, state, elbo, touched, cap: int, *, settled: bool) -> tuple[int, float]:
+        """Up to ``cap`` delete candidates, smallest topic first, among the topics under the
+        size limit and used by at most ``delete_max_usage`` of the documents. Ordinary deletes
+        (``settled=False``) skip the topics whose rejection still holds (:meth:`_delete_retry`),
+        record each rejection and go on after an acceptance; settled ones (``settled=True``)
+        restart the target's documents cold and end at the first acceptance."""
         accepted = tried = 0
-        if cap < 1 or state.stats.K < 2 or self._source is None:
+        if cap < 1 or state.stats.K < 2:
             return 0, elbo
         G = state.stats
         max_size = float(self.options["delete_max_size"]) * float(G.N.sum())
@@ -618,16 +635,17 @@ class TopicMoveManager(MoveOptions):
             j = int(G.positions([uid])[0])
             if G.N[j] > max_size:
                 break
-            if not self._delete_retry(uid, float(G.N[j])):
+            if not settled and not self._delete_retry(uid, float(G.N[j])):
                 continue
             share = usage.get(uid, 0.0) if usage is not None else None
             if share is not None and share > max_usage:
                 continue  # used by many documents: not a junk topic (module docstring)
             tried += 1
-            memos, cand = self._delete_candidate(model, state, j)
+            memos, cand = self._delete_candidate(model, state, j, cold=settled)
             new = model.elbo(cand)
             ok = self._accepts(elbo, new)
-            self._log(state, "delete", [uid], elbo, new, ok, **({} if share is None else {"doc_share": float(share)}))
+            extra = {"settled": True} if settled else ({} if share is None else {"doc_share": float(share)})
+            self._log(state, "delete", [uid], elbo, new, ok, **extra)
             if ok:
                 state.memos = memos
                 state.recompute_total()
@@ -635,42 +653,11 @@ class TopicMoveManager(MoveOptions):
                 touched.add(uid)
                 accepted += 1
                 self.delete_failed.pop(uid, None)
-            else:
+                if settled:
+                    break  # the lap's usage shares describe the old topics
+            elif not settled:
                 self.delete_failed[uid] = (self.structure_version, float(G.N[j]))
         return accepted, elbo
-
-    def _evaluate_settled_deletes(self, model, state, elbo) -> tuple[int, float]:
-        """At the settled lap (as the small allocations), propose deleting again the
-        ``delete_settled`` smallest topics an ordinary delete may try (size and usage limits;
-        failures and retries aside), each candidate with the documents that used the topic
-        restarted from the prior (``cold_mask``) instead of from their counts without it; the
-        first accepted one ends the round (module docstring)."""
-        n_max = int(self.options["delete_settled"])
-        G = state.stats
-        if n_max < 1 or G.K < 2:
-            return 0, elbo
-        max_size = float(self.options["delete_max_size"]) * float(G.N.sum())
-        usage = self._usage_shares(len(state.memos))
-        max_usage = float(self.options["delete_max_usage"])
-        tried = 0
-        for j in np.argsort(G.N, kind="stable"):
-            if tried >= n_max or G.N[j] > max_size:
-                break
-            uid = int(G.uids[j])
-            share = usage.get(uid, 0.0) if usage is not None else None
-            if share is not None and share > max_usage:
-                continue
-            tried += 1
-            memos, cand = self._delete_candidate(model, state, int(j), cold=True)
-            new = model.elbo(cand)
-            ok = self._accepts(elbo, new)
-            self._log(state, "delete", [uid], elbo, new, ok, settled=True)
-            if ok:
-                state.memos = memos
-                state.recompute_total()
-                self.delete_failed.pop(uid, None)
-                return 1, model.elbo(state.stats)
-        return 0, elbo
 
     def _delete_retry(self, uid: int, n: float) -> bool:
         """Whether topic ``uid`` (now holding ``n`` tokens) may be a delete candidate: it never
