@@ -340,20 +340,25 @@ class VBEstimator(BaseEstimator):
             raise ParameterError("backend='dask' needs at least 2 batches: set n_batches >= 2")
         return row_batches_on_dask(client, None, local_source=local)
 
+    def _move_kinds(self) -> tuple:
+        """The move kinds this estimator accepts in ``moves``, in the order they are reported."""
+        return tuple(MOVE_KINDS)
+
     def _moves_tuple(self) -> tuple:
         if self.moves is None:
             return self._default_moves()
+        kinds = self._move_kinds()
         if isinstance(self.moves, str):
             moves = (self.moves,)
         else:
             try:
                 moves = tuple(self.moves)
             except TypeError:
-                raise ParameterError(f"`moves` must be a subset of {tuple(MOVE_KINDS)}, got {self.moves!r}") from None
-        bad = [m for m in moves if m not in MOVE_KINDS]
+                raise ParameterError(f"`moves` must be a subset of {kinds}, got {self.moves!r}") from None
+        bad = [m for m in moves if m not in kinds]
         if bad:
-            raise ParameterError(f"`moves` must be a subset of {tuple(MOVE_KINDS)}, got {self.moves!r}")
-        return tuple(m for m in MOVE_KINDS if m in moves)
+            raise ParameterError(f"`moves` must be a subset of {kinds}, got {self.moves!r}")
+        return tuple(m for m in kinds if m in moves)
 
     # ------------------------------------------------------------ configuration
     def _fit_config(self) -> FitConfig:
