@@ -35,6 +35,7 @@ _MOVE_STYLES = {
     "birth": ("^", "tab:green", "birth"),
     "merge": ("v", "tab:purple", "merge"),
     "delete": ("X", "tab:red", "delete"),
+    "swap": ("D", "tab:blue", "swap"),
 }
 
 
@@ -91,7 +92,7 @@ def plot_history(model, ax=None, moves=True):
     model : fitted estimator
         Any object with ``history_``, a dict of equal-length 1-D arrays ``"lap"``,
         ``"elbo"``, ``"n_components"`` and ``"seconds"``; optionally ``moves_log_``, a list of
-        dicts with keys ``"lap"``, ``"kind"`` (``"birth"``, ``"merge"`` or ``"delete"``) and
+        dicts with keys ``"lap"``, ``"kind"`` (``"birth"``, ``"merge"``, ``"delete"`` or ``"swap"``) and
         ``"accepted"`` (bool).
     ax : matplotlib.axes.Axes, optional
         Axes for the ELBO curve; a twin axes is added to it for the cluster count. By

@@ -477,6 +477,21 @@ def test_converged_topic_model_on_dask_equals_local(client):
     assert np.array_equal(local.topics_, remote.topics_)
 
 
+def test_lda_swaps_on_dask_equal_local(client):
+    """FiniteTopicModel's default swap (its target's histograms collected on the workers, its
+    candidate's passes run there from the counts the lap kept) ends the same on a cluster."""
+    from bnpcore import FiniteTopicModel
+
+    X = bnpcore.datasets.make_bars(n_docs=300, n_tokens=100, random_state=0)[0]
+    kw = dict(n_components=10, algorithm="memoized", n_batches=3, schedule="parallel", random_state=1)
+    local = FiniteTopicModel(**kw).fit(X)
+    remote = FiniteTopicModel(backend="dask", client=client, **kw).fit(X)
+    assert any(r["kind"] == "swap" and r["accepted"] for r in local.moves_log_)
+    assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])
+    assert local.moves_log_ == remote.moves_log_
+    assert np.array_equal(local.topics_, remote.topics_)
+
+
 def test_tune_malloc_only_under_a_nanny_setting(monkeypatch):
     """The worker-side allocator fix (docs/distributed.md, "Cost") calls mallopt once, only
     when the nanny's MALLOC_TRIM_THRESHOLD_ is set and it is not turned off."""

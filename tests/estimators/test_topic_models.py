@@ -310,7 +310,7 @@ def test_finite_topic_model_checks_alpha_by_name(bars):
         FiniteTopicModel(4, alpha="x").fit(X)
 
 
-def test_finite_topic_model_has_no_moves(bars):
+def test_finite_topic_model_has_no_hdp_moves(bars):
     X, _ = bars
     with pytest.raises(ParameterError, match="moves"):
         FiniteTopicModel(4, moves=("merge",)).fit(X)
@@ -370,8 +370,6 @@ def test_summary_objective_equals_raw_data_objective(bars, family):
 def test_objective_never_decreases(bars, cls, algorithm, moves):
     """Full and memoized learning never lower the objective once every batch has a memo
     (pytest turns an ELBODecreaseWarning into an error as well)."""
-    if cls is FiniteTopicModel and moves is None:
-        moves = ()
     X, _ = bars
     m = _fit(cls(10, algorithm=algorithm, moves=moves, n_batches=4, max_laps=12, tol=0, random_state=1), X)
     e = m.history_["elbo"]

@@ -19,7 +19,7 @@ from bnpcore.estimators._engine import DOC_CHECKPOINT, DOC_CLIENT, DOC_LEARNING_
 from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeMixin
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
 from bnpcore.io import register_model_type
-from bnpcore.moves.topic import TopicMoveConfig, TopicMoveManager
+from bnpcore.moves.topic import LDA_MOVE_KINDS, TOPIC_MOVE_KINDS, TopicMoveConfig, TopicMoveManager
 from bnpcore.obs import ObsModel
 from bnpcore.topic import HDPTopicAlloc, LDAAlloc, TopicModel, TruncationFreeHDPAlloc, init_topic_stats
 
@@ -132,14 +132,29 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         check_param("doc_max_iter", self.doc_max_iter, kind="int", low=1, low_inclusive=True)
         check_param("doc_tol", self.doc_tol, kind="real", low=0, low_inclusive=True)
         check_param("restarts", self.restarts, kind="bool")
+        nested = self._make_alloc().nested
+        asked = (self.moves,) if isinstance(self.moves, str) else (self.moves if self.moves is not None else ())
+        try:
+            asked = tuple(asked)
+        except TypeError:
+            asked = ()
+        if not nested and any(m in TOPIC_MOVE_KINDS for m in asked):
+            raise ParameterError("`moves`: birth, merge and delete need the nested HDP truncation (use HDPTopicModel); "
+                                 "FiniteTopicModel has the fixed-K move 'swap'")
+        if nested and "swap" in asked:
+            raise ParameterError("`moves`: 'swap' keeps the number of topics fixed and belongs to FiniteTopicModel; "
+                                 "HDPTopicModel has birth, merge and delete")
         self._validate_engine_params()
-        moves = self._moves_tuple()
-        if moves and not self._make_alloc().nested:
-            raise ParameterError("`moves` need the nested HDP truncation: use HDPTopicModel")
+        self._moves_tuple()
 
     # ------------------------------------------------------------------ building
+    def _move_kinds(self) -> tuple:
+        return TOPIC_MOVE_KINDS if self._make_alloc().nested else LDA_MOVE_KINDS
+
     def _default_moves(self) -> tuple:
-        return ("birth", "merge", "delete") if (self._algorithm() in ("full", "memoized") and self._make_alloc().nested) else ()
+        """HDP: birth, merge and delete; LDA: the fixed-K swap; with full or memoized learning
+        (none in a stream)."""
+        return self._move_kinds() if self._algorithm() in ("full", "memoized") else ()
 
     def _initial_components(self) -> int:
         """``n_components``, or when it is None: 1 if births can grow the model
@@ -221,8 +236,9 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         kinds = self._moves_tuple()
         config = TopicMoveConfig(
             kinds=kinds,
-            start_lap={"birth": self.birth_start_lap, "merge": self.merge_start_lap, "delete": self.delete_start_lap},
-            max_per_lap={"birth": self.max_births_per_lap, "merge": self.max_merges_per_lap, "delete": self.max_deletes_per_lap},
+            start_lap={"birth": self.birth_start_lap, "merge": self.merge_start_lap, "delete": self.delete_start_lap, "swap": self.birth_start_lap},
+            max_per_lap={"birth": self.max_births_per_lap, "merge": self.max_merges_per_lap, "delete": self.max_deletes_per_lap,
+                         "swap": self.max_births_per_lap},
             options=dict(self.move_options or {}),
             n_threads=self.n_threads,
         )
@@ -607,16 +623,19 @@ _DOC_COMMON = """
         by ``random_state``; :func:`bnpcore.topic.init_topic_stats`).
     init_subsample : int, default=100000
         Documents read to choose the initial topics.
-    moves : None or subset of ("birth", "merge", "delete"), default=None
-        Proposal moves (HDP only; :mod:`bnpcore.moves.topic`); None means all three for
-        full and memoized learning, none for stochastic learning. ``"delete"`` deletes whole
-        topics and, once per set of topics after the fit meets its convergence test, every
-        document's allocations below 5 % of its tokens at once (``delete_small`` in
-        ``move_options``), and then too the smallest topics again with the documents that
-        used them restarted from the prior (``delete_settled``); each is accepted only if
-        the objective rises.
+    moves : None or subset of ("birth", "merge", "delete") (HDP) or of ("swap",) (LDA), default=None
+        Proposal moves (:mod:`bnpcore.moves.topic`), each accepted only if the objective
+        rises; None means, for full and memoized learning, all three for
+        :class:`HDPTopicModel` and ``"swap"`` for :class:`FiniteTopicModel`, and none for
+        stochastic learning. ``"delete"`` deletes whole topics and, once per set of topics
+        after the fit meets its convergence test, every document's allocations below 5 % of
+        its tokens at once (``delete_small`` in ``move_options``), and then too the smallest
+        topics again with the documents that used them restarted from the prior
+        (``delete_settled``). ``"swap"`` keeps the number of topics: the largest topic and the
+        smallest other one are replaced by two topics split from the largest (Bregman 2-means
+        of its documents' histograms); once a swap is rejected none is proposed again.
     birth_start_lap : int, default=2
-        First lap at which births are tried.
+        First lap at which births (``FiniteTopicModel``: swaps) are tried.
     merge_start_lap : int, default=2
         First lap at which merges are tried.
     delete_start_lap : int, default=2
@@ -626,7 +645,8 @@ _DOC_COMMON = """
     max_deletes_per_lap : int, default=2
         Delete candidates evaluated per lap (each costs one document-step pass over the data).
     max_births_per_lap : int, default=1
-        Birth proposals per lap (each costs one document-step pass over the data); 0 disables them.
+        Birth (``FiniteTopicModel``: swap) proposals per lap (each costs one document-step pass
+        over the data); 0 disables them.
     move_options : dict or None, default=None
         Advanced move settings, keys of
         :attr:`bnpcore.moves.topic.TopicMoveManager.DEFAULT_OPTIONS` (e.g. ``birth_n_new``,
@@ -888,7 +908,11 @@ class FiniteTopicModel(_BaseTopicModel):
 
     Documents :math:`\pi_d\sim\mathrm{Dir}_K(\alpha/K)`, topics
     :math:`\phi_k\sim\mathrm{Dir}(\bar\lambda)` (Hughes & Sudderth 2016, App. C); the objective
-    (their eq. 47–49) is the exact ELBO, computed from batch summaries. No moves.
+    (their eq. 47–49) is the exact ELBO, computed from batch summaries. Its one move keeps the
+    number of topics: a *swap* replaces the largest topic and the smallest other one by two
+    topics split from the largest, and is accepted only if the objective rises (``moves``;
+    :mod:`bnpcore.moves.topic`). It moves a fit out of the local optima where one topic holds
+    two true topics and another is empty or redundant.
 
     Parameters
     ----------
