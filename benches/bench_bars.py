@@ -14,9 +14,10 @@ off-bar noise; ``--docs`` changes the number) and 100 held-out documents (seed 1
 * ``K=50 merge+delete, no small-allocation delete``: the first fit with
   ``move_options={"delete_small": False}`` (how it ended before that move existed);
 * ``K=50 no moves``: ``HDPTopicModel(50, moves=(), n_batches=5)``, which keeps fragments;
-* ``LDA K=10`` and ``LDA K=10 kmeans++``: ``FiniteTopicModel(10)`` at the true number of
-  topics, with its default initial topics and with ``init="kmeans++"`` (no moves: how often
-  fixed-K variational LDA ends in a local optimum that merges or splits bars);
+* ``LDA K=10``, ``LDA K=10 kmeans++`` and ``LDA K=10 no moves``: ``FiniteTopicModel(10)`` at
+  the true number of topics with every default (its swap move), with ``init="kmeans++"``, and
+  with ``moves=()`` (how often fixed-K variational LDA ends in a local optimum that merges or
+  splits bars, and whether the swaps move it out);
 * ``true topics``: the fixed point reached by iterating from the ten true bars (no moves), the
   noise floor of the distances.
 
@@ -100,6 +101,7 @@ def main() -> None:
         "K=50 no moves": lambda s: bnpcore.HDPTopicModel(50, moves=(), n_batches=5, random_state=s),
         "LDA K=10": lambda s: bnpcore.FiniteTopicModel(10, random_state=s),
         "LDA K=10 kmeans++": lambda s: bnpcore.FiniteTopicModel(10, init="kmeans++", random_state=s),
+        "LDA K=10 no moves": lambda s: bnpcore.FiniteTopicModel(10, moves=(), random_state=s),
     }
     rows, out = [], []
     first = None

@@ -15,9 +15,10 @@ score is the mean log probability of the held-out tokens (nats per token, higher
 Methods (peers are skipped when not installed): bnpcore ``HDPTopicModel`` (every default:
 memoized, birth/merge/delete, growing from one topic, converged or 100 laps; ``--n-batches``
 overrides the batches) and ``FiniteTopicModel`` (K = the true number on the bars, 20 on Lee,
-50 on Wikipedia; defaults otherwise), scikit-learn ``LatentDirichletAllocation`` (batch, same
-K, ``--laps`` iterations), gensim ``LdaModel`` (``--laps`` passes) and ``HdpModel``, tomotopy
-``HDPModel`` and ``LDAModel`` (10 × ``--laps`` iterations).
+50 on Wikipedia; defaults otherwise, i.e. with its swap move, and again with ``moves=()``),
+scikit-learn ``LatentDirichletAllocation`` (batch, same K, ``--laps`` iterations), gensim
+``LdaModel`` (``--laps`` passes) and ``HdpModel``, tomotopy ``HDPModel`` and ``LDAModel``
+(10 × ``--laps`` iterations).
 
 ``--trace`` scores bnpcore's HDP on the held-out documents after every lap (callback; the
 scoring time is not counted) and prints, for every peer, when the HDP first reaches the peer's
@@ -123,6 +124,9 @@ def run_methods(X, Xt, k_lda, laps, n_batches=None, seed=0, splits=1, trace_laps
         t = time.perf_counter()
         f = bnpcore.FiniteTopicModel(k_lda, random_state=seed, **batches).fit(X)
         record("bnpcore FiniteTopicModel", time.perf_counter() - t, f.topics_, np.full(k_lda, f.alpha / k_lda), None, k_lda)
+        t = time.perf_counter()
+        f = bnpcore.FiniteTopicModel(k_lda, moves=(), random_state=seed, **batches).fit(X)
+        record("bnpcore FiniteTopicModel, no moves", time.perf_counter() - t, f.topics_, np.full(k_lda, f.alpha / k_lda), None, k_lda)
 
         from sklearn.decomposition import LatentDirichletAllocation
 
