@@ -9,7 +9,7 @@ all ones; this script reproduces that start by patching `bnpcore.estimators.hmm.
 * `HDPHMM("ar_gauss")` on the auto-regressive toy `make_sticky_hmm("ar")` (52 x 800 steps,
   13 states), seeds 0-2, and on a longer one (`n_seqs=50, seq_len=2000`), seeds 1-2;
 * `HDPHMM()` on the sticky toy `make_sticky_hmm()` (32 x 1,000, 8 states), seeds 0-2;
-* `FiniteHMM` at the true K on both toys, seeds 0-2.
+* `FiniteHMM` at the true K on both toys, seeds 0-2, without its swap move (``moves=()``).
 
 Reported per fit: laps, converged, states, objective, ARI against the generating states,
 seconds. The oracle lines start from the true labels' observation summaries (AR toy, seed 0,
@@ -81,9 +81,11 @@ def main() -> None:
         ('HDPHMM("ar_gauss"), AR toy 50 x 2000', lambda s: make_sticky_hmm("ar", n_seqs=50, seq_len=2000, random_state=s),
          lambda: HDPHMM("ar_gauss", random_state=0), () if args.quick else (1, 2)),
         ("HDPHMM(), sticky toy", lambda s: make_sticky_hmm(random_state=s), lambda: HDPHMM(random_state=0), seeds),
-        ("FiniteHMM(n_components=8), sticky toy", lambda s: make_sticky_hmm(random_state=s), lambda: FiniteHMM(n_components=8, random_state=0), seeds),
-        ('FiniteHMM("ar_gauss", n_components=13), AR toy', lambda s: make_sticky_hmm("ar", random_state=s),
-         lambda: FiniteHMM("ar_gauss", n_components=13, random_state=0), seeds),
+        # without the swap move (FiniteHMM's default since session 31): the start alone
+        ("FiniteHMM(n_components=8, moves=()), sticky toy", lambda s: make_sticky_hmm(random_state=s),
+         lambda: FiniteHMM(n_components=8, moves=(), random_state=0), seeds),
+        ('FiniteHMM("ar_gauss", n_components=13, moves=()), AR toy', lambda s: make_sticky_hmm("ar", random_state=s),
+         lambda: FiniteHMM("ar_gauss", n_components=13, moves=(), random_state=0), seeds),
     ]
     windows = est_hmm.init_hmm_stats
     for name, data, make, fit_seeds in fits:

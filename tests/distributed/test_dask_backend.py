@@ -477,6 +477,20 @@ def test_converged_topic_model_on_dask_equals_local(client):
     assert np.array_equal(local.topics_, remote.topics_)
 
 
+def test_finite_hmm_swaps_on_dask_equal_local(client):
+    """FiniteHMM's default swap (the target's time steps collected on the workers, the
+    candidate's passes run there) ends the same on a cluster as on one machine."""
+    from bnpcore import FiniteHMM
+
+    X, lengths = bnpcore.datasets.make_sticky_hmm("gauss", random_state=1)[:2]
+    kw = dict(n_components=8, n_batches=2, schedule="parallel", random_state=0)
+    local = FiniteHMM(**kw).fit(X, lengths)
+    remote = FiniteHMM(backend="dask", client=client, **kw).fit(X, lengths)
+    assert any(r["kind"] == "swap" and r["accepted"] for r in local.moves_log_)
+    assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])
+    assert local.moves_log_ == remote.moves_log_
+
+
 def test_lda_swaps_on_dask_equal_local(client):
     """FiniteTopicModel's default swap (its target's histograms collected on the workers, its
     candidate's passes run there from the counts the lap kept) ends the same on a cluster."""

@@ -15,7 +15,7 @@ from bnpcore.estimators._engine import DOC_CHECKPOINT, DOC_CLIENT, DOC_GAUSSIAN_
 from bnpcore.exceptions import ParameterError
 from bnpcore.hmm import FiniteHMMAlloc, HDPHMMAlloc, HMMModel, init_hmm_stats
 from bnpcore.io import register_model_type
-from bnpcore.moves.hmm import HMM_MOVE_KINDS, HMMMoveConfig, HMMMoveManager
+from bnpcore.moves.hmm import FINITE_HMM_MOVE_KINDS, HMM_MOVE_KINDS, HMMMoveConfig, HMMMoveManager
 from bnpcore.obs import OBS_KINDS, ObsModel, ar_rows, check_magnitude, check_rows_reachable, data_shift, default_prior
 
 if TYPE_CHECKING:
@@ -182,15 +182,28 @@ class _BaseHMM(VBEstimator):
         check_param("kappa", self.kappa, kind="real", low=0, low_inclusive=True)
         check_param("init", self.init, kind="str", options=("random_blocks",))
         check_param("init_block_len", self.init_block_len, kind="int", low=1, low_inclusive=True)
+        nested = self._make_alloc().nested
+        asked = (self.moves,) if isinstance(self.moves, str) else (self.moves if self.moves is not None else ())
+        try:
+            asked = tuple(asked)
+        except TypeError:
+            asked = ()
+        if not nested and any(m in HMM_MOVE_KINDS for m in asked):
+            raise ParameterError("`moves`: birth, merge and delete need the nested HDP-HMM truncation (use HDPHMM); "
+                                 "FiniteHMM has the fixed-K move 'swap'")
+        if nested and "swap" in asked:
+            raise ParameterError("`moves`: 'swap' keeps the number of states fixed and belongs to FiniteHMM; "
+                                 "HDPHMM has birth, merge and delete")
         self._validate_engine_params()
-        if self._moves_tuple() and not self._make_alloc().nested:
-            raise ParameterError("`moves` need the nested HDP-HMM truncation: use HDPHMM")
+        self._moves_tuple()
+
+    def _move_kinds(self) -> tuple:
+        return HMM_MOVE_KINDS if self._make_alloc().nested else FINITE_HMM_MOVE_KINDS
 
     def _default_moves(self) -> tuple:
-        """Birth, merge and delete for the HDP-HMM with full or memoized laps; none otherwise."""
-        if self._make_alloc().nested and self._algorithm() in ("full", "memoized"):
-            return HMM_MOVE_KINDS
-        return ()
+        """Birth, merge and delete for the HDP-HMM, the swap for the finite HMM, with full or
+        memoized laps; none otherwise."""
+        return self._move_kinds() if self._algorithm() in ("full", "memoized") else ()
 
     def _make_moves(self):
         kinds = self._moves_tuple()
@@ -198,8 +211,9 @@ class _BaseHMM(VBEstimator):
             return None
         config = HMMMoveConfig(
             kinds=kinds,
-            start_lap={"birth": self.birth_start_lap, "merge": self.merge_start_lap, "delete": self.delete_start_lap},
-            max_per_lap={"birth": self.max_births_per_lap, "merge": self.max_merges_per_lap, "delete": self.max_deletes_per_lap},
+            start_lap={"birth": self.birth_start_lap, "merge": self.merge_start_lap, "delete": self.delete_start_lap, "swap": self.birth_start_lap},
+            max_per_lap={"birth": self.max_births_per_lap, "merge": self.max_merges_per_lap, "delete": self.max_deletes_per_lap,
+                         "swap": self.max_births_per_lap},
             options=dict(self.move_options or {}),
             n_threads=self.n_threads,
         )
@@ -706,23 +720,26 @@ _DOC = r"""
         and to scale the default prior: all sequences when they fit, otherwise sequences taken in
         a random order while they fit (the first ``init_subsample`` steps of one random sequence
         when none fits).
-    moves : None, () or tuple of {"birth", "merge", "delete"}, default=None
-        Proposal moves of ``HDPHMM`` (Hughes, Stephenson & Sudderth 2015; Hughes thesis §6.5),
-        each accepted only if the exact objective rises; None is all three for ``HDPHMM`` with
-        memoized or full laps and none for ``"stochastic"`` (its ELBO is not exact) and for
-        ``FiniteHMM`` (whose K is fixed; it accepts only None or ``()``). Merges are
-        scored from the merge tables the forward-backward kernel tracks during a lap (no extra
-        pass); births, deletes and further merges of the same lap are judged by whole-dataset
-        passes from candidate globals. See ``docs/hmm.md``.
+    moves : None, () or tuple of {"birth", "merge", "delete"} (HDPHMM) or of {"swap"} (FiniteHMM), default=None
+        Proposal moves (Hughes, Stephenson & Sudderth 2015; Hughes thesis §6.5), each accepted
+        only if the exact objective rises; None is all three for ``HDPHMM`` and ``"swap"`` for
+        ``FiniteHMM`` with memoized or full laps, and none for ``"stochastic"`` (its ELBO is not
+        exact). Merges are scored from the merge tables the forward-backward kernel tracks
+        during a lap (no extra pass); births, deletes and further merges of the same lap are
+        judged by whole-dataset passes from candidate globals. ``"swap"`` keeps the number of
+        states: the largest state and the smallest other one are replaced by two fresh states
+        fitted to the largest state's time steps; once a swap is rejected none is proposed
+        again. See ``docs/hmm.md``.
     birth_start_lap : int, default=2
-        First lap at which births are tried.
+        First lap at which births (``FiniteHMM``: swaps) are tried.
     merge_start_lap : int, default=2
         First lap at which merges are tried.
     delete_start_lap : int, default=2
         First lap at which deletes are tried.
     max_births_per_lap : int, default=1
-        0 disables births; any positive value allows the one birth a lap proposes (its target
-        is the largest state not yet tried, whose time steps the lap collects).
+        0 disables births (``FiniteHMM``: swaps); any positive value allows the one birth a lap
+        proposes (its target is the largest state not yet tried, whose time steps the lap
+        collects).
     max_merges_per_lap : int, default=3
         Merge candidates judged per lap (pairs of states, best-ranked first; beyond the one
         scored from the lap's merge tables, each costs ``passes`` whole-dataset passes); 0
@@ -832,7 +849,13 @@ class HDPHMM(_BaseHMM):
 
 
 class FiniteHMM(_BaseHMM):
-    __doc__ = "Finite hidden Markov model (symmetric Dirichlet transitions) fitted by variational inference.\n" + _DOC
+    __doc__ = (
+        "Finite hidden Markov model (symmetric Dirichlet transitions) fitted by variational inference.\n\n"
+        "    Its default move, the swap, keeps the number of states: two fresh states fitted to the\n"
+        "    largest state's time steps replace it and the smallest other state, accepted only if the\n"
+        "    objective rises (``moves``; ``docs/hmm.md``).\n"
+        + _DOC
+    )
     _alloc_class = FiniteHMMAlloc
 
 
