@@ -344,6 +344,23 @@ class VBEstimator(BaseEstimator):
         """The move kinds this estimator accepts in ``moves``, in the order they are reported."""
         return tuple(MOVE_KINDS)
 
+    def _refuse_other_family_moves(self, *, nested_cls: str, finite_cls: str, truncation: str, units: str) -> None:
+        """Refuse, in ``moves``, the kinds of the other estimator of the family, naming it: the
+        nested model's birth, merge and delete (they change K; ``truncation`` names its nested
+        truncation) or the finite model's fixed-K ``"swap"`` (``units``: what K counts)."""
+        asked = (self.moves,) if isinstance(self.moves, str) else (self.moves if self.moves is not None else ())
+        try:
+            asked = tuple(asked)
+        except TypeError:
+            return  # not a collection: _moves_tuple says so
+        if self._make_alloc().nested:
+            if "swap" in asked:
+                raise ParameterError(f"`moves`: 'swap' keeps the number of {units} fixed and belongs to {finite_cls}; "
+                                     f"{nested_cls} has birth, merge and delete")
+        elif any(m in MOVE_KINDS for m in asked):
+            raise ParameterError(f"`moves`: birth, merge and delete need the nested {truncation} truncation (use {nested_cls}); "
+                                 f"{finite_cls} has the fixed-K move 'swap'")
+
     def _moves_tuple(self) -> tuple:
         if self.moves is None:
             return self._default_moves()

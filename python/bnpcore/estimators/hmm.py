@@ -182,18 +182,7 @@ class _BaseHMM(VBEstimator):
         check_param("kappa", self.kappa, kind="real", low=0, low_inclusive=True)
         check_param("init", self.init, kind="str", options=("random_blocks",))
         check_param("init_block_len", self.init_block_len, kind="int", low=1, low_inclusive=True)
-        nested = self._make_alloc().nested
-        asked = (self.moves,) if isinstance(self.moves, str) else (self.moves if self.moves is not None else ())
-        try:
-            asked = tuple(asked)
-        except TypeError:
-            asked = ()
-        if not nested and any(m in HMM_MOVE_KINDS for m in asked):
-            raise ParameterError("`moves`: birth, merge and delete need the nested HDP-HMM truncation (use HDPHMM); "
-                                 "FiniteHMM has the fixed-K move 'swap'")
-        if nested and "swap" in asked:
-            raise ParameterError("`moves`: 'swap' keeps the number of states fixed and belongs to FiniteHMM; "
-                                 "HDPHMM has birth, merge and delete")
+        self._refuse_other_family_moves(nested_cls="HDPHMM", finite_cls="FiniteHMM", truncation="HDP-HMM", units="states")
         self._validate_engine_params()
         self._moves_tuple()
 

@@ -132,18 +132,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         check_param("doc_max_iter", self.doc_max_iter, kind="int", low=1, low_inclusive=True)
         check_param("doc_tol", self.doc_tol, kind="real", low=0, low_inclusive=True)
         check_param("restarts", self.restarts, kind="bool")
-        nested = self._make_alloc().nested
-        asked = (self.moves,) if isinstance(self.moves, str) else (self.moves if self.moves is not None else ())
-        try:
-            asked = tuple(asked)
-        except TypeError:
-            asked = ()
-        if not nested and any(m in TOPIC_MOVE_KINDS for m in asked):
-            raise ParameterError("`moves`: birth, merge and delete need the nested HDP truncation (use HDPTopicModel); "
-                                 "FiniteTopicModel has the fixed-K move 'swap'")
-        if nested and "swap" in asked:
-            raise ParameterError("`moves`: 'swap' keeps the number of topics fixed and belongs to FiniteTopicModel; "
-                                 "HDPTopicModel has birth, merge and delete")
+        self._refuse_other_family_moves(nested_cls="HDPTopicModel", finite_cls="FiniteTopicModel", truncation="HDP", units="topics")
         self._validate_engine_params()
         self._moves_tuple()
 
