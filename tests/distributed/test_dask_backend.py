@@ -491,6 +491,20 @@ def test_finite_hmm_swaps_on_dask_equal_local(client):
     assert local.moves_log_ == remote.moves_log_
 
 
+def test_finite_mixture_swaps_on_dask_equal_local(client):
+    """FiniteMixture's default swap (the target's rows collected on the workers, the candidate's
+    pass run there) ends the same on a cluster as on one machine."""
+    from bnpcore import FiniteMixture
+
+    X = bnpcore.datasets.make_gaussian_mixture(n_samples=4000, random_state=0)[0]
+    kw = dict(n_components=25, algorithm="memoized", n_batches=2, schedule="parallel", random_state=0)
+    local = FiniteMixture(**kw).fit(X)
+    remote = FiniteMixture(backend="dask", client=client, **kw).fit(X)
+    assert any(r["kind"] == "swap" and r["accepted"] for r in local.moves_log_)
+    assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])
+    assert local.moves_log_ == remote.moves_log_
+
+
 def test_lda_swaps_on_dask_equal_local(client):
     """FiniteTopicModel's default swap (its target's histograms collected on the workers, its
     candidate's passes run there from the counts the lap kept) ends the same on a cluster."""

@@ -29,7 +29,8 @@ def test_default_parameters():
     assert DPMixture()._moves_tuple() == ("birth", "merge", "delete")
     assert DPMixture(algorithm="full")._moves_tuple() == ("birth", "merge", "delete")
     assert DPMixture(algorithm="stochastic")._moves_tuple() == ()
-    assert FiniteMixture()._moves_tuple() == () and FiniteMixture(algorithm="memoized")._moves_tuple() == ()
+    assert FiniteMixture()._moves_tuple() == ("swap",) and FiniteMixture(algorithm="memoized")._moves_tuple() == ("swap",)
+    assert FiniteMixture(algorithm="stochastic")._moves_tuple() == ()
 
 
 @pytest.mark.parametrize(("n", "k", "d", "sep"), [(500, 3, 2, 5.0), (12_000, 6, 3, 3.0)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -23,7 +24,8 @@ from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeM
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
 from bnpcore.io import register_model_type
 from bnpcore.model import Model
-from bnpcore.moves.manager import MOVE_KINDS
+from bnpcore.moves.manager import MOVE_KINDS, MoveManager
+from bnpcore.moves.swap import MIXTURE_SWAP_KINDS, MixtureSwapManager
 from bnpcore.obs import OBS_KINDS, ObsModel, check_magnitude, check_rows_reachable, data_shift, default_prior
 
 if TYPE_CHECKING:
@@ -155,9 +157,9 @@ class _BaseMixture(VBEstimator):
         check_param("n_components", self.n_components, kind="int", low=1, low_inclusive=True, allow_none=True)
         check_param("gamma", self.gamma, kind="real", low=0)
         check_param("init", self.init, kind="str", options=("kmeans++", "random_from_data"))
+        self._refuse_other_family_moves(nested_cls="DPMixture", finite_cls="FiniteMixture", truncation="DP", units="clusters")
         self._validate_engine_params()
-        if self._moves_tuple() and not self._make_alloc().nested:
-            raise ParameterError("`moves` need the nested DP truncation: use DPMixture")
+        self._moves_tuple()
 
     # ------------------------------------------------------------------ building
     def _prior_hyper(self) -> dict:
@@ -180,9 +182,37 @@ class _BaseMixture(VBEstimator):
             return int(self.n_components)
         return self._auto_n_components if self._births_grow() else max(self._auto_n_components, 10)
 
+    def _move_kinds(self) -> tuple:
+        return tuple(MOVE_KINDS) if self._make_alloc().nested else MIXTURE_SWAP_KINDS
+
     def _default_moves(self) -> tuple:
-        nested = self._make_alloc().nested
-        return tuple(MOVE_KINDS) if (self._algorithm() in ("memoized", "full") and nested) else ()
+        """DP: birth, merge and delete; finite: the fixed-K swap; with memoized or full
+        learning (none otherwise)."""
+        return self._move_kinds() if self._algorithm() in ("memoized", "full") else ()
+
+    def _make_moves(self):
+        config = self._move_config()
+        if not config.kinds:
+            return None
+        if config.kinds != MIXTURE_SWAP_KINDS:
+            return MoveManager(config)
+        manager = MixtureSwapManager(dataclasses.replace(
+            config, start_lap={"swap": int(self.birth_start_lap)}, max_per_lap={"swap": int(self.max_births_per_lap)}))
+        manager._source = getattr(self, "_train_source", None)
+        manager._executor = getattr(self, "_train_executor", None)
+        return manager
+
+    def _run(self, model, source, n_laps: int, executor=None) -> None:
+        # the swap's candidate passes over every batch where the lap's steps run
+        self._train_source = source
+        self._train_executor = executor
+        try:
+            super()._run(model, source, n_laps, executor=executor)
+        finally:
+            self._train_source = self._train_executor = None
+            manager = getattr(self, "moves_manager_", None)
+            if manager is not None and hasattr(manager, "_source"):
+                manager._source = manager._executor = None  # the fitted model keeps no reference to the data
 
     def _make_obs(self, X0) -> ObsModel:
         X0 = _dense_sample(X0)
@@ -649,23 +679,27 @@ _DOC_PARAMS = r"""
         Initial clusters: Bregman k-means++ with the model's divergence, or random rows.
     init_subsample : int, default=100000
         At most this many rows are used to choose the initial clusters.
-    moves : None or subset of ("birth", "merge", "delete"), default=None
-        Proposal moves; None means all three for :class:`DPMixture` with memoized or full laps
-        (what lets the defaults find the number of clusters) and none for ``"stochastic"`` (its
-        ELBO is not exact) and for :class:`FiniteMixture` (moves need the nested DP truncation).
-        ``moves=()`` proposes no change of K, as scikit-learn keeps ``n_components``; but a
+    moves : None or subset of ("birth", "merge", "delete") (DP) or of ("swap",) (finite), default=None
+        Proposal moves, each accepted only if the exact objective rises; None means all three
+        for :class:`DPMixture` with memoized or full laps (what lets the defaults find the
+        number of clusters), ``"swap"`` for :class:`FiniteMixture` with memoized or full laps
+        (it keeps K: the worst-explained cluster, split by the births' fresh-cluster fit,
+        replaces itself and the smallest other clusters; :mod:`bnpcore.moves.swap`), and none
+        for ``"stochastic"`` (its ELBO is not exact). ``moves=()`` proposes no change, as
+        scikit-learn keeps ``n_components``; but a
         :class:`DPMixture` still drops, after each memoized or full lap, the clusters whose
         expected count has fallen to zero (at most 1e-10 rows) when that does not lower the
         ELBO, so ``weights_`` may have fewer than ``n_components`` entries (a
         :class:`FiniteMixture` keeps all K).
     birth_start_lap : int, default=2
-        First lap at which births are tried.
+        First lap at which births (``FiniteMixture``: swaps) are tried.
     merge_start_lap : int, default=2
         First lap at which merges are tried.
     delete_start_lap : int, default=2
         First lap at which deletes are tried.
     max_births_per_lap : int, default=3
-        Cap on the births evaluated per lap; 0 disables births.
+        Cap on the births evaluated per lap; 0 disables births (``FiniteMixture``: swaps, one
+        a lap).
     max_merges_per_lap : int, default=25
         Cap on the merge candidate pairs tracked per lap; 0 disables merges.
     max_deletes_per_lap : int, default=1
@@ -831,7 +865,9 @@ class DPMixture(TruncationFreeMixin, _BaseMixture):
 class FiniteMixture(_BaseMixture):
     __doc__ = (
         r"""Finite Bayesian mixture with a symmetric Dirichlet(γ/K) prior on the weights,
-    fitted by variational inference (the finite counterpart of :class:`DPMixture`).
+    fitted by variational inference (the finite counterpart of :class:`DPMixture`). Its default
+    move, the swap, keeps K while it moves the fit out of local optima where one component holds
+    several clusters and others are empty (``moves``; :mod:`bnpcore.moves.swap`).
 """
         + _DOC_PARAMS
     )
