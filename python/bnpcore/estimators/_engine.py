@@ -609,6 +609,10 @@ class VBEstimator(BaseEstimator):
         moves = self._make_moves()
         if moves is not None:
             moves.set_state(st.moves_state)
+            if hasattr(moves, "_source"):
+                # moves whose candidates pass over every batch do it where the lap's local steps
+                # run (on Dask: on the workers that hold the batches; None: here)
+                moves._source, moves._executor = source, executor
         self.moves_manager_ = moves
         if executor is not None and moves is not None and "birth_collect_threshold" in getattr(moves, "options", {}):
             executor.collect_threshold = float(moves.options["birth_collect_threshold"])
@@ -657,6 +661,8 @@ class VBEstimator(BaseEstimator):
         finally:
             if bar is not None:
                 bar.close()
+            if moves is not None and hasattr(moves, "_source"):
+                moves._source = moves._executor = None  # the fitted model keeps no reference to the data
             # the memo of data terms (and the topic model's last topic table) serve the fit
             # only; a fitted model does not keep them
             model.obs.core.clear_term_cache()

@@ -207,22 +207,7 @@ class _BaseHMM(VBEstimator):
             n_threads=self.n_threads,
         )
         manager = HMMMoveManager(config)
-        manager._source = getattr(self, "_train_source", None)
-        manager._executor = getattr(self, "_train_executor", None)
         return manager
-
-    def _run(self, model, source, n_laps: int, executor=None) -> None:
-        # the moves' whole-dataset passes run where the lap's local steps run (on Dask: on the
-        # workers that hold the batches, never fetching them to the driver; None: here)
-        self._train_source = source
-        self._train_executor = executor
-        try:
-            super()._run(model, source, n_laps, executor=executor)
-        finally:
-            self._train_source = self._train_executor = None
-            manager = getattr(self, "moves_manager_", None)
-            if manager is not None:
-                manager._source = manager._executor = None  # the fitted model keeps no reference to the data
 
     def _auto_algorithm(self) -> str:
         return "memoized"

@@ -198,21 +198,7 @@ class _BaseMixture(VBEstimator):
             return MoveManager(config)
         manager = MixtureSwapManager(dataclasses.replace(
             config, start_lap={"swap": int(self.birth_start_lap)}, max_per_lap={"swap": int(self.max_births_per_lap)}))
-        manager._source = getattr(self, "_train_source", None)
-        manager._executor = getattr(self, "_train_executor", None)
         return manager
-
-    def _run(self, model, source, n_laps: int, executor=None) -> None:
-        # the swap's candidate passes over every batch where the lap's steps run
-        self._train_source = source
-        self._train_executor = executor
-        try:
-            super()._run(model, source, n_laps, executor=executor)
-        finally:
-            self._train_source = self._train_executor = None
-            manager = getattr(self, "moves_manager_", None)
-            if manager is not None and hasattr(manager, "_source"):
-                manager._source = manager._executor = None  # the fitted model keeps no reference to the data
 
     def _make_obs(self, X0) -> ObsModel:
         X0 = _dense_sample(X0)

@@ -232,22 +232,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
             n_threads=self.n_threads,
         )
         manager = TopicMoveManager(config)
-        manager._source = getattr(self, "_train_source", None)
-        manager._executor = getattr(self, "_train_executor", None)
         return manager
-
-    def _run(self, model, source, n_laps: int, executor=None) -> None:
-        # delete/birth candidates pass over every batch where the lap's steps run (on Dask: on
-        # the workers that hold the batches; None: here)
-        self._train_source = source
-        self._train_executor = executor
-        try:
-            super()._run(model, source, n_laps, executor=executor)
-        finally:
-            self._train_source = self._train_executor = None
-            manager = getattr(self, "moves_manager_", None)
-            if manager is not None:
-                manager._source = manager._executor = None  # the fitted model keeps no reference to the data
 
     def _set_fitted(self, model, G) -> None:
         lam = model.lam(G)
