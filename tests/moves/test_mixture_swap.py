@@ -55,6 +55,24 @@ def test_a_converged_fit_has_tried_every_cluster(data):
     assert m.moves_manager_._untried(m.moves_manager_._model, m.moves_manager_._last_stats) == []
 
 
+def test_at_most_two_rejections_per_structure():
+    """After two proposals rejected on the whole data none is made at that structure: on a
+    thousand image patches the fit converges instead of running to max_laps."""
+    from bnpcore.datasets import load_image_patches
+
+    X = load_image_patches(images=("china.jpg",))[::4]
+    m = _fit(FiniteMixture(obs="zero_mean_gauss", n_components=50, random_state=0), X)
+    assert m.converged_ and m.n_iter_ < 20
+    rejected = {}
+    version = 0
+    for r in m.moves_log_:
+        if r["accepted"]:
+            version += 1
+        else:
+            rejected[version] = rejected.get(version, 0) + 1
+    assert rejected and max(rejected.values()) <= 2
+
+
 def test_swap_resumes_to_the_same_fit(data, tmp_path):
     """3 laps + save + load + 3 laps equal 6 laps, with swaps in both halves."""
     X, _ = data
