@@ -135,7 +135,7 @@ class MixtureSwapManager(MoveOptions):
             # for all of them (within SWEEP_MAX_ENTRIES values) and judge them at this lap's end
             from bnpcore.moves.birth import SWEEP_MAX_ENTRIES
 
-            per = int(self.options["birth_max_subsample"]) * max(int(state.stats.S.shape[1]), 1)
+            per = int(self.options["birth_max_subsample"]) * max(int(model.obs.n_features), 1)  # values per target
             self._targets = targets[: max(1, SWEEP_MAX_ENTRIES // max(per, 1))]
         else:
             self._targets = targets[:1]
