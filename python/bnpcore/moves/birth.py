@@ -119,7 +119,7 @@ from bnpcore import _core
 from bnpcore.moves._base import BatchRequest, LapContext, Move, accepts, sum_parts
 from bnpcore.stats import SuffStats
 
-__all__ = ["BirthMove", "Reservoir", "b_scores", "fit_fresh_clusters", "peel_clusters", "peel_seeds", "seed_rows", "subsample_cap"]
+__all__ = ["BirthMove", "FreshModel", "Reservoir", "b_scores", "fit_fresh_clusters", "peel_clusters", "peel_seeds", "seed_rows", "subsample_cap"]
 
 
 class _DenseRows:
@@ -131,6 +131,17 @@ class _DenseRows:
 
     def __getitem__(self, key):
         return np.asarray(self.csr[key].toarray(), dtype=np.float64)
+
+
+class FreshModel:
+    """What :func:`fit_fresh_clusters` needs of a model outside the mixtures (the HMM states,
+    the finite mixture's swap): the observation model ``obs`` and a mixture allocation."""
+
+    def __init__(self, obs):
+        from bnpcore.alloc import DPAlloc
+
+        self.obs = obs
+        self.alloc = DPAlloc(1.0)
 
 
 class Reservoir:

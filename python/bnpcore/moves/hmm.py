@@ -61,7 +61,7 @@ import numpy as np
 from bnpcore.algorithms._base import materialize, memo_map, tree_sum
 from bnpcore.exceptions import ParameterError
 from bnpcore.moves._base import ACCEPT_RTOL, ACCEPT_RTOL_RANGE, FRACTION, MoveOptions, accepts, count, number, whole_dataset_passes
-from bnpcore.moves.birth import Reservoir
+from bnpcore.moves.birth import FreshModel, Reservoir
 
 __all__ = ["FINITE_HMM_MOVE_KINDS", "HMM_MOVE_KINDS", "HMMMoveConfig", "HMMMoveManager"]
 
@@ -79,16 +79,6 @@ class HMMMoveConfig:
     max_per_lap: dict = field(default_factory=dict)
     options: dict = field(default_factory=dict)
     n_threads: int | None = None
-
-
-class _FreshModel:
-    """What the fresh-state fit needs: the observation model and a mixture allocation."""
-
-    def __init__(self, obs):
-        from bnpcore.alloc import DPAlloc
-
-        self.obs = obs
-        self.alloc = DPAlloc(1.0)
 
 
 def _kmeans_fresh(obs, X, w, J, rng, iters: int = 10):
@@ -356,7 +346,7 @@ class HMMMoveManager(MoveOptions):
 
         if G is None or G.K < 2 or limit <= 0:
             return []
-        d_data, _ = merge_scores(_FreshModel(model.obs), G)
+        d_data, _ = merge_scores(FreshModel(model.obs), G)
         # pooling two states that explain the same kind of data raises the observation term
         ii, jj = np.nonzero(np.isfinite(d_data) & (d_data > 0))
         order = np.argsort(-d_data[ii, jj], kind="stable")
@@ -483,7 +473,7 @@ class HMMMoveManager(MoveOptions):
             N, S = _kmeans_fresh(model.obs, res.X, res.r, J0, state.rng_moves)
         else:
             N, S, _ = fit_fresh_clusters(
-                _FreshModel(model.obs), np.ascontiguousarray(res.X), np.ascontiguousarray(res.r), J0,
+                FreshModel(model.obs), np.ascontiguousarray(res.X), np.ascontiguousarray(res.r), J0,
                 state.rng_moves, n_seeds=J0, iters=int(self.options["birth_refine_iters"]), n_threads=self.n_threads,
             )
         if N is None or (swap and N.shape[0] != 2):

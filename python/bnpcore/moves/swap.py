@@ -57,16 +57,6 @@ MIXTURE_SWAP_KINDS = ("swap",)
 SWAP_MAX_REJECTED = 2
 
 
-class _FreshModel:
-    """What the fresh-cluster fit needs: the observation model and a mixture allocation."""
-
-    def __init__(self, obs):
-        from bnpcore.alloc import DPAlloc
-
-        self.obs = obs
-        self.alloc = DPAlloc(1.0)
-
-
 class MixtureSwapManager(MoveOptions):
     """The finite mixture's swap (module docstring), driven by the memoized lap through
     ``start_lap``, ``batch_options``, ``after_batch`` and ``end_lap``."""
@@ -202,7 +192,7 @@ class MixtureSwapManager(MoveOptions):
 
     # ------------------------------------------------------------------ the move
     def _swap(self, model, state, elbo, uid, res) -> tuple[int, float]:
-        from bnpcore.moves.birth import fit_fresh_clusters
+        from bnpcore.moves.birth import FreshModel, fit_fresh_clusters
         from bnpcore.stats import SuffStats
 
         G = state.stats
@@ -214,7 +204,7 @@ class MixtureSwapManager(MoveOptions):
         if res is None or len(res) < 2 * J0:
             return 0, elbo
         N, S, gain = fit_fresh_clusters(
-            _FreshModel(model.obs), np.ascontiguousarray(res.X), np.ascontiguousarray(res.r), J0, state.rng_moves,
+            FreshModel(model.obs), np.ascontiguousarray(res.X), np.ascontiguousarray(res.r), J0, state.rng_moves,
             n_seeds=max(J0, int(self.options["birth_n_seeds"])), iters=int(self.options["birth_refine_iters"]), n_threads=self.n_threads,
         )
         if N is None or not gain > float(self.options["birth_min_gain"]) or not 2 <= np.asarray(N).shape[0] <= G.K:
