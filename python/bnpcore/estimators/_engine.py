@@ -24,8 +24,9 @@ A model family is a subclass that defines its constructor parameters and supplie
     family-specific fitted attributes (weights, means, ...);
 ``_validate_params()``
     checks of its own parameters (it should call :meth:`_validate_engine_params`);
-``_default_moves()``
-    the moves used when ``moves=None``;
+``_default_moves()``, ``_move_kinds()``
+    the moves used when ``moves=None`` and those ``moves`` accepts (by default: birth, merge and
+    delete for a nested allocation, the swap for a finite one; with full or memoized learning);
 ``_auto_algorithm()``
     the algorithm ``algorithm="auto"`` stands for (``"memoized"`` unless overridden);
 ``_move_manager``
@@ -60,6 +61,7 @@ from bnpcore.algorithms.stochastic import StochasticConfig
 from bnpcore.estimators._base import BaseEstimator, _feature_names
 from bnpcore.exceptions import NotFittedError, ParameterError, ShapeError
 from bnpcore.model import Model
+from bnpcore.moves._base import SWAP_KINDS
 from bnpcore.moves.manager import MOVE_KINDS, MoveConfig, MoveManager
 
 if TYPE_CHECKING:
@@ -244,7 +246,10 @@ class VBEstimator(BaseEstimator):
         """Family-specific fitted attributes; none by default."""
 
     def _default_moves(self) -> tuple:
-        return ()
+        """The moves of ``moves=None``: every kind of :meth:`_move_kinds` with full or memoized
+        learning (birth, merge and delete of the nested models, the swap of the finite ones),
+        none for stochastic learning, whose objective is not exact."""
+        return self._move_kinds() if self._algorithm() in ("full", "memoized") else ()
 
     def _auto_algorithm(self) -> str:
         return "memoized"
@@ -341,8 +346,9 @@ class VBEstimator(BaseEstimator):
         return row_batches_on_dask(client, None, local_source=local)
 
     def _move_kinds(self) -> tuple:
-        """The move kinds this estimator accepts in ``moves``, in the order they are reported."""
-        return tuple(MOVE_KINDS)
+        """The move kinds this estimator accepts in ``moves``, in the order they are reported:
+        birth, merge and delete for a nested allocation, the fixed-K swap for a finite one."""
+        return tuple(MOVE_KINDS) if self._make_alloc().nested else SWAP_KINDS
 
     def _refuse_other_family_moves(self, *, nested_cls: str, finite_cls: str, truncation: str, units: str) -> None:
         """Refuse, in ``moves``, the kinds of the other estimator of the family, naming it: the
@@ -354,7 +360,7 @@ class VBEstimator(BaseEstimator):
         except TypeError:
             return  # not a collection: _moves_tuple says so
         if self._make_alloc().nested:
-            if "swap" in asked:
+            if any(m in SWAP_KINDS for m in asked):
                 raise ParameterError(f"`moves`: 'swap' keeps the number of {units} fixed and belongs to {finite_cls}; "
                                      f"{nested_cls} has birth, merge and delete")
         elif any(m in MOVE_KINDS for m in asked):

@@ -15,7 +15,7 @@ from bnpcore.estimators._engine import DOC_CHECKPOINT, DOC_CLIENT, DOC_GAUSSIAN_
 from bnpcore.exceptions import ParameterError
 from bnpcore.hmm import FiniteHMMAlloc, HDPHMMAlloc, HMMModel, init_hmm_stats
 from bnpcore.io import register_model_type
-from bnpcore.moves.hmm import FINITE_HMM_MOVE_KINDS, HMM_MOVE_KINDS, HMMMoveConfig, HMMMoveManager
+from bnpcore.moves.hmm import HMMMoveConfig, HMMMoveManager
 from bnpcore.obs import OBS_KINDS, ObsModel, ar_rows, check_magnitude, check_rows_reachable, data_shift, default_prior
 
 if TYPE_CHECKING:
@@ -185,14 +185,6 @@ class _BaseHMM(VBEstimator):
         self._refuse_other_family_moves(nested_cls="HDPHMM", finite_cls="FiniteHMM", truncation="HDP-HMM", units="states")
         self._validate_engine_params()
         self._moves_tuple()
-
-    def _move_kinds(self) -> tuple:
-        return HMM_MOVE_KINDS if self._make_alloc().nested else FINITE_HMM_MOVE_KINDS
-
-    def _default_moves(self) -> tuple:
-        """Birth, merge and delete for the HDP-HMM, the swap for the finite HMM, with full or
-        memoized laps; none otherwise."""
-        return self._move_kinds() if self._algorithm() in ("full", "memoized") else ()
 
     def _make_moves(self):
         kinds = self._moves_tuple()

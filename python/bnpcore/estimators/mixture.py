@@ -24,8 +24,9 @@ from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeM
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
 from bnpcore.io import register_model_type
 from bnpcore.model import Model
-from bnpcore.moves.manager import MOVE_KINDS, MoveManager
-from bnpcore.moves.swap import MIXTURE_SWAP_KINDS, MixtureSwapManager
+from bnpcore.moves._base import SWAP_KINDS
+from bnpcore.moves.manager import MoveManager
+from bnpcore.moves.swap import MixtureSwapManager
 from bnpcore.obs import OBS_KINDS, ObsModel, check_magnitude, check_rows_reachable, data_shift, default_prior
 
 if TYPE_CHECKING:
@@ -182,19 +183,11 @@ class _BaseMixture(VBEstimator):
             return int(self.n_components)
         return self._auto_n_components if self._births_grow() else max(self._auto_n_components, 10)
 
-    def _move_kinds(self) -> tuple:
-        return tuple(MOVE_KINDS) if self._make_alloc().nested else MIXTURE_SWAP_KINDS
-
-    def _default_moves(self) -> tuple:
-        """DP: birth, merge and delete; finite: the fixed-K swap; with memoized or full
-        learning (none otherwise)."""
-        return self._move_kinds() if self._algorithm() in ("memoized", "full") else ()
-
     def _make_moves(self):
         config = self._move_config()
         if not config.kinds:
             return None
-        if config.kinds != MIXTURE_SWAP_KINDS:
+        if config.kinds != SWAP_KINDS:
             return MoveManager(config)
         manager = MixtureSwapManager(dataclasses.replace(
             config, start_lap={"swap": int(self.birth_start_lap)}, max_per_lap={"swap": int(self.max_births_per_lap)}))

@@ -19,7 +19,7 @@ from bnpcore.estimators._engine import DOC_CHECKPOINT, DOC_CLIENT, DOC_LEARNING_
 from bnpcore.estimators._truncation_free import TRUNCATION_FREE, TruncationFreeMixin
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
 from bnpcore.io import register_model_type
-from bnpcore.moves.topic import LDA_MOVE_KINDS, TOPIC_MOVE_KINDS, TopicMoveConfig, TopicMoveManager
+from bnpcore.moves.topic import TopicMoveConfig, TopicMoveManager
 from bnpcore.obs import ObsModel
 from bnpcore.topic import HDPTopicAlloc, LDAAlloc, TopicModel, TruncationFreeHDPAlloc, init_topic_stats
 
@@ -137,14 +137,6 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         self._moves_tuple()
 
     # ------------------------------------------------------------------ building
-    def _move_kinds(self) -> tuple:
-        return TOPIC_MOVE_KINDS if self._make_alloc().nested else LDA_MOVE_KINDS
-
-    def _default_moves(self) -> tuple:
-        """HDP: birth, merge and delete; LDA: the fixed-K swap; with full or memoized learning
-        (none in a stream)."""
-        return self._move_kinds() if self._algorithm() in ("full", "memoized") else ()
-
     def _initial_components(self) -> int:
         """``n_components``, or when it is None: 1 if births can grow the model
         (:meth:`_births_grow`; not in a stream), else 50."""

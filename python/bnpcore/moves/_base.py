@@ -44,10 +44,14 @@ from bnpcore.exceptions import ParameterError
 from bnpcore.stats import SuffStats
 
 __all__ = [
-    "ACCEPT_RTOL", "ACCEPT_RTOL_RANGE", "FLAG", "FRACTION", "BatchRequest", "LapContext", "Move", "MoveOptions", "OptionRange", "accepts",
-    "check_move_options", "count", "decode_state", "encode_state", "number", "replace_columns", "sum_parts",
+    "ACCEPT_RTOL", "ACCEPT_RTOL_RANGE", "FLAG", "FRACTION", "SWAP_KINDS", "BatchRequest", "LapContext", "Move", "MoveOptions", "OptionRange",
+    "accepts", "check_move_options", "count", "decode_state", "encode_state", "number", "replace_columns", "sum_parts",
     "whole_dataset_passes",
 ]
+
+#: the move kinds of the finite models (FiniteMixture, FiniteTopicModel, FiniteHMM): the fixed-K
+#: swap, where the nested models have birth, merge and delete
+SWAP_KINDS = ("swap",)
 
 #: relative acceptance threshold ε_acc (Hughes thesis §4.1.3)
 ACCEPT_RTOL = 1e-10

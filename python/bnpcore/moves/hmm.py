@@ -60,16 +60,23 @@ import numpy as np
 
 from bnpcore.algorithms._base import materialize, memo_map, tree_sum
 from bnpcore.exceptions import ParameterError
-from bnpcore.moves._base import ACCEPT_RTOL, ACCEPT_RTOL_RANGE, FRACTION, MoveOptions, accepts, count, number, whole_dataset_passes
+from bnpcore.moves._base import (
+    ACCEPT_RTOL,
+    ACCEPT_RTOL_RANGE,
+    FRACTION,
+    SWAP_KINDS,
+    MoveOptions,
+    accepts,
+    count,
+    number,
+    whole_dataset_passes,
+)
 from bnpcore.moves.birth import FreshModel, Reservoir
 
-__all__ = ["FINITE_HMM_MOVE_KINDS", "HMM_MOVE_KINDS", "HMMMoveConfig", "HMMMoveManager"]
+__all__ = ["HMM_MOVE_KINDS", "HMMMoveConfig", "HMMMoveManager"]
 
 #: the moves of the HDP-HMM (they change the number of states)
 HMM_MOVE_KINDS = ("birth", "merge", "delete")
-
-#: the move of the finite HMM: it keeps the number of states
-FINITE_HMM_MOVE_KINDS = ("swap",)
 
 
 @dataclass(frozen=True)
@@ -156,9 +163,9 @@ class HMMMoveManager(MoveOptions):
     _executor = None
 
     def __init__(self, config: HMMMoveConfig):
-        bad = [k for k in config.kinds if k not in HMM_MOVE_KINDS + FINITE_HMM_MOVE_KINDS]
+        bad = [k for k in config.kinds if k not in HMM_MOVE_KINDS + SWAP_KINDS]
         if bad:
-            raise ParameterError(f"HMMs support the moves {HMM_MOVE_KINDS + FINITE_HMM_MOVE_KINDS}, got {bad}")
+            raise ParameterError(f"HMMs support the moves {HMM_MOVE_KINDS + SWAP_KINDS}, got {bad}")
         self.config = config
         self.kinds = tuple(config.kinds)
         self._set_options(config.options)

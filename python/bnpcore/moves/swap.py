@@ -44,13 +44,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from bnpcore.moves._base import MoveOptions, accepts, whole_dataset_passes
+from bnpcore.moves._base import SWAP_KINDS, MoveOptions, accepts, whole_dataset_passes
 from bnpcore.moves.manager import MoveConfig, MoveManager
 
-__all__ = ["MIXTURE_SWAP_KINDS", "MixtureSwapManager"]
-
-#: the move of the finite mixture: it keeps the number of clusters
-MIXTURE_SWAP_KINDS = ("swap",)
+__all__ = ["MixtureSwapManager"]
 
 #: proposals rejected on the whole data after which none is made at the same structure (module
 #: docstring)
@@ -72,9 +69,9 @@ class MixtureSwapManager(MoveOptions):
     def __init__(self, config: MoveConfig):
         from bnpcore.exceptions import ParameterError
 
-        bad = [k for k in config.kinds if k not in MIXTURE_SWAP_KINDS]
+        bad = [k for k in config.kinds if k not in SWAP_KINDS]
         if bad:
-            raise ParameterError(f"the finite mixture supports the moves {MIXTURE_SWAP_KINDS}, got {bad}")
+            raise ParameterError(f"the finite mixture supports the moves {SWAP_KINDS}, got {bad}")
         self.config = config
         self.kinds = tuple(config.kinds)
         self._set_options(config.options)

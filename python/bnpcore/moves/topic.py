@@ -157,6 +157,7 @@ from bnpcore.moves._base import (
     ACCEPT_RTOL_RANGE,
     FLAG,
     FRACTION,
+    SWAP_KINDS,
     MoveOptions,
     accepts,
     count,
@@ -166,13 +167,10 @@ from bnpcore.moves._base import (
 )
 from bnpcore.moves.merge import neighbour_pairs
 
-__all__ = ["LDA_MOVE_KINDS", "TOPIC_MOVE_KINDS", "TopicMoveConfig", "TopicMoveManager"]
+__all__ = ["TOPIC_MOVE_KINDS", "TopicMoveConfig", "TopicMoveManager"]
 
 #: the moves of the HDP topic model (they change the number of topics)
 TOPIC_MOVE_KINDS = ("birth", "merge", "delete")
-
-#: the move of LDA (``FiniteTopicModel``): it keeps the number of topics
-LDA_MOVE_KINDS = ("swap",)
 
 
 #: most document-topic counts (documents × topics, all batches) a lap keeps to warm-start the
@@ -315,9 +313,9 @@ class TopicMoveManager(MoveOptions):
     def __init__(self, config: TopicMoveConfig):
         from bnpcore.exceptions import ParameterError
 
-        bad = [k for k in config.kinds if k not in TOPIC_MOVE_KINDS + LDA_MOVE_KINDS]
+        bad = [k for k in config.kinds if k not in TOPIC_MOVE_KINDS + SWAP_KINDS]
         if bad:
-            raise ParameterError(f"topic models support the moves {TOPIC_MOVE_KINDS + LDA_MOVE_KINDS}, got {bad}")
+            raise ParameterError(f"topic models support the moves {TOPIC_MOVE_KINDS + SWAP_KINDS}, got {bad}")
         self.config = config
         self.kinds = tuple(config.kinds)
         self._set_options(config.options)
@@ -369,7 +367,7 @@ class TopicMoveManager(MoveOptions):
         lap_top_l = model.top_l
         self._guard = self.config.monotone and self._exact and lap_top_l == state.last_top_l and not state.mixed_top_l
         # the HDP's moves need its nested truncation; LDA's swap keeps K and needs none
-        movable = self._exact and not state.frozen and (model.alloc.nested or self.kinds == LDA_MOVE_KINDS)
+        movable = self._exact and not state.frozen and (model.alloc.nested or self.kinds == SWAP_KINDS)
         if "merge" in self.kinds and movable and self._lap >= self._start("merge"):
             self._pairs = self._planned_merges(model, state.stats)
         split = "birth" if "birth" in self.kinds else ("swap" if "swap" in self.kinds else None)
