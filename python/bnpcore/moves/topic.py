@@ -870,27 +870,41 @@ class TopicMoveManager(MoveOptions):
                     centers[j] = np.asarray(H[rows].sum(axis=0)).ravel()
         return centers[centers.sum(axis=1) > 0]
 
-    def _try_birth(self, model, state, G, t, sums):
+    def _try_birth(self, model, state, G, t, sums, drop=None):
         """One birth candidate: topic ``t`` keeps ``birth_keep_fraction`` of its mass, new
         topics get the rest in proportion to ``sums`` (J, V); ``birth_passes`` document-step
-        passes over every batch. Returns ``(objective, memos, new_uids)``."""
-        keep = float(self.options["birth_keep_fraction"])
+        passes over every batch. With ``drop`` (LDA's swap), topics ``t`` and ``drop`` leave
+        and the new topics take all of ``t``'s mass and each document's count of it (its count
+        of ``drop`` is dropped). Returns ``(objective, memos, new_uids)``."""
+        keep = float(self.options["birth_keep_fraction"]) if drop is None else 0.0
         scale = (1.0 - keep) * G.N[t] / sums.sum()
         S_new = sums * scale
         J = S_new.shape[0]
         new_uids = np.arange(state.next_uid, state.next_uid + J, dtype=np.int64)
-        glob = G.copy()
-        glob.S = np.concatenate([G.S[:t], keep * G.S[t : t + 1], G.S[t + 1 :]])
-        glob.N = glob.S.sum(axis=1)
+        if drop is None:
+            glob = G.copy()
+            glob.S = np.concatenate([G.S[:t], keep * G.S[t : t + 1], G.S[t + 1 :]])
+            glob.N = glob.S.sum(axis=1)
+        else:
+            glob = G.drop([t, drop])
         extra = {"P": np.full(J, G["P"][t]), "Q": np.full(J, G["Q"][t])}
         glob = glob.append(N=S_new.sum(axis=1), S=S_new, H=np.zeros(J), uids=new_uids, **extra)
         share = S_new.sum(axis=1) / S_new.sum()
+        uid_t = int(G.uids[t])
 
         def split(b, cols):
-            # the target (position t here too: the new topics are appended) keeps `keep` of
-            # each document's count, the new topics share the rest
-            moved = (1.0 - keep) * cols[:, t]
-            cols[:, t] -= moved
+            if drop is None:
+                # the target (position t here too: the new topics are appended) keeps `keep` of
+                # each document's count, the new topics share the rest
+                moved = (1.0 - keep) * cols[:, t]
+                cols[:, t] -= moved
+            else:
+                # the target has left the topics: the new ones share its lap counts
+                dt, lap_uids = self._doc_topic[b]
+                col = np.flatnonzero(lap_uids == uid_t)
+                if col.size != 1:
+                    return cols
+                moved = dt[:, int(col[0])]
             cols[:, -J:] = moved[:, None] * share[None, :]
             return cols
 
@@ -978,7 +992,7 @@ class TopicMoveManager(MoveOptions):
         if sums.shape[0] < 2:
             self.birth_failed[uid] = self.structure_version
             return 0, elbo
-        new, memos, new_uids = self._try_swap(model, state, G, t, w, sums)
+        new, memos, new_uids = self._try_birth(model, state, G, t, sums, drop=w)
         ok = self._accepts(elbo, new)
         self._log(state, "swap", [uid, int(G.uids[w])], elbo, new, ok, new_uids=[int(u) for u in new_uids] if ok else [])
         if not ok:
@@ -988,28 +1002,3 @@ class TopicMoveManager(MoveOptions):
         state.memos = memos
         state.recompute_total()
         return 1, model.elbo(state.stats)
-
-    def _try_swap(self, model, state, G, t, w, sums):
-        """The swap candidate: topics ``t`` and ``w`` dropped, two topics with the target's
-        tokens in proportion to the cluster sums ``sums`` (2, V) appended; each document starts
-        from the lap's counts with its count of ``t`` split in the same proportion (its count
-        of ``w`` dropped). Returns ``(objective, memos, new_uids)``."""
-        S_new = sums * (G.N[t] / sums.sum())
-        J = S_new.shape[0]
-        new_uids = np.arange(state.next_uid, state.next_uid + J, dtype=np.int64)
-        uid_t = int(G.uids[t])
-        extra = {"P": np.full(J, G["P"][t]), "Q": np.full(J, G["Q"][t])}
-        glob = G.drop([t, w]).append(N=S_new.sum(axis=1), S=S_new, H=np.zeros(J), uids=new_uids, **extra)
-        share = S_new.sum(axis=1) / S_new.sum()
-
-        def split(b, cols):
-            dt, lap_uids = self._doc_topic[b]
-            col = np.flatnonzero(lap_uids == uid_t)
-            if col.size == 1:
-                cols[:, -J:] = dt[:, int(col[0])][:, None] * share[None, :]
-            return cols
-
-        inits = self._warm_inits(glob.uids, len(state.memos), extra=split)
-        memos, glob = whole_dataset_passes(model, self._source, self._executor, glob, int(self.options["birth_passes"]), n_threads=self.n_threads,
-                                           inits=inits)
-        return model.elbo(glob), memos, new_uids
