@@ -298,6 +298,8 @@ class TopicModel:
     #: the last topic table is kept for reuse while it has at most this many entries (K × V;
     #: the table and its Dirichlet parameters: twice as many doubles)
     TABLE_CACHE_MAX_ENTRIES = 1 << 24
+    #: full and memoized laps may over-relax the topic-word counts (:mod:`bnpcore.algorithms.overrelax`)
+    overrelaxable = True
 
     def __init__(self, alloc, obs, top_l=None, doc_options=None):
         self.alloc = alloc

@@ -89,6 +89,10 @@ class FitState:
         reservoirs, failure memories, ``structure_version``; see
         :meth:`bnpcore.moves.MoveManager.get_state`), refreshed at the end of every lap so a
         warm start or a resumed checkpoint continues exactly.
+    overrelax : dict
+        The over-relaxation of the topic-word counts (:mod:`bnpcore.algorithms.overrelax`):
+        the next lap's ``eta`` and the counts and uids at the start of the last lap (empty:
+        the next lap is plain coordinate ascent).
     truncation_free : dict
         Counters of a truncation-free SVI fit (documents seen, steps, documents since the last
         pruning; :mod:`bnpcore.algorithms.truncation_free`); empty for the other algorithms.
@@ -112,6 +116,7 @@ class FitState:
     n_rows: int = 0
     sweep_declined: int = 0
     moves_state: dict = field(default_factory=dict)
+    overrelax: dict = field(default_factory=dict)
     truncation_free: dict = field(default_factory=dict)
 
     def new_uids(self, n: int) -> np.ndarray:

@@ -56,6 +56,10 @@ class FitConfig:
     schedule : {"sequential", "parallel"}
         Visiting order of a memoized lap (see
         :func:`~bnpcore.algorithms.memoized.run_memoized_lap`).
+    overrelax : float
+        Largest over-relaxation factor of full and memoized laps
+        (:mod:`bnpcore.algorithms.overrelax`; 1: plain coordinate ascent). Used by models that
+        declare ``overrelaxable``.
     """
 
     algorithm: str = "full"
@@ -68,6 +72,7 @@ class FitConfig:
     stochastic: StochasticConfig = field(default_factory=StochasticConfig)
     name: str = "model"
     schedule: str = "sequential"
+    overrelax: float = 1.0
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -160,6 +165,7 @@ def run_laps(
                     check_monotone=not shrinks,
                     schedule=config.schedule,
                     executor=executor,
+                    overrelax=config.overrelax,
                 )
             state.last_top_l, state.mixed_top_l = lap_l, False
             elbo = res["elbo"]
@@ -174,6 +180,12 @@ def run_laps(
                 and np.isfinite(elbo)
                 and abs(elbo - prev) <= config.tol * abs(elbo)
             )
+            if quiet and state.overrelax:
+                # an over-relaxed lap may gain little where a plain one would gain more: the
+                # convergence test is passed by plain laps only, so the lap after one that
+                # meets it is plain (and so is a settled lap the moves ask for)
+                state.overrelax["eta"] = 1.0
+                quiet = not res.get("overrelaxed")
             busy = quiet and moves is not None and moves.busy()
             if moves is not None:
                 moves.settled = busy

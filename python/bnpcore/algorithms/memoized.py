@@ -60,6 +60,7 @@ def run_memoized_lap(
     check_monotone=True,
     schedule: str = "sequential",
     executor=None,
+    overrelax: float = 1.0,
 ) -> dict:
     """One lap: visit every batch once in a fresh seeded random order, then the end-of-lap
     moves, empty-cluster removal and sorting. Returns ``{"elbo", "accepted"}``.
@@ -78,8 +79,14 @@ def run_memoized_lap(
     lap (it may between two batch replacements, which are not checked).
 
     ``executor`` runs the local steps (:class:`~bnpcore.algorithms.executor.LocalExecutor` over
-    ``source`` by default); a distributed executor runs them where the data are."""
+    ``source`` by default); a distributed executor runs them where the data are.
+
+    ``overrelax`` > 1 lets the local steps of models that declare ``overrelaxable`` (topic
+    models) use topic-word counts extrapolated along the last lap's change
+    (:mod:`bnpcore.algorithms.overrelax`); a visit that would lower the objective is redone
+    with the plain globals."""
     from bnpcore.algorithms.executor import LocalExecutor
+    from bnpcore.algorithms.overrelax import Overrelax
 
     timer = Timer()
     B = len(source)
@@ -90,6 +97,7 @@ def run_memoized_lap(
     if moves is not None:
         moves.start_lap(model, state)
     prev_batch = model.elbo(state.stats) if exact else None
+    accel = Overrelax(model, state, overrelax, exact=exact)
     # moves that keep a batch's replacement only if it does not lower the objective (topic
     # models: the document step is not an exact maximisation)
     guard = moves is not None and exact and bool(getattr(moves, "guards_batches", False))
@@ -97,13 +105,19 @@ def run_memoized_lap(
     def memo_of(res):
         return res.memo if res.memo is not None else model.stats_from_output(res.out, state.stats.uids)
 
-    def absorb(res) -> None:
+    def absorb(res, relaxed=False) -> bool:
+        """Replace batch ``res.b``'s memo; False (memo kept) when the visit was over-relaxed
+        and would lower the objective (the caller redoes it with the plain globals)."""
         nonlocal prev_batch
         b = res.b
         old = state.memos[b]
         state.set_memo(b, memo_of(res))  # G = tree sum of the memos (exact global step follows)
         if exact:
             cur = model.elbo(state.stats)
+            if relaxed and cur < prev_batch:
+                state.set_memo(b, old)
+                accel.reject()
+                return False
             if guard and cur < prev_batch:
                 state.set_memo(b, old)
                 moves.batch_rejected(b)
@@ -117,6 +131,7 @@ def run_memoized_lap(
             prev_batch = cur
         if on_batch is not None:
             on_batch(b)
+        return True
 
     if schedule == "parallel":
         # one block update: every local step against the lap's starting globals, then every
@@ -125,9 +140,15 @@ def run_memoized_lap(
         # one by one in visiting order, each kept only if it does not lower it.
         glob = state.stats
         items = [(int(b), moves.batch_options(model, state, int(b)) if moves is not None else {}) for b in order]
-        results = executor.run(model, glob, items, n_threads=n_threads, memo_uids=glob.uids, want_total=True)
+        results = executor.run(model, accel.globals(glob), items, n_threads=n_threads, memo_uids=glob.uids, want_total=True)
         old = {res.b: state.memos[res.b] for res in results}
         state.set_memos({res.b: memo_of(res) for res in results}, root=getattr(results, "total", None))
+        if accel.active and model.elbo(state.stats) < prev_batch:
+            # the over-relaxed block would lower the objective: the plain block instead
+            state.set_memos(old)
+            accel.reject()
+            results = executor.run(model, glob, items, n_threads=n_threads, memo_uids=glob.uids, want_total=True)
+            state.set_memos({res.b: memo_of(res) for res in results}, root=getattr(results, "total", None))
         if guard and model.elbo(state.stats) < prev_batch:
             state.set_memos(old)
             for res in results:
@@ -144,8 +165,11 @@ def run_memoized_lap(
         for b in order:
             b = int(b)
             opts = moves.batch_options(model, state, b) if moves is not None else {}
-            (res,) = executor.run(model, state.stats, [(b, opts)], n_threads=n_threads)
-            absorb(res)
+            relaxed = accel.active
+            (res,) = executor.run(model, accel.globals(state.stats), [(b, opts)], n_threads=n_threads)
+            if not absorb(res, relaxed):
+                (res,) = executor.run(model, state.stats, [(b, opts)], n_threads=n_threads)
+                absorb(res)
     # G is already the fixed-tree sum of the memos (set_memo), so no end-of-lap re-summation
     elbo = model.elbo(state.stats)
     accepted = 0
@@ -155,9 +179,10 @@ def run_memoized_lap(
     if moves is not None and exact:
         swept, elbo = sweep_sub_atom(model, source, state, elbo, executor=executor, n_threads=n_threads)
         accepted += swept
+    accel.end_lap()
     state.lap += 1
     state.seconds += timer.elapsed()
-    return {"elbo": elbo, "accepted": accepted}
+    return {"elbo": elbo, "accepted": accepted, "overrelaxed": accel.direction is not None, "relax_rejected": accel.rejected}
 
 
 #: clusters of less than this mass are "sub-atom" (:func:`sweep_sub_atom`)

@@ -396,7 +396,12 @@ class VBEstimator(BaseEstimator):
             stochastic=StochasticConfig(delay=float(self.learning_rate_delay), decay=float(self.learning_rate_decay)),
             name=type(self).__name__,
             schedule=self._schedule(),
+            overrelax=self._overrelax(),
         )
+
+    def _overrelax(self) -> float:
+        """The largest over-relaxation factor of the lap loop (1: none; topic models override)."""
+        return 1.0
 
     def _move_config(self) -> MoveConfig:
         return MoveConfig(

@@ -132,6 +132,7 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         check_param("doc_max_iter", self.doc_max_iter, kind="int", low=1, low_inclusive=True)
         check_param("doc_tol", self.doc_tol, kind="real", low=0, low_inclusive=True)
         check_param("restarts", self.restarts, kind="bool")
+        check_param("overrelax", self.overrelax, kind="real", low=1, low_inclusive=True)
         self._refuse_other_family_moves(nested_cls="HDPTopicModel", finite_cls="FiniteTopicModel", truncation="HDP", units="topics")
         self._validate_engine_params()
         self._moves_tuple()
@@ -143,6 +144,9 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         if self.n_components is not None:
             return int(self.n_components)
         return 1 if self._births_grow() else 50
+
+    def _overrelax(self) -> float:
+        return float(self.overrelax)
 
     def _doc_options(self) -> dict:
         return {"max_iter": int(self.doc_max_iter), "tol": float(self.doc_tol), "restarts": bool(self.restarts)}
@@ -636,6 +640,16 @@ _DOC_COMMON = """
         Stop a document when no document-topic count changes by more than ``doc_tol``.
     restarts : bool, default=True
         Sparse restart proposals in the document step (thesis Alg. 5.2).
+    overrelax : float, default=2.0
+        Largest over-relaxation factor eta of full and memoized laps
+        (``bnpcore.algorithms.overrelax``, after Salakhutdinov & Roweis 2003): a lap's document
+        steps use the topic-word counts ``max(S + (eta - 1) (S - S_prev), 0)``, extrapolated
+        along the last lap's change, with eta growing x1.5 per lap from 1 up to
+        ``overrelax``. The objective stays exact and never decreases: a batch whose
+        over-relaxed step would lower it is redone with the plain counts and eta falls back
+        to 1; a lap that changes the topics leaves no direction. It shortens the slow linear
+        tail of a fit (the bars: 27 -> about 20 laps, to a higher objective). 1 is plain
+        coordinate ascent; stochastic learning ignores it.
 """ + DOC_LEARNING_RATE + DOC_SEED_THREADS + """    verbose : bool or int, default=False
         Show a progress bar with the objective and the number of topics (on standard error) when true or a
         positive integer (scikit-learn's levels; every level above 0 shows the same bar).
@@ -795,6 +809,7 @@ class HDPTopicModel(TruncationFreeMixin, _BaseTopicModel):
         doc_max_iter: int = 100,
         doc_tol: float = 0.05,
         restarts: bool = True,
+        overrelax: float = 2.0,
         learning_rate_delay: float = 1.0,
         learning_rate_decay: float = 0.6,
         random_state: RandomStateLike = None,
@@ -834,6 +849,7 @@ class HDPTopicModel(TruncationFreeMixin, _BaseTopicModel):
         self.doc_max_iter = doc_max_iter
         self.doc_tol = doc_tol
         self.restarts = restarts
+        self.overrelax = overrelax
         self.learning_rate_delay = learning_rate_delay
         self.learning_rate_decay = learning_rate_decay
         self.random_state = random_state
@@ -917,6 +933,7 @@ class FiniteTopicModel(_BaseTopicModel):
         doc_max_iter: int = 100,
         doc_tol: float = 0.05,
         restarts: bool = True,
+        overrelax: float = 2.0,
         learning_rate_delay: float = 1.0,
         learning_rate_decay: float = 0.6,
         random_state: RandomStateLike = None,
@@ -952,6 +969,7 @@ class FiniteTopicModel(_BaseTopicModel):
         self.doc_max_iter = doc_max_iter
         self.doc_tol = doc_tol
         self.restarts = restarts
+        self.overrelax = overrelax
         self.learning_rate_delay = learning_rate_delay
         self.learning_rate_decay = learning_rate_decay
         self.random_state = random_state

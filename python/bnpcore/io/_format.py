@@ -45,6 +45,7 @@ READABLE_VERSIONS = (1, 2)
 _STATE_FIELDS = {
     "stats", "memos", "frozen", "next_uid", "rng_order", "rng_moves", "lap", "history",
     "batch_elbo", "moves_log", "seconds", "stochastic_step", "batch_seed", "moves_state",
+    "overrelax",
 }
 
 
@@ -235,6 +236,7 @@ def _collect(est) -> tuple[dict, dict]:
         "memos": [None if m is None else _put_stats(arrays, f"memo/{i}/", m) for i, m in enumerate(st.memos)],
         "frozen": [_put_stats(arrays, f"frozen/{i}/", m) for i, m in enumerate(st.frozen)],
         "moves_state": _put_tree(arrays, "moves/", st.moves_state),
+        "overrelax": _put_tree(arrays, "overrelax/", st.overrelax),
         "history_keys": list(st.history),
         "extra_fields": {},
     }
@@ -456,6 +458,7 @@ def _build(cls, meta: dict, arrays: dict):
         frozen=[_get_stats(arrays, f"frozen/{i}/", m) for i, m in enumerate(s["frozen"])],
         batch_seed=_checked(s["batch_seed"], None, "state 'batch_seed'"),
         moves_state=_get_tree(arrays, s.get("moves_state") or {}),
+        overrelax=_get_tree(arrays, s.get("overrelax") or {}),
     )
     defaults = {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory() for f in dataclasses.fields(FitState)
                 if f.name not in _STATE_FIELDS and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING)}
