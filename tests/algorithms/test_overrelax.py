@@ -42,13 +42,15 @@ def _nondecreasing(values):
     return np.all(v[1:] >= v[:-1] - MONOTONE_RTOL * np.abs(v[:-1]))
 
 
-@pytest.mark.parametrize("algorithm", ["full", "memoized"])
+@pytest.mark.parametrize(("algorithm", "schedule"), [("full", "sequential"), ("memoized", "sequential"), ("memoized", "parallel")])
 @pytest.mark.parametrize("cls", [HDPTopicModel, FiniteTopicModel])
-def test_overrelaxed_laps_never_lower_the_objective(bars, monkeypatch, cls, algorithm):
-    """With a large factor many over-relaxed steps are rejected and redone plain: the lap and
-    batch objectives still never decrease, and some over-relaxed laps are kept whole."""
+def test_overrelaxed_laps_never_lower_the_objective(bars, monkeypatch, cls, algorithm, schedule):
+    """With a large factor many over-relaxed steps are rejected and redone plain (a batch, or
+    the whole block of the parallel schedule): the lap and batch objectives still never
+    decrease, and some over-relaxed laps are kept whole."""
     log = _laps(monkeypatch)
-    est = cls(10, algorithm=algorithm, n_batches=None if algorithm == "full" else 4, moves=(), overrelax=8.0, tol=0, max_laps=25, random_state=0)
+    est = cls(10, algorithm=algorithm, n_batches=None if algorithm == "full" else 4, schedule=schedule, moves=(), overrelax=8.0, tol=0, max_laps=25,
+              random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ELBODecreaseWarning)
         est.fit(bars)
@@ -57,6 +59,9 @@ def test_overrelaxed_laps_never_lower_the_objective(bars, monkeypatch, cls, algo
     relaxed = [r for r in log if r["overrelaxed"]]
     assert any(not r["relax_rejected"] for r in relaxed) and any(r["relax_rejected"] for r in relaxed)
     assert max(r["eta_in"] or 1.0 for r in log) > 2.0
+    # history_["overrelax"]: the factor each lap used, 1 for plain and rejected laps
+    used = [1.0 if not r["overrelaxed"] or r["relax_rejected"] else r["eta_in"] for r in log]
+    np.testing.assert_array_equal(est.history_["overrelax"], used)
 
 
 def test_eta_schedule(bars, monkeypatch):
@@ -77,7 +82,7 @@ def test_eta_schedule(bars, monkeypatch):
 def test_overrelax_one_is_plain_coordinate_ascent(bars, monkeypatch):
     log = _laps(monkeypatch)
     est = FiniteTopicModel(10, n_batches=3, moves=(), overrelax=1.0, tol=0, max_laps=6, random_state=0).fit(bars)
-    assert not any(r["overrelaxed"] for r in log) and est.state_.overrelax == {}
+    assert not any(r["overrelaxed"] for r in log) and est.state_.overrelax == {} and "overrelax" not in est.history_
 
 
 def test_overrelaxation_shortens_the_linear_tail():

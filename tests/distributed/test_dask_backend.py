@@ -472,6 +472,8 @@ def test_converged_topic_model_on_dask_equals_local(client):
     small = [r for r in local.moves_log_ if "small_allocations" in r]
     assert local.converged_ and small and small[0]["accepted"]
     assert any(r.get("settled") for r in local.moves_log_)
+    assert np.max(local.history_["overrelax"]) > 1.0  # over-relaxed laps (the default) on the workers too
+    assert np.array_equal(local.history_["overrelax"], remote.history_["overrelax"])
     assert np.array_equal(local.history_["elbo"], remote.history_["elbo"])
     assert local.moves_log_ == remote.moves_log_
     assert np.array_equal(local.topics_, remote.topics_)

@@ -193,6 +193,8 @@ def run_laps(
             if not stochastic and is_decrease(prev, elbo, model, state.stats):
                 warnings.warn(f"ELBO decreased at lap {state.lap}: {prev!r} -> {elbo!r}", ELBODecreaseWarning, stacklevel=4)
             state.record(elbo)
+            if res.get("overrelax") is not None:
+                state.record_value("overrelax", res["overrelax"])
             stop = on_lap(LapInfo(state.lap, elbo, int(res["accepted"]))) if on_lap is not None else None
             if progress is not None:
                 progress.set_postfix(elbo=f"{elbo:.6g}", K=int(state.history["n_components"][-1]), refresh=False)

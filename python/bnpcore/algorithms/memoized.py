@@ -182,7 +182,9 @@ def run_memoized_lap(
     accel.end_lap()
     state.lap += 1
     state.seconds += timer.elapsed()
-    return {"elbo": elbo, "accepted": accepted, "overrelaxed": accel.direction is not None, "relax_rejected": accel.rejected}
+    relaxed = accel.direction is not None
+    return {"elbo": elbo, "accepted": accepted, "overrelaxed": relaxed, "relax_rejected": accel.rejected,
+            "overrelax": (accel.eta if relaxed and not accel.rejected else 1.0) if accel.wanted else None}
 
 
 #: clusters of less than this mass are "sub-atom" (:func:`sweep_sub_atom`)

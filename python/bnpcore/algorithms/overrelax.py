@@ -60,7 +60,9 @@ class Overrelax:
         self.eta = 1.0
         self.rejected = False
         self.eta_max = float(eta_max)
-        self.on = self.eta_max > 1.0 and exact and bool(getattr(model, "overrelaxable", False)) and G.K > 0
+        #: the model over-relaxes (whether or not this lap can: the first lap, no memos yet, cannot)
+        self.wanted = self.eta_max > 1.0 and bool(getattr(model, "overrelaxable", False))
+        self.on = self.wanted and exact and G.K > 0
         # the counts at the start of this lap: the next lap's direction is this lap's change
         self.start_S, self.start_uids = G.S, G.uids.copy()
         prev = acc.get("S")

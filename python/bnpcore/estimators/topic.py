@@ -684,7 +684,9 @@ _DOC_COMMON = """
     elbo_ : float
         Final objective (total nats; the HDP's is the surrogate bound of thesis eq. 5.25).
     history_ : dict of ndarray
-        Per lap: ``lap``, ``elbo``, ``n_components``, ``seconds``.
+        Per lap: ``lap``, ``elbo``, ``n_components``, ``seconds``; for full and memoized laps
+        also ``overrelax``, the factor eta the lap's document steps used (1: plain; a lap
+        whose over-relaxed step was rejected, and redone plain, records 1).
     moves_log_ : list of dict
         One record per evaluated move.
     n_iter_ : int
