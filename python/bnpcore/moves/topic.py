@@ -149,6 +149,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 
 from bnpcore import _core
 from bnpcore.algorithms._base import materialize, memo_map, sum_memos
@@ -863,11 +864,11 @@ class TopicMoveManager(MoveOptions):
             if labels is not None and np.array_equal(new, labels):
                 break
             labels = new
-            centers = np.zeros((J, V))
-            for j in range(J):
-                rows = np.flatnonzero(labels == j)
-                if rows.size:
-                    centers[j] = np.asarray(H[rows].sum(axis=0)).ravel()
+            # the cluster sums as one sparse product with the label indicator (J × n): each
+            # row adds its cluster's histograms in row order, as a per-cluster row selection
+            # and column sum would, without J sparse selections per iteration
+            indicator = sp.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(J, n))
+            centers = np.asarray((indicator @ H).toarray())
         return centers[centers.sum(axis=1) > 0]
 
     def _try_birth(self, model, state, G, t, sums, drop=None):
