@@ -149,7 +149,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 
 from bnpcore import _core
 from bnpcore.algorithms._base import materialize, memo_map, sum_memos
@@ -864,11 +863,12 @@ class TopicMoveManager(MoveOptions):
             if labels is not None and np.array_equal(new, labels):
                 break
             labels = new
-            # the cluster sums as one sparse product with the label indicator (J × n): each
-            # row adds its cluster's histograms in row order, as a per-cluster row selection
-            # and column sum would, without J sparse selections per iteration
-            indicator = sp.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(J, n))
-            centers = np.asarray((indicator @ H).toarray())
+            # the cluster sums as one product of the histograms with the one-hot labels (n × J,
+            # dense): each cluster adds its histograms in row order, as a per-cluster row
+            # selection and column sum would, without J sparse selections per iteration
+            onehot = np.zeros((n, J))
+            onehot[np.arange(n), labels] = 1.0
+            centers = np.ascontiguousarray((H.T @ onehot).T)
         return centers[centers.sum(axis=1) > 0]
 
     def _try_birth(self, model, state, G, t, sums, drop=None):
