@@ -112,23 +112,61 @@ def test_a_move_forgets_the_direction(bars, monkeypatch):
 
 def test_state_is_saved_and_resumed(bars, tmp_path):
     """The over-relaxation state (η, the counts at the last lap's start) goes into the model
-    file: 3 laps, save, load, 3 more equal 6 laps, with the direction in use at lap 3."""
+    file: 9 laps, save, load, 3 more equal 12 laps, over-relaxed laps among the last 3."""
     kw = dict(n_components=10, n_batches=3, tol=0, random_state=4, moves=())
-    six = FiniteTopicModel(max_laps=6, **kw).fit(bars)
-    three = FiniteTopicModel(max_laps=3, **kw).fit(bars)
-    assert three.state_.overrelax["eta"] > 1.0
+    twelve = FiniteTopicModel(max_laps=12, **kw).fit(bars)
+    assert np.max(twelve.history_["overrelax"][9:]) > 1.0
+    nine = FiniteTopicModel(max_laps=9, **kw).fit(bars)
+    assert nine.state_.overrelax["eta"] > 1.0
     path = tmp_path / "m.bnp"
-    three.save(path)
+    nine.save(path)
     loaded = bnpcore.load(path)
-    np.testing.assert_array_equal(loaded.state_.overrelax["S"], three.state_.overrelax["S"])
-    np.testing.assert_array_equal(loaded.state_.overrelax["uids"], three.state_.overrelax["uids"])
-    loaded.set_params(warm_start=True)
+    np.testing.assert_array_equal(loaded.state_.overrelax["S"], nine.state_.overrelax["S"])
+    np.testing.assert_array_equal(loaded.state_.overrelax["uids"], nine.state_.overrelax["uids"])
+    loaded.set_params(warm_start=True, max_laps=3)
     loaded.fit(bars)
-    np.testing.assert_array_equal(loaded.history_["elbo"], six.history_["elbo"])
-    np.testing.assert_array_equal(loaded.topics_, six.topics_)
+    np.testing.assert_array_equal(loaded.history_["elbo"], twelve.history_["elbo"])
+    np.testing.assert_array_equal(loaded.history_["overrelax"], twelve.history_["overrelax"])
+    np.testing.assert_array_equal(loaded.topics_, twelve.topics_)
 
 
 @pytest.mark.parametrize("value", [0.5, 0, -1, float("nan"), "2", True])
 def test_bad_overrelax(bars, value):
     with pytest.raises(ParameterError, match="overrelax"):
         FiniteTopicModel(3, overrelax=value).fit(bars)
+
+
+def test_a_run_killed_mid_lap_resumes_from_its_checkpoint(bars, tmp_path, monkeypatch):
+    """Killed in the middle of an over-relaxed lap, a fit resumes from its last checkpoint to
+    the uninterrupted fit, bit for bit (the over-relaxation state is in the checkpoint)."""
+    from bnpcore.topic import TopicModel
+
+    kw = dict(n_components=10, n_batches=3, tol=0, random_state=4, moves=())
+    full = FiniteTopicModel(max_laps=12, **kw).fit(bars)
+    assert full.history_["overrelax"][9] > 1.0  # lap 10, the one killed, over-relaxes
+    ck = tmp_path / "ck.npz"
+    armed = {"left": None}
+    orig = TopicModel.local_step
+
+    def dying(self, *a, **k):
+        if armed["left"] is not None:
+            armed["left"] -= 1
+            if armed["left"] < 0:
+                raise KeyboardInterrupt
+        return orig(self, *a, **k)
+
+    def arm(model, info):
+        if info["lap"] == 9:
+            armed["left"] = 1  # the second batch of lap 10 dies
+
+    monkeypatch.setattr(TopicModel, "local_step", dying)
+    with pytest.raises(KeyboardInterrupt):
+        FiniteTopicModel(max_laps=12, checkpoint_path=str(ck), callback=arm, **kw).fit(bars)
+    monkeypatch.setattr(TopicModel, "local_step", orig)
+    resumed = bnpcore.load(ck)
+    assert resumed.state_.lap == 9 and resumed.state_.overrelax["eta"] > 1.0
+    resumed.set_params(warm_start=True, checkpoint_path=None, max_laps=3)
+    resumed.fit(bars)
+    np.testing.assert_array_equal(resumed.history_["elbo"], full.history_["elbo"])
+    np.testing.assert_array_equal(resumed.history_["overrelax"], full.history_["overrelax"])
+    np.testing.assert_array_equal(resumed.topics_, full.topics_)
