@@ -394,6 +394,7 @@ def test_thread_count_bit_identity_of_a_converged_default_fit():
     a = HDPTopicModel(10, n_batches=3, n_threads=1, random_state=1).fit(X)
     b = HDPTopicModel(10, n_batches=3, n_threads=2, random_state=1).fit(X)
     assert a.converged_ and any("small_allocations" in r for r in a.moves_log_)
+    assert np.max(a.history_["overrelax"]) > 1.0  # over-relaxed laps (the default) among them
     assert a.moves_log_ == b.moves_log_
     np.testing.assert_array_equal(a.history_["elbo"], b.history_["elbo"])
     np.testing.assert_array_equal(a.topics_, b.topics_)
