@@ -211,6 +211,21 @@ class MoveOptions:
         """``self.options``: the defaults overridden by the validated ``options``."""
         self.options = {**self.DEFAULT_OPTIONS, **self.check_options(options)}
 
+    def _configure(self, config, allowed, refusal: str) -> None:
+        """The part of a manager's construction every family shares: ``config.kinds`` checked
+        against ``allowed`` (a :class:`~bnpcore.exceptions.ParameterError` with ``refusal``
+        formatted with ``bad`` and ``allowed`` otherwise), then ``config``, ``kinds``,
+        ``options`` and ``n_threads`` set."""
+        from bnpcore.exceptions import ParameterError
+
+        bad = [k for k in config.kinds if k not in allowed]
+        if bad:
+            raise ParameterError(refusal.format(bad=bad, allowed=allowed))
+        self.config = config
+        self.kinds = tuple(config.kinds)
+        self._set_options(config.options)
+        self.n_threads = config.n_threads
+
 
 @dataclass
 class BatchRequest:

@@ -59,7 +59,6 @@ from typing import ClassVar
 import numpy as np
 
 from bnpcore.algorithms._base import materialize, memo_map, tree_sum
-from bnpcore.exceptions import ParameterError
 from bnpcore.moves._base import (
     ACCEPT_RTOL,
     ACCEPT_RTOL_RANGE,
@@ -163,13 +162,7 @@ class HMMMoveManager(MoveOptions):
     _executor = None
 
     def __init__(self, config: HMMMoveConfig):
-        bad = [k for k in config.kinds if k not in HMM_MOVE_KINDS + SWAP_KINDS]
-        if bad:
-            raise ParameterError(f"HMMs support the moves {HMM_MOVE_KINDS + SWAP_KINDS}, got {bad}")
-        self.config = config
-        self.kinds = tuple(config.kinds)
-        self._set_options(config.options)
-        self.n_threads = config.n_threads
+        self._configure(config, HMM_MOVE_KINDS + SWAP_KINDS, "HMMs support the moves {allowed}, got {bad}")
         self.structure_version = 0
         self.failed: dict = {}  # (kind, uid or pair) -> structure version of the failure
         #: set by the lap loop after a lap that met the convergence test while states were still

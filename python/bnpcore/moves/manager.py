@@ -16,7 +16,6 @@ import numpy as np
 
 from bnpcore.algorithms._base import memo_map
 from bnpcore.algorithms.executor import SAMPLE_STRIDE
-from bnpcore.exceptions import ParameterError
 from bnpcore.moves._base import ACCEPT_RTOL, ACCEPT_RTOL_RANGE, FLAG, FRACTION, LapContext, MoveOptions, OptionRange, count, number
 from bnpcore.moves.birth import BirthMove
 from bnpcore.moves.delete import DeleteMove
@@ -176,13 +175,7 @@ class MoveManager(MoveOptions):
     }
 
     def __init__(self, config: MoveConfig):
-        bad = [k for k in config.kinds if k not in MOVE_KINDS]
-        if bad:
-            raise ParameterError(f"unknown move kinds {bad}; known: {list(MOVE_KINDS)}")
-        self.config = config
-        self._set_options(config.options)
-        self.n_threads = config.n_threads
-        self.kinds = tuple(config.kinds)
+        self._configure(config, list(MOVE_KINDS), "unknown move kinds {bad}; known: {allowed}")
         # planning order: birth (its target), merge (pairs), delete (target + absorbing set)
         self.moves = [
             MOVE_KINDS[k](self, config.start_lap.get(k, 2), config.max_per_lap.get(k, DEFAULT_MAX_PER_LAP[k]))

@@ -67,15 +67,7 @@ class MixtureSwapManager(MoveOptions):
     _executor = None
 
     def __init__(self, config: MoveConfig):
-        from bnpcore.exceptions import ParameterError
-
-        bad = [k for k in config.kinds if k not in SWAP_KINDS]
-        if bad:
-            raise ParameterError(f"the finite mixture supports the moves {SWAP_KINDS}, got {bad}")
-        self.config = config
-        self.kinds = tuple(config.kinds)
-        self._set_options(config.options)
-        self.n_threads = config.n_threads
+        self._configure(config, SWAP_KINDS, "the finite mixture supports the moves {allowed}, got {bad}")
         self.structure_version = 0
         self.failed: dict = {}  # uid -> structure version at which it was tried
         self.rejected: dict = {}  # structure version -> proposals rejected on the whole data

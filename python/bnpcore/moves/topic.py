@@ -311,15 +311,7 @@ class TopicMoveManager(MoveOptions):
     DEFAULT_MAX_PER_LAP: ClassVar[dict] = {"birth": 1, "merge": 25, "delete": 2, "swap": 1}
 
     def __init__(self, config: TopicMoveConfig):
-        from bnpcore.exceptions import ParameterError
-
-        bad = [k for k in config.kinds if k not in TOPIC_MOVE_KINDS + SWAP_KINDS]
-        if bad:
-            raise ParameterError(f"topic models support the moves {TOPIC_MOVE_KINDS + SWAP_KINDS}, got {bad}")
-        self.config = config
-        self.kinds = tuple(config.kinds)
-        self._set_options(config.options)
-        self.n_threads = config.n_threads
+        self._configure(config, TOPIC_MOVE_KINDS + SWAP_KINDS, "topic models support the moves {allowed}, got {bad}")
         self.structure_version = 0
         #: uid -> (structure version, N_k) of its last rejected delete
         self.delete_failed: dict = {}
