@@ -354,10 +354,8 @@ class VBEstimator(BaseEstimator):
         """Refuse, in ``moves``, the kinds of the other estimator of the family, naming it: the
         nested model's birth, merge and delete (they change K; ``truncation`` names its nested
         truncation) or the finite model's fixed-K ``"swap"`` (``units``: what K counts)."""
-        asked = (self.moves,) if isinstance(self.moves, str) else (self.moves if self.moves is not None else ())
-        try:
-            asked = tuple(asked)
-        except TypeError:
+        asked = self._asked_moves() if self.moves is not None else ()
+        if asked is None:
             return  # not a collection: _moves_tuple says so
         if self._make_alloc().nested:
             if any(m in SWAP_KINDS for m in asked):
@@ -367,18 +365,22 @@ class VBEstimator(BaseEstimator):
             raise ParameterError(f"`moves`: birth, merge and delete need the nested {truncation} truncation (use {nested_cls}); "
                                  f"{finite_cls} has the fixed-K move 'swap'")
 
+    def _asked_moves(self) -> tuple | None:
+        """``moves`` as given (not None), as a tuple: a string is one kind; None when it is not
+        a collection."""
+        if isinstance(self.moves, str):
+            return (self.moves,)
+        try:
+            return tuple(self.moves)
+        except TypeError:
+            return None
+
     def _moves_tuple(self) -> tuple:
         if self.moves is None:
             return self._default_moves()
         kinds = self._move_kinds()
-        if isinstance(self.moves, str):
-            moves = (self.moves,)
-        else:
-            try:
-                moves = tuple(self.moves)
-            except TypeError:
-                raise ParameterError(f"`moves` must be a subset of {kinds}, got {self.moves!r}") from None
-        bad = [m for m in moves if m not in kinds]
+        moves = self._asked_moves()
+        bad = [self.moves] if moves is None else [m for m in moves if m not in kinds]
         if bad:
             raise ParameterError(f"`moves` must be a subset of {kinds}, got {self.moves!r}")
         return tuple(m for m in kinds if m in moves)
