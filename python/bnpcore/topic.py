@@ -298,8 +298,6 @@ class TopicModel:
     #: the last topic table is kept for reuse while it has at most this many entries (K × V;
     #: the table and its Dirichlet parameters: twice as many doubles)
     TABLE_CACHE_MAX_ENTRIES = 1 << 24
-    #: full and memoized laps may over-relax the topic-word counts (:mod:`bnpcore.algorithms.overrelax`)
-    overrelaxable = True
 
     def __init__(self, alloc, obs, top_l=None, doc_options=None):
         self.alloc = alloc
@@ -385,6 +383,19 @@ class TopicModel:
             table = _core.topic_word_table(lam, prior=self.prior_lam, n_threads=n_threads)
         self._table_cache = (uids.copy(), lam, table) if K * V <= self.TABLE_CACHE_MAX_ENTRIES else None
         return table
+
+    @staticmethod
+    def overrelaxed(glob: SuffStats, direction: np.ndarray, eta: float) -> SuffStats:
+        r"""The summaries whose globals an over-relaxed local step uses
+        (:mod:`bnpcore.algorithms.overrelax`): ``glob`` with the topic-word counts
+        :math:`\max(S + (\eta - 1)\,\Delta S, 0)` (counts stay counts) and their row sums
+        as ``N``. Defining this method is what makes a model's full and memoized laps
+        over-relax."""
+        out = glob.shallow_copy()
+        S = np.maximum(glob.S + (eta - 1.0) * direction, 0.0)
+        out.S = S
+        out.N = S.sum(axis=1)
+        return out
 
     @staticmethod
     def stats_from_output(out: dict, uids) -> SuffStats:

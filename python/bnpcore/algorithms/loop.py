@@ -59,7 +59,7 @@ class FitConfig:
     overrelax : float
         Largest over-relaxation factor of full and memoized laps
         (:mod:`bnpcore.algorithms.overrelax`; 1: plain coordinate ascent). Used by models that
-        declare ``overrelaxable``.
+        define ``overrelaxed``.
     """
 
     algorithm: str = "full"

@@ -81,7 +81,7 @@ def run_memoized_lap(
     ``executor`` runs the local steps (:class:`~bnpcore.algorithms.executor.LocalExecutor` over
     ``source`` by default); a distributed executor runs them where the data are.
 
-    ``overrelax`` > 1 lets the local steps of models that declare ``overrelaxable`` (topic
+    ``overrelax`` > 1 lets the local steps of models that define ``overrelaxed`` (topic
     models) use topic-word counts extrapolated along the last lap's change
     (:mod:`bnpcore.algorithms.overrelax`); a visit that would lower the objective is redone
     with the plain globals."""

@@ -49,8 +49,10 @@ START_RTOL = 1e-4
 class Overrelax:
     """The over-relaxation of one lap (module docstring).
 
-    ``eta_max`` ≤ 1 turns it off; it is on only for models that declare ``overrelaxable``
-    (topic models) and when every memo exists (the objective can referee each step)."""
+    ``eta_max`` ≤ 1 turns it off; it is on only for models that define
+    ``overrelaxed(glob, direction, eta)`` (the extrapolated summaries: topic models, see
+    :meth:`bnpcore.topic.TopicModel.overrelaxed`) and when every memo exists (the objective can
+    referee each step)."""
 
     def __init__(self, model, state, eta_max: float, *, exact: bool):
         self.state = state
@@ -61,7 +63,8 @@ class Overrelax:
         self.rejected = False
         self.eta_max = float(eta_max)
         #: the model over-relaxes (whether or not this lap can: the first lap, no memos yet, cannot)
-        self.wanted = self.eta_max > 1.0 and bool(getattr(model, "overrelaxable", False))
+        self._extrapolate = getattr(model, "overrelaxed", None)
+        self.wanted = self.eta_max > 1.0 and self._extrapolate is not None
         self.on = self.wanted and exact and G.K > 0
         # the counts at the start of this lap: the next lap's direction is this lap's change
         self.start_S, self.start_uids = G.S, G.uids.copy()
@@ -83,13 +86,7 @@ class Overrelax:
     def globals(self, G):
         """The summaries whose globals the next local step uses: ``G`` with extrapolated
         counts while active, ``G`` itself otherwise."""
-        if not self.active:
-            return G
-        out = G.shallow_copy()
-        S = np.maximum(G.S + (self.eta - 1.0) * self.direction, 0.0)
-        out.S = S
-        out.N = S.sum(axis=1)
-        return out
+        return self._extrapolate(G, self.direction, self.eta) if self.active else G
 
     def reject(self) -> None:
         """An over-relaxed step would have lowered the objective: plain steps for the rest of
