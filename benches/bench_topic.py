@@ -25,6 +25,12 @@ scoring time is not counted) and prints, for every peer, when the HDP first reac
 final score and how that time compares with the peer's fitting time (time to equal quality, beside
 the time to a converged fit).
 
+``--hdp-passes N`` also trains gensim's ``HdpModel`` beyond its default single online pass, one
+pass over the corpus at a time up to N passes (``max_chunks`` = the chunks of one pass, then
+``update`` once per pass), scoring it after every pass (scoring time not counted): its time and
+score as it converges, the row "gensim HdpModel, N passes", and with ``--trace`` when bnpcore's
+HDP reaches each pass's score. That compares converged fits with converged fits.
+
 ``--seeds N`` fits every method (bnpcore and the peers) with seeds 0 … N−1 and prints the mean,
 median and range of each method's held-out score: on a 50-document held-out set one seed per
 method does not rank methods whose scores differ by a few hundredths. ``--splits S`` scores
@@ -39,6 +45,7 @@ Usage::
     python benches/bench_topic.py --corpus lee --seeds 12 --splits 10
     python benches/bench_topic.py --corpus wiki --splits 5
     python benches/bench_topic.py --corpus bars --trace
+    python benches/bench_topic.py --corpus bars --trace --hdp-passes 20
 """
 
 from __future__ import annotations
@@ -79,7 +86,7 @@ def _bow(X):
             for d in range(X.shape[0])]
 
 
-def run_methods(X, Xt, k_lda, laps, n_batches=None, seed=0, splits=1, trace_laps=False):
+def run_methods(X, Xt, k_lda, laps, n_batches=None, seed=0, splits=1, trace_laps=False, hdp_passes=1):
     import bnpcore
 
     rows = []
@@ -149,6 +156,9 @@ def run_methods(X, Xt, k_lda, laps, n_batches=None, seed=0, splits=1, trace_laps
             alpha, beta = hdp.hdp_to_lda()
             used = np.flatnonzero(alpha > 1e-3)
             record("gensim HdpModel", sec, beta[used], alpha[used], None, used.size)
+            if hdp_passes > 1:
+                rows[-1]["passes"] = 1
+                gensim_hdp_passes(corpus, vocab, seed, hdp_passes, record, rows, split_scores)
         if importlib.util.find_spec("tomotopy") is not None:
             import tomotopy as tp
 
@@ -180,9 +190,55 @@ def run_methods(X, Xt, k_lda, laps, n_batches=None, seed=0, splits=1, trace_laps
     return rows
 
 
+def gensim_hdp_passes(corpus, vocab, seed, n_passes, record, rows, split_scores) -> None:
+    """gensim's ``HdpModel`` trained one pass over ``corpus`` at a time (its default stops after
+    one): ``max_chunks`` = the chunks of one pass, then ``update(corpus)`` once per further pass
+    (each call runs ``max_chunks`` more chunks). After every pass the held-out score (scoring
+    time not counted) goes into the ``trace`` of the row "gensim HdpModel, N passes"."""
+    from gensim.models import HdpModel
+
+    per_pass = -(-len(corpus) // 256)  # HdpModel's default chunksize
+    trace, sec = [], 0.0
+    for p in range(1, n_passes + 1):
+        t = time.perf_counter()
+        if p == 1:
+            hdp = HdpModel(corpus, id2word=vocab, random_state=seed, max_chunks=per_pass)
+        else:
+            hdp.update(corpus)
+        sec += time.perf_counter() - t
+        alpha, beta = hdp.hdp_to_lda()
+        used = np.flatnonzero(alpha > 1e-3)
+        final = p == n_passes
+        if final:
+            record(f"gensim HdpModel, {n_passes} passes", sec, beta[used], alpha[used], None, used.size)
+            score = rows[-1]["heldout_per_token"]
+        else:
+            phi = beta[used] / beta[used].sum(axis=1, keepdims=True)
+            score = float(np.mean(split_scores(phi, alpha[used], None)))
+        trace.append({"pass": p, "seconds": round(sec, 3), "heldout_per_token": score, "n_topics": int(used.size)})
+        print(json.dumps({"gensim HdpModel pass": p, **trace[-1]}), flush=True)
+    rows[-1]["passes"] = n_passes
+    rows[-1]["trace"] = trace
+
+
 def time_to_reach(rows) -> None:
     """For every peer: the first lap at which bnpcore's HDP (same seed) scores at least as well on
     held-out documents, its time so far, and the ratio to the peer's fitting time."""
+    for r in rows:
+        if r["method"].startswith("gensim HdpModel,") and "trace" in r:
+            # the other way round: when (if ever) the passes reach bnpcore's converged score
+            ours = next((x for x in rows if x["seed"] == r["seed"] and x["method"] == "bnpcore HDPTopicModel"), None)
+            if ours is not None:
+                hit = next((x for x in r["trace"] if x["heldout_per_token"] >= ours["heldout_per_token"]), None)
+                best = max(r["trace"], key=lambda x: x["heldout_per_token"])
+                if hit is None:
+                    print(f"seed {r['seed']}: gensim HdpModel does not reach bnpcore HDP's {ours['heldout_per_token']:.4f} "
+                          f"({ours['seconds']:.2f} s) in {r['passes']} passes: best {best['heldout_per_token']:.4f} after pass "
+                          f"{best['pass']} ({best['seconds']:.2f} s, {best['seconds'] / max(ours['seconds'], 1e-9):.1f}x bnpcore's time)")
+                else:
+                    print(f"seed {r['seed']}: gensim HdpModel reaches bnpcore HDP's {ours['heldout_per_token']:.4f} after pass "
+                          f"{hit['pass']} ({hit['seconds']:.2f} s): {hit['seconds'] / max(ours['seconds'], 1e-9):.1f}x bnpcore's "
+                          f"{ours['seconds']:.2f} s", flush=True)
     for r in rows:
         if r["method"] == "bnpcore HDPTopicModel" and "trace" in r:
             tr, seed = r["trace"], r["seed"]
@@ -219,6 +275,8 @@ def main() -> None:
                     help="fit every method (peers included) with seeds 0 .. SEEDS-1 and summarise the held-out scores per method")
     ap.add_argument("--splits", type=int, default=1,
                     help="score every fitted model on the document-completion splits of seeds 0 .. SPLITS-1 and report the mean")
+    ap.add_argument("--hdp-passes", type=int, default=1,
+                    help="also train gensim's HdpModel for this many passes, one at a time, scoring it after each")
     ap.add_argument("--trace", action="store_true",
                     help="score bnpcore's HDP after every lap (not counted in its time) and report when it reaches each peer's score")
     args = ap.parse_args()
@@ -227,7 +285,8 @@ def main() -> None:
     def runs(X, Xt, k):
         rows = []
         for seed in range(args.seeds):
-            rows += run_methods(X, Xt, k, args.laps, args.n_batches, seed, args.splits, trace_laps=args.trace)
+            rows += run_methods(X, Xt, k, args.laps, args.n_batches, seed, args.splits, trace_laps=args.trace,
+                                 hdp_passes=args.hdp_passes)
         if args.seeds > 1:
             summarise(rows)
         if args.trace:
