@@ -139,6 +139,20 @@ def test_bag_of_words_ids_that_are_no_word_ids(doc, match):
         FiniteTopicModel(max_laps=1).partial_fit(docs)
 
 
+def test_a_count_matrix_as_nested_lists_is_told_to_pass_an_array(bars):
+    """Lists are corpora of bag-of-words documents; a count matrix written as a list of rows
+    gets an error that says how to pass it, and fits once it is an array."""
+    rows = bars[:5].toarray().tolist()
+    for m in (HDPTopicModel(max_laps=1), FiniteTopicModel(3, max_laps=1)):
+        with pytest.raises(DataError, match=r"document 0 is not a list of \(word_id, count\) pairs \(got shape \(900,\)\); "
+                                            r"a count matrix given as a list of rows .* pass np\.asarray\(X\)"):
+            m.fit(rows)
+        assert _fit(m, np.asarray(rows)).n_features_in_ == 900
+    # a malformed bag-of-words document gets no such hint
+    with pytest.raises(DataError, match=r"pairs \(got shape \(2, 3\)\)$"):
+        HDPTopicModel(max_laps=1).fit([[(0, 1, 2), (1, 1, 1)]])
+
+
 @pytest.mark.parametrize("cls", [HDPTopicModel, FiniteTopicModel])
 @pytest.mark.parametrize("prior_count", [1e-150, 7.4e-155, 1e-300, 5e-324])
 def test_tiny_prior_counts_fit(bars, cls, prior_count):

@@ -359,7 +359,11 @@ def _parse_doc(doc, d: int, n_vocab: int | None, name: str):
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
     if arr.ndim != 2 or arr.shape[1] != 2:
-        raise DataError(f"`{name}`: document {d} is not a list of (word_id, count) pairs (got shape {arr.shape})")
+        hint = ""
+        if arr.ndim == 1 and arr.dtype.kind in "biuf":
+            # a row of counts: the corpus was probably a count matrix written as nested lists
+            hint = "; a count matrix given as a list of rows is read as a corpus of documents: pass np.asarray(X)"
+        raise DataError(f"`{name}`: document {d} is not a list of (word_id, count) pairs (got shape {arr.shape}){hint}")
     # numpy casts bools among numbers to numbers, and numbers next to a str to str: the types
     # of a list's items tell (of an array's, unless it is numeric)
     items = arr.tolist() if isinstance(doc, np.ndarray) else doc
