@@ -6,6 +6,10 @@ Data: the toy bars (``bnpcore.datasets.make_bars``: 2,000 training documents, 20
 held-out documents, ``bnpcore.datasets.load_lee_corpus``); with ``--corpus wiki`` its sample of
 Wikipedia articles (200 training / 50 held out, ``load_wiki_sample``; LDA with K = 50).
 
+Topic coherence (``bnpcore.metrics.topic_coherence``, identical for every method): the mean
+over a method's topics of the document-co-occurrence NPMI and of gensim's u_mass of their 10
+most probable words on the training documents (higher is better for both).
+
 Evaluation (identical for every method): each held-out document's tokens are split by the
 seeded rule of ``HDPTopicModel.score`` (a random half observed, the rest held out); with each
 method's topic-word probabilities and its document prior (HDP: α β plus the rest mass, LDA:
@@ -95,11 +99,16 @@ def run_methods(X, Xt, k_lda, laps, n_batches=None, seed=0, splits=1, trace_laps
         return [heldout_score(phi, prior, prior_rem, Xt, seed=s) for s in range(splits)]
 
     def record(name, seconds, phi, prior, prior_rem, k):
+        from bnpcore.metrics import topic_coherence
+
         phi = np.asarray(phi, dtype=np.float64)
         phi = phi / phi.sum(axis=1, keepdims=True)
         scores = split_scores(phi, prior, prior_rem)
+        # mean over the topics of the coherence of their 10 top words on the training documents
         rows.append({"method": name, "seed": seed, "seconds": round(seconds, 3), "n_topics": int(k),
-                     "heldout_per_token": float(np.mean(scores))})
+                     "heldout_per_token": float(np.mean(scores)),
+                     "npmi": round(float(topic_coherence(phi, X, measure="npmi").mean()), 4),
+                     "u_mass": round(float(topic_coherence(phi, X, measure="u_mass").mean()), 4)})
         if splits > 1:
             rows[-1]["heldout_per_split"] = scores
         print(json.dumps(rows[-1]), flush=True)
@@ -255,12 +264,15 @@ def time_to_reach(rows) -> None:
 
 
 def summarise(rows) -> None:
-    """Per method over the seeds: mean, median and range of the held-out score, mean seconds."""
-    print(f"{'method':36s} {'seeds':>5s} {'mean':>9s} {'median':>9s} {'min':>9s} {'max':>9s} {'s (mean)':>9s}")
+    """Per method over the seeds: mean, median and range of the held-out score, mean seconds and
+    mean topic coherence (NPMI)."""
+    print(f"{'method':36s} {'seeds':>5s} {'mean':>9s} {'median':>9s} {'min':>9s} {'max':>9s} {'s (mean)':>9s} {'npmi':>7s}")
     for name in dict.fromkeys(r["method"] for r in rows):
         h = np.array([r["heldout_per_token"] for r in rows if r["method"] == name])
         sec = np.mean([r["seconds"] for r in rows if r["method"] == name])
-        print(f"{name:36s} {h.size:5d} {h.mean():9.4f} {np.median(h):9.4f} {h.min():9.4f} {h.max():9.4f} {sec:9.2f}", flush=True)
+        npmi = np.mean([r["npmi"] for r in rows if r["method"] == name])
+        print(f"{name:36s} {h.size:5d} {h.mean():9.4f} {np.median(h):9.4f} {h.min():9.4f} {h.max():9.4f} {sec:9.2f} {npmi:7.4f}",
+              flush=True)
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import bnpcore
 import bnpcore.datasets
 import bnpcore.io
+import bnpcore.metrics
 import bnpcore.obs
 import bnpcore.plotting
 import pytest
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: modules whose functions and classes (their methods) are checked, and modules whose functions only
 MODULES = (bnpcore, bnpcore.datasets, bnpcore.plotting)
-FUNCTION_MODULES = (bnpcore.io, bnpcore.obs)
+FUNCTION_MODULES = (bnpcore.io, bnpcore.obs, bnpcore.metrics)
 
 
 def _public_callables():
@@ -58,7 +59,8 @@ def _section(doc: str, title: str) -> str | None:
 def test_the_public_surface_is_found():
     names = {n for n, _ in CALLABLES}
     for expected in ("DPMixture.fit", "HDPTopicModel.transform", "HDPHMM.partial_fit", "FiniteHMM.decode", "bnpcore.load",
-                     "bnpcore.io.lookup_model_type", "bnpcore.io.registered_model_types", "bnpcore.obs.data_shift"):
+                     "bnpcore.io.lookup_model_type", "bnpcore.io.registered_model_types", "bnpcore.obs.data_shift",
+                     "bnpcore.metrics.topic_coherence", "HDPTopicModel.coherence"):
         assert expected in names
     assert len(CALLABLES) > 60
 

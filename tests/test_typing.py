@@ -7,6 +7,7 @@ import inspect
 
 import bnpcore
 import bnpcore.datasets
+import bnpcore.metrics
 import numpy as np
 import pytest
 from bnpcore.datasets import make_bars, make_sticky_hmm
@@ -34,6 +35,9 @@ def _public_members():
                 yield f"{cls.__name__}.{name}", member
     for name in bnpcore.datasets.__all__:
         yield f"datasets.{name}", getattr(bnpcore.datasets, name)
+    for name in bnpcore.metrics.__all__:
+        if callable(getattr(bnpcore.metrics, name)):
+            yield f"metrics.{name}", getattr(bnpcore.metrics, name)
 
 
 MEMBERS = sorted(_public_members(), key=lambda t: t[0])

@@ -48,6 +48,7 @@ __all__ = [
     "__version__",
     "datasets",
     "load",
+    "metrics",
 ]
 
 if hasattr(_os, "register_at_fork"):
@@ -70,6 +71,7 @@ del _threads_env, _digits
 
 if TYPE_CHECKING:  # what the lazy attributes below are, for type checkers
     from bnpcore import datasets
+    from bnpcore import metrics as metrics
     from bnpcore import plotting as plotting
     from bnpcore.io import load
 else:
@@ -84,12 +86,12 @@ else:
             from bnpcore.io import load
 
             return load
-        if name == "plotting":
+        if name in ("plotting", "metrics"):
             import importlib
 
-            return importlib.import_module("bnpcore.plotting")
+            return importlib.import_module(f"bnpcore.{name}")
         raise AttributeError(f"module 'bnpcore' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | {"datasets", "load", "plotting"})
+    return sorted(set(globals()) | {"datasets", "load", "metrics", "plotting"})

@@ -560,6 +560,35 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         vocab = check_vocabulary(vocabulary, self.topics_.shape[1])
         return [[vocab[i] for i in row] for row in idx]
 
+    def coherence(self, X: Any, *, n_words: int = 10, measure: str = "u_mass") -> np.ndarray:
+        r"""Coherence of every topic's ``n_words`` most probable words (rows of ``topics_``) on
+        the documents of ``X``: how often they occur in the same documents
+        (:func:`bnpcore.metrics.topic_coherence`, which gives the formulas; ``"u_mass"`` is the
+        value of gensim's ``CoherenceModel(coherence="u_mass")`` for the same top words).
+
+        Parameters
+        ----------
+        X : scipy.sparse matrix, array-like or bag-of-words corpus of shape (n_docs, n_vocab)
+            Reference documents over the fitted vocabulary (the training corpus or held-out
+            documents); only whether a word occurs in a document matters.
+        n_words : int, default=10
+            Top words per topic (≥ 2).
+        measure : {"u_mass", "npmi"}, default="u_mass"
+            Mimno et al.'s log conditional probability (at most about 0), or the normalised
+            pointwise mutual information of document co-occurrence (in [−1, 1]); higher is
+            more coherent for both.
+
+        Returns
+        -------
+        ndarray of shape (n_components,)
+            Per topic; ``.mean()`` is the model's coherence.
+        """
+        from bnpcore.metrics import topic_coherence
+
+        X = self._as_csr(X)
+        check_param("n_words", n_words, kind="int", low=2, high=self.topics_.shape[1], low_inclusive=True)
+        return topic_coherence(self.topics_, X, n_words=int(n_words), measure=measure)
+
 
 _DOC_COMMON = """
     prior_count : float, default=0.1
