@@ -344,6 +344,17 @@ def sum_parts(parts):
     return N, S, H
 
 
+def adopt_memos(model, state, memos, n_new_uids: int = 0) -> float:
+    """An accepted candidate's per-batch memos become the fit's (their total recomputed, the
+    uids of its ``n_new_uids`` new components taken from the state's counter); returns the
+    objective of the new summaries."""
+    if n_new_uids:
+        state.new_uids(n_new_uids)
+    state.memos = memos
+    state.recompute_total()
+    return float(model.elbo(state.stats))
+
+
 def whole_dataset_passes(model, source, executor, glob, n_passes: int, *, n_threads=None, inits=None):
     """``n_passes`` local-step passes over every batch of ``source`` from the candidate globals
     ``glob``, each pass's summed memos being the next pass's globals (the topic and HMM moves

@@ -66,6 +66,7 @@ from bnpcore.moves._base import (
     SWAP_KINDS,
     MoveOptions,
     accepts,
+    adopt_memos,
     count,
     number,
     whole_dataset_passes,
@@ -334,10 +335,6 @@ class HMMMoveManager(MoveOptions):
         memos, total = whole_dataset_passes(model, self._source, self._executor, glob, int(self.options["passes"]), n_threads=self.n_threads)
         return memos, float(model.elbo(total))
 
-    def _adopt(self, model, state, memos) -> float:
-        state.memos = memos
-        state.recompute_total()
-        return float(model.elbo(state.stats))
 
     def _rank_pairs(self, model, G, touched, limit: int) -> list:
         """Disjoint ``(uid, uid)`` pairs whose pooled summaries raise the observation term, best
@@ -399,7 +396,7 @@ class HMMMoveManager(MoveOptions):
             ok = accepts(elbo, new, rtol)
             self._log(state, "merge", [a, c], elbo, new, ok, evaluated="pair_stats")
             if ok:
-                elbo = self._adopt(model, state, memos)
+                elbo = adopt_memos(model, state, memos)
                 touched.update((a, c))
                 accepted += 1
             pairs = [cands[q][1] for q in order if q != best or not ok][: max(0, self._cap("merge") - accepted)]
@@ -416,7 +413,7 @@ class HMMMoveManager(MoveOptions):
             ok = accepts(elbo, new, float(self.options["accept_rtol"]))
             self._log(state, "merge", [a, c], elbo, new, ok, evaluated="passes")
             if ok:
-                elbo = self._adopt(model, state, memos)
+                elbo = adopt_memos(model, state, memos)
                 touched.update((a, c))
                 accepted += 1
             else:
@@ -442,7 +439,7 @@ class HMMMoveManager(MoveOptions):
             ok = accepts(elbo, new, float(self.options["accept_rtol"]))
             self._log(state, "delete", [uid], elbo, new, ok)
             if ok:
-                elbo = self._adopt(model, state, memos)
+                elbo = adopt_memos(model, state, memos)
                 touched.add(uid)
                 accepted += 1
             else:
@@ -505,7 +502,7 @@ class HMMMoveManager(MoveOptions):
         uids = [uid] if not swap else [uid, int(G.uids[dropped])]
         self._log(state, kind, uids, elbo, new, ok, new_uids=[int(u) for u in new_uids])
         if ok:
-            elbo = self._adopt(model, state, memos)
+            elbo = adopt_memos(model, state, memos)
             return 1, elbo
         self.failed[(kind, uid)] = self.structure_version
         return 0, elbo

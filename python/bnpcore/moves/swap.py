@@ -44,7 +44,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from bnpcore.moves._base import SWAP_KINDS, MoveOptions, accepts, whole_dataset_passes
+from bnpcore.moves._base import SWAP_KINDS, MoveOptions, accepts, adopt_memos, whole_dataset_passes
 from bnpcore.moves.manager import MoveConfig, MoveManager
 
 __all__ = ["MixtureSwapManager"]
@@ -214,7 +214,4 @@ class MixtureSwapManager(MoveOptions):
         if not ok:
             self.rejected[self.structure_version] = self.rejected.get(self.structure_version, 0) + 1
             return 0, elbo
-        state.new_uids(J)
-        state.memos = memos
-        state.recompute_total()
-        return 1, float(model.elbo(state.stats))
+        return 1, adopt_memos(model, state, memos, J)

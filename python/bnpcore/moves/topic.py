@@ -160,6 +160,7 @@ from bnpcore.moves._base import (
     SWAP_KINDS,
     MoveOptions,
     accepts,
+    adopt_memos,
     count,
     number,
     size_changed,
@@ -610,9 +611,7 @@ class TopicMoveManager(MoveOptions):
             if not ok:
                 self.merge_failed.add(_pair_key(ua, ub))
             if ok:
-                state.memos = memos
-                state.recompute_total()
-                elbo = model.elbo(state.stats)
+                elbo = adopt_memos(model, state, memos)
                 touched.update((ua, ub))
                 accepted += 1
                 per_topic = None  # the per-topic terms of the new summaries
@@ -667,9 +666,7 @@ class TopicMoveManager(MoveOptions):
             extra = {"settled": True} if settled else ({} if share is None else {"doc_share": float(share)})
             self._log(state, "delete", [uid], elbo, new, ok, **extra)
             if ok:
-                state.memos = memos
-                state.recompute_total()
-                elbo = model.elbo(state.stats)
+                elbo = adopt_memos(model, state, memos)
                 touched.add(uid)
                 accepted += 1
                 self.delete_failed.pop(uid, None)
@@ -752,9 +749,7 @@ class TopicMoveManager(MoveOptions):
         self._log(state, "delete", [], elbo, new, ok, small_allocations=dropped)
         if not ok:
             return 0, elbo
-        state.memos = memos
-        state.recompute_total()
-        return 1, model.elbo(state.stats)
+        return 1, adopt_memos(model, state, memos)
 
     def _restart_where_used(self, inits, uid: int) -> None:
         """Limit the restart proposals of a candidate's warm-started document step to the
@@ -963,11 +958,7 @@ class TopicMoveManager(MoveOptions):
         if not ok:
             self.birth_failed[uid] = self.structure_version
             return 0, elbo
-        J = len(new_uids)
-        state.new_uids(J)
-        state.memos = memos
-        state.recompute_total()
-        return 1, model.elbo(state.stats)
+        return 1, adopt_memos(model, state, memos, len(new_uids))
 
     # ------------------------------------------------------------------ swap (LDA)
     def _evaluate_swap(self, model, state, elbo) -> tuple[int, float]:
@@ -991,7 +982,4 @@ class TopicMoveManager(MoveOptions):
         if not ok:
             self.birth_failed[uid] = self.structure_version
             return 0, elbo
-        state.new_uids(len(new_uids))
-        state.memos = memos
-        state.recompute_total()
-        return 1, model.elbo(state.stats)
+        return 1, adopt_memos(model, state, memos, len(new_uids))
