@@ -1,4 +1,4 @@
-"""The command line (issue 14, part 6): ``bnpcore fit | info | predict``.
+"""The command line (issue 14, part 6): ``bnpcore fit | topics | info | predict``.
 
 Most tests call :func:`bnpcore.cli.main` in-process (fast); a few run ``python -m bnpcore`` in
 a subprocess to check the module entry point, exit statuses and that no traceback is printed.
@@ -363,6 +363,93 @@ def test_lengths_only_for_sequence_models(data_file, other_families, tmp_path, c
 def test_help_documents_other_families(capsys):
     code, out, _ = run(["predict", "--help"], capsys)
     assert code == 0 and "--lengths" in out and "one sequence" in " ".join(out.split()) and "transform" in out
+
+
+# ---------------------------------------------------------------------------- topics
+@pytest.fixture(scope="module")
+def corpus_files(tmp_path_factory):
+    """A bars corpus as a scipy.sparse .npz, a .npy array and a .csv table, and its vocabulary."""
+    import scipy.sparse as sp
+
+    d = tmp_path_factory.mktemp("corpus")
+    X = bnpcore.datasets.make_bars(n_docs=200, n_tokens=60, random_state=0)[0]
+    sp.save_npz(d / "bars.npz", sp.csr_matrix(X))
+    np.save(d / "bars.npy", X.toarray())
+    np.savetxt(d / "bars.csv", X.toarray(), fmt="%d", delimiter=",")
+    vocab = [f"r{i // 30}c{i % 30}" for i in range(X.shape[1])]
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    return d, X, vocab
+
+
+def test_topics_fits_saves_and_prints_the_top_words(corpus_files, tmp_path, capsys):
+    d, X, vocab = corpus_files
+    out_model = tmp_path / "topics.npz"
+    code, out, err = run(["topics", d / "bars.npz", "--vocab", d / "vocab.txt", "--top-words", 4, "--out", out_model], capsys)
+    assert code == 0, err
+    model = bnpcore.load(out_model)
+    direct = bnpcore.HDPTopicModel(random_state=0).fit(X)  # the command's defaults are the estimator's
+    assert isinstance(model, bnpcore.HDPTopicModel) and model.n_components_ == direct.n_components_
+    np.testing.assert_array_equal(model.topics_, direct.topics_)
+    assert "HDPTopicModel(alpha=0.5) on" in out and "200 documents x 900 words, 12000 tokens" in out
+    assert f"topics:    {model.n_components_} with expected count >= 1" in out
+    assert f"ELBO:      {model.elbo_:.6g}" in out and f"saved:     {out_model}" in out
+    words = model.top_words(4, vocabulary=vocab)
+    heaviest = int(np.argmax(model.topic_weights_))
+    assert f"{heaviest:4d}: {model.topic_weights_[heaviest]:.4f}  " + " ".join(words[heaviest]) in out
+    assert "lap" in err  # the progress bar
+    code, out, err = run(["info", out_model], capsys)
+    assert code == 0 and "HDPTopicModel" in out and "topics:" in out
+
+
+def test_topics_other_inputs_and_options(corpus_files, tmp_path, capsys):
+    d, _, _ = corpus_files
+    fits = []
+    for name in ("bars.npz", "bars.npy", "bars.csv"):
+        code, out, err = run(["topics", d / name, "--model", "lda", "--n-components", 4, "--max-laps", 3, "--alpha", 2,
+                              "--random-state", 1, "--threads", 1, "--out", tmp_path / f"{name}.model.npz"], capsys)
+        assert code == 0, err
+        fits.append(bnpcore.load(tmp_path / f"{name}.model.npz"))
+        assert "FiniteTopicModel(alpha=2.0)" in out and "bnpcore: warning:" in err and "did not converge" in err
+        assert "  0: " in out  # word ids without --vocab
+    m = fits[0]
+    assert isinstance(m, bnpcore.FiniteTopicModel) and m.n_components_ == 4 and m.n_iter_ == 3
+    assert m.get_params()["alpha"] == 2.0 and m.get_params()["random_state"] == 1
+    for other in fits[1:]:
+        np.testing.assert_array_equal(other.topics_, m.topics_)
+    code, out, err = run(["topics", d / "bars.npz", "--model", "lda", "--max-laps", 2, "--quiet", "--out", tmp_path / "q.npz"], capsys)
+    assert code == 0 and out == "" and err == ""
+    assert (tmp_path / "q.npz").exists()
+
+
+def test_topics_errors_are_one_line(corpus_files, other_families, tmp_path, capsys):
+    d, X, _ = corpus_files
+    families, _, _ = other_families
+    out = ["--out", tmp_path / "m.npz"]
+    assert_one_line_error(*run(["topics", tmp_path / "missing.npz", *out], capsys), 1, "no such corpus file")
+    assert_one_line_error(*run(["topics", families / "lda.npz", *out], capsys), 1, "is not a scipy.sparse .npz file")
+    (tmp_path / "short.txt").write_text("a\nb\n", encoding="utf-8")
+    assert_one_line_error(*run(["topics", d / "bars.npz", "--vocab", tmp_path / "short.txt", *out], capsys), 1,
+                          "has 2 words (lines) but the corpus has 900 columns")
+    assert_one_line_error(*run(["topics", d / "bars.npz", "--vocab", d / "bars.npz", *out], capsys), 1, "is not a UTF-8 text file")
+    assert_one_line_error(*run(["topics", d / "bars.npz", "--vocab", tmp_path / "nope.txt", *out], capsys), 1, "no such vocabulary file")
+    assert_one_line_error(*run(["topics", d / "bars.npz", "--out", d / "bars.npz"], capsys), 1, "would overwrite it")
+    assert_one_line_error(*run(["topics", d / "bars.npz", "--vocab", d / "vocab.txt", "--out", d / "vocab.txt"], capsys), 1,
+                          "would overwrite it")
+    np.save(tmp_path / "neg.npy", -X.toarray())
+    assert_one_line_error(*run(["topics", tmp_path / "neg.npy", "--quiet", *out], capsys), 1, "non-negative")
+    assert_one_line_error(*run(["topics", d / "bars.npz", "--alpha", "0"], capsys), 2, "--alpha")
+    assert_one_line_error(*run(["topics", d / "bars.npz", "--top-words", "0"], capsys), 2, "--top-words")
+    assert_one_line_error(*run(["topics", d / "bars.npz", "--model", "nmf"], capsys), 2, "--model")
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_topics_help(capsys):
+    code, out, _ = run(["--help"], capsys)
+    assert code == 0 and "topics" in out
+    code, out, _ = run(["topics", "--help"], capsys)
+    text = " ".join(out.split())
+    assert code == 0 and "scipy.sparse.save_npz" in text and "(default: hdp)" in text and "(default: 10)" in text
+    assert "(default: None)" not in text and not re.search(r"\(default: [^)]*\) \(default:", text)
 
 
 # ---------------------------------------------------------------------------- real processes

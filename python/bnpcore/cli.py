@@ -1,10 +1,16 @@
-"""The ``bnpcore`` command line: fit a mixture, inspect a model file, predict labels.
+"""The ``bnpcore`` command line: fit a mixture or a topic model, inspect a model file, predict labels.
 
 ::
 
     bnpcore fit DATA.npy [--model dp] [--obs gauss] [--out DATA.model.npz] ...
+    bnpcore topics CORPUS.npz [--model hdp] [--vocab VOCAB.txt] [--out CORPUS.model.npz] ...
     bnpcore info MODEL.npz
     bnpcore predict MODEL.npz DATA.npy [--out DATA.labels.npy] [--proba] [--lengths LENGTHS.npy]
+
+``topics`` fits an HDP topic model (or LDA, ``--model lda``) to document-word counts: a
+``scipy.sparse.save_npz`` file (kept sparse), a ``.npy`` array or a numeric text table, one
+document per row; it prints the topics' most probable words (``--vocab``: a text file with one
+word per line, in column order).
 
 ``info`` describes a model file of any registered model type (mixtures, topic models, HMMs).
 ``predict`` gives the cluster labels of a mixture and the state path of an HMM (``--lengths``:
@@ -20,7 +26,8 @@ mixture of full-covariance Gaussians by memoized inference with birth, merge and
 Errors (bad arguments, unreadable or corrupted files, invalid data, and any unexpected
 failure) are reported as one line on standard error, with exit status 2 for usage errors and 1
 for the others; never a traceback. Only the public API is used (:class:`bnpcore.DPMixture`,
-:class:`bnpcore.FiniteMixture`, :func:`bnpcore.load`, ``model.save``).
+:class:`bnpcore.FiniteMixture`, :class:`bnpcore.HDPTopicModel`, :class:`bnpcore.FiniteTopicModel`,
+:func:`bnpcore.load`, ``model.save``).
 """
 
 from __future__ import annotations
@@ -125,7 +132,7 @@ def _build_parser() -> _Parser:
 
     parser = _Parser(
         prog=PROG,
-        description="Fit Bayesian nonparametric mixtures by variational inference (bnpcore).",
+        description="Fit Bayesian nonparametric mixtures and topic models by variational inference (bnpcore).",
         epilog="Run `bnpcore COMMAND --help` for the options of a command.",
     )
     parser.add_argument("--version", action="version", version=f"bnpcore {__version__}")
@@ -168,6 +175,32 @@ def _build_parser() -> _Parser:
     fit.add_argument("--threads", type=_positive_int, default=None, help="threads of the Rust kernels (default: all cores)")
     fit.add_argument("--out", default=None, help="model file to write (default: DATA with extension .model.npz)")
     fit.add_argument("--quiet", action="store_true", help="print only errors (no progress bar, summary or warnings)")
+
+    topics = sub.add_parser(
+        "topics",
+        help="fit a topic model to document-word counts and save it",
+        description=(
+            "Fit an HDP topic model (or LDA) to the document-word counts of CORPUS, one document per row, print the topics' "
+            "most probable words and save the model (load it in Python with bnpcore.load)."
+        ),
+        formatter_class=fmt,
+    )
+    topics.add_argument(
+        "corpus", metavar="CORPUS",
+        help="counts: a scipy.sparse .npz file (scipy.sparse.save_npz; kept sparse), a .npy array, or a .csv / .txt table"
+    )
+    topics.add_argument("--model", choices=("hdp", "lda"), default="hdp", help="HDP topic model (finds the number of topics) or LDA")
+    topics.add_argument(
+        "--n-components", type=_positive_int, default=None, help="initial number of topics (default: the estimator's: hdp grows from 1 by births, lda keeps 10)"
+    )
+    topics.add_argument("--alpha", type=_positive_float, default=0.5, help="document concentration")
+    topics.add_argument("--max-laps", type=_positive_int, default=None, help="maximum passes through the corpus (default: the estimator's)")
+    topics.add_argument("--vocab", default=None, metavar="VOCAB", help="text file with one word per line, in column order (default: word ids)")
+    topics.add_argument("--top-words", type=_positive_int, default=10, help="words printed per topic")
+    topics.add_argument("--random-state", type=_seed, default=0, help="seed, or 'none' for a fresh one")
+    topics.add_argument("--threads", type=_positive_int, default=None, help="threads of the Rust kernels (default: all cores)")
+    topics.add_argument("--out", default=None, help="model file to write (default: CORPUS with extension .model.npz)")
+    topics.add_argument("--quiet", action="store_true", help="print only errors (no progress bar, summary or warnings)")
 
     info = sub.add_parser(
         "info",
@@ -256,6 +289,35 @@ def _open_data(path: str):
         raise ValueError(f"{path!r}: .npz archives are not data files; save the array with numpy.save as .npy")
     X = _load_text(path)
     return X, X.shape[0], X.shape[1]
+
+
+def _open_corpus(path: str):
+    """Document-word counts of the ``topics`` command: a scipy.sparse ``.npz`` file (CSR, kept
+    sparse), a ``.npy`` array or a numeric text table."""
+    _check_input_file(path, "corpus")
+    if path.lower().endswith(".npz"):
+        import scipy.sparse as sp
+
+        try:
+            return sp.load_npz(path)
+        except Exception as exc:  # a model file, or any other archive
+            raise ValueError(f"{path!r} is not a scipy.sparse .npz file (written by scipy.sparse.save_npz): {exc}") from None
+    return _read_array(path)
+
+
+def _read_vocab(path: str, n_vocab: int) -> list[str]:
+    """The ``--vocab`` file: one word per line (UTF-8), exactly one for each column."""
+    _check_input_file(path, "vocabulary")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            words = [line.rstrip("\r\n") for line in fh]
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"--vocab {path!r} is not a UTF-8 text file: {exc}") from None
+    if words and words[-1] == "":
+        words.pop()
+    if len(words) != n_vocab:
+        raise ValueError(f"--vocab {path!r} has {len(words)} words (lines) but the corpus has {n_vocab} columns")
+    return words
 
 
 def _read_array(path: str) -> np.ndarray:
@@ -363,6 +425,48 @@ def _fit(args) -> int:
     return EXIT_OK
 
 
+def _topics(args) -> int:
+    import bnpcore
+
+    X = _open_corpus(args.corpus)
+    out = args.out or _default_out(args.corpus, ".model.npz")
+    inputs = tuple(p for p in (args.corpus, args.vocab) if p is not None)
+    _check_out(out, inputs=inputs)  # before fitting, not after
+    vocab = _read_vocab(args.vocab, X.shape[1]) if args.vocab is not None else None
+    cls = bnpcore.HDPTopicModel if args.model == "hdp" else bnpcore.FiniteTopicModel
+    kw = {} if args.max_laps is None else {"max_laps": args.max_laps}
+    if args.n_components is not None:
+        kw["n_components"] = args.n_components
+    model = cls(alpha=args.alpha, random_state=args.random_state, n_threads=args.threads, verbose=not args.quiet, **kw)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X)
+    seconds = time.perf_counter() - start
+    model.set_params(verbose=False)
+    model.save(out)
+    for w in caught:
+        if not args.quiet:
+            print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+    if not args.quiet:
+        n_docs, n_vocab = X.shape
+        tokens = float(X.sum())
+        status = "converged" if model.converged_ else "not converged (max laps reached)"
+        print(f"{type(model).__name__}(alpha={args.alpha!r}) on {args.corpus}: {n_docs} documents x {n_vocab} words, {tokens:.0f} tokens")
+        print(f"topics:    {model.n_components_} with expected count >= 1 ({model.counts_.size} represented)")
+        print(f"ELBO:      {model.elbo_:.6g} ({model.elbo_ / max(tokens, 1.0):.6g} per token)")
+        print(f"laps:      {model.n_iter_}, {status}")
+        print(f"time:      {seconds:.2f} s")
+        n = min(args.top_words, n_vocab)
+        words = model.top_words(n, vocabulary=vocab) if vocab is not None else model.top_words(n).tolist()
+        order = np.argsort(-np.asarray(model.topic_weights_), kind="stable")
+        print(f"topics by weight (index: weight, top {n} words):")
+        for k in order:
+            print(f"  {k:4d}: {model.topic_weights_[k]:.4f}  " + " ".join(map(str, words[k])))
+        print(f"saved:     {out}")
+    return EXIT_OK
+
+
 def _cluster_table(model, top: int = 10) -> str:
     what, counted = _family(model)
     counts = np.asarray(model.counts_)
@@ -444,7 +548,7 @@ def _predict(args) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"fit": _fit, "info": _info, "predict": _predict}
+_COMMANDS = {"fit": _fit, "topics": _topics, "info": _info, "predict": _predict}
 
 
 def main(argv=None) -> int:
