@@ -1,4 +1,4 @@
-"""The command line (issue 14, part 6): ``bnpcore fit | topics | info | predict``.
+"""The command line (issue 14, part 6): ``bnpcore fit | topics | hmm | info | predict``.
 
 Most tests call :func:`bnpcore.cli.main` in-process (fast); a few run ``python -m bnpcore`` in
 a subprocess to check the module entry point, exit statuses and that no traceback is printed.
@@ -450,6 +450,65 @@ def test_topics_help(capsys):
     text = " ".join(out.split())
     assert code == 0 and "scipy.sparse.save_npz" in text and "(default: hdp)" in text and "(default: 10)" in text
     assert "(default: None)" not in text and not re.search(r"\(default: [^)]*\) \(default:", text)
+
+
+# ---------------------------------------------------------------------------- hmm
+def test_hmm_fits_saves_and_predicts(other_families, tmp_path, capsys):
+    d, S, lengths = other_families
+    out_model = tmp_path / "hmm.npz"
+    code, out, err = run(["hmm", d / "S.npy", "--lengths", d / "lengths.npy", "--n-components", 1, "--kappa", 50, "--out", out_model], capsys)
+    assert code == 0, err
+    model = bnpcore.load(out_model)
+    direct = bnpcore.HDPHMM(n_components=1, kappa=50.0, random_state=0).fit(S, lengths)
+    assert isinstance(model, bnpcore.HDPHMM) and model.n_components_ == direct.n_components_ >= 2
+    np.testing.assert_array_equal(model.transmat_, direct.transmat_)
+    np.testing.assert_array_equal(model.means_, direct.means_)
+    assert f"HDPHMM(obs='gauss', kappa=50.0) on {d / 'S.npy'}: 4 sequence(s), {S.shape[0]} steps x {S.shape[1]} features" in out
+    assert f"states:    {model.n_components_} with expected count >= 1" in out and f"ELBO:      {model.elbo_:.6g}" in out
+    assert "self-transition probabilities of the largest states: " in out and f"saved:     {out_model}" in out
+    code, out, err = run(["predict", out_model, d / "S.npy", "--lengths", d / "lengths.npy", "--out", tmp_path / "z.npy"], capsys)
+    assert code == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "z.npy"), direct.predict(S, lengths))
+
+
+def test_hmm_options_and_one_sequence(other_families, tmp_path, capsys):
+    d, S, _ = other_families
+    code, out, err = run(["hmm", d / "S.npy", "--lengths", d / "lengths.txt", "--model", "finite", "--obs", "diag_gauss",
+                          "--n-components", 3, "--max-laps", 2, "--random-state", 4, "--threads", 1, "--out", tmp_path / "f.npz"], capsys)
+    assert code == 0, err
+    m = bnpcore.load(tmp_path / "f.npz")
+    assert isinstance(m, bnpcore.FiniteHMM) and m.n_components_ <= 3 and m.n_iter_ == 2
+    assert m.get_params()["obs"] == "diag_gauss" and m.get_params()["random_state"] == 4
+    status = "converged" if m.converged_ else "not converged (max laps reached)"
+    assert f"laps:      2, {status}" in out
+    if not m.converged_:
+        assert "bnpcore: warning:" in err and "did not converge" in err
+    code, out, err = run(["hmm", d / "S.npy", "--obs", "ar_gauss", "--max-laps", 3, "--quiet", "--out", tmp_path / "one.npz"], capsys)
+    assert code == 0 and out == "" and err == ""  # no --lengths: DATA is one sequence
+    one = bnpcore.load(tmp_path / "one.npz")
+    assert one.get_params()["obs"] == "ar_gauss" and one.coef_.shape[1:] == (S.shape[1], S.shape[1])
+
+
+def test_hmm_errors_are_one_line(other_families, tmp_path, capsys):
+    d, S, _ = other_families
+    out = ["--out", tmp_path / "m.npz"]
+    np.save(tmp_path / "bad_lengths.npy", np.array([10, 20]))
+    assert_one_line_error(*run(["hmm", d / "S.npy", "--lengths", tmp_path / "bad_lengths.npy", "--quiet", *out], capsys), 1, "lengths")
+    assert_one_line_error(*run(["hmm", d / "S.npy", "--lengths", tmp_path / "none.npy", *out], capsys), 1, "no such lengths file")
+    assert_one_line_error(*run(["hmm", tmp_path / "none.npy", *out], capsys), 1, "no such data file")
+    assert_one_line_error(*run(["hmm", d / "S.npy", "--out", d / "S.npy"], capsys), 1, "would overwrite it")
+    assert_one_line_error(*run(["hmm", d / "S.npy", "--lengths", d / "lengths.npy", "--out", d / "lengths.npy"], capsys), 1,
+                          "would overwrite it")
+    bad = S.copy()
+    bad[5, 0] = np.inf
+    np.save(tmp_path / "inf.npy", bad)
+    assert_one_line_error(*run(["hmm", tmp_path / "inf.npy", "--quiet", *out], capsys), 1, "infinity")
+    assert_one_line_error(*run(["hmm", d / "S.npy", "--kappa", "-1"], capsys), 2, "--kappa")
+    assert_one_line_error(*run(["hmm", d / "S.npy", "--obs", "poisson"], capsys), 2, "--obs")
+    assert not (tmp_path / "m.npz").exists()
+    code, out, _ = run(["hmm", "--help"], capsys)
+    text = " ".join(out.split())
+    assert code == 0 and "--lengths" in text and "(default: hdp)" in text and "(default: None)" not in text
 
 
 # ---------------------------------------------------------------------------- real processes

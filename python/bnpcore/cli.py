@@ -4,13 +4,15 @@
 
     bnpcore fit DATA.npy [--model dp] [--obs gauss] [--out DATA.model.npz] ...
     bnpcore topics CORPUS.npz [--model hdp] [--vocab VOCAB.txt] [--out CORPUS.model.npz] ...
+    bnpcore hmm DATA.npy [--lengths LENGTHS.npy] [--model hdp] [--kappa 0] [--out DATA.model.npz] ...
     bnpcore info MODEL.npz
     bnpcore predict MODEL.npz DATA.npy [--out DATA.labels.npy] [--proba] [--lengths LENGTHS.npy]
 
 ``topics`` fits an HDP topic model (or LDA, ``--model lda``) to document-word counts: a
 ``scipy.sparse.save_npz`` file (kept sparse), a ``.npy`` array or a numeric text table, one
 document per row; it prints the topics' most probable words (``--vocab``: a text file with one
-word per line, in column order).
+word per line, in column order). ``hmm`` fits a sticky HDP-HMM (or a finite HMM) to sequences
+given hmmlearn's way: DATA is their concatenation and ``--lengths`` the length of each.
 
 ``info`` describes a model file of any registered model type (mixtures, topic models, HMMs).
 ``predict`` gives the cluster labels of a mixture and the state path of an HMM (``--lengths``:
@@ -27,7 +29,7 @@ Errors (bad arguments, unreadable or corrupted files, invalid data, and any unex
 failure) are reported as one line on standard error, with exit status 2 for usage errors and 1
 for the others; never a traceback. Only the public API is used (:class:`bnpcore.DPMixture`,
 :class:`bnpcore.FiniteMixture`, :class:`bnpcore.HDPTopicModel`, :class:`bnpcore.FiniteTopicModel`,
-:func:`bnpcore.load`, ``model.save``).
+:class:`bnpcore.HDPHMM`, :class:`bnpcore.FiniteHMM`, :func:`bnpcore.load`, ``model.save``).
 """
 
 from __future__ import annotations
@@ -132,7 +134,7 @@ def _build_parser() -> _Parser:
 
     parser = _Parser(
         prog=PROG,
-        description="Fit Bayesian nonparametric mixtures and topic models by variational inference (bnpcore).",
+        description="Fit Bayesian nonparametric mixtures, topic models and hidden Markov models by variational inference (bnpcore).",
         epilog="Run `bnpcore COMMAND --help` for the options of a command.",
     )
     parser.add_argument("--version", action="version", version=f"bnpcore {__version__}")
@@ -201,6 +203,31 @@ def _build_parser() -> _Parser:
     topics.add_argument("--threads", type=_positive_int, default=None, help="threads of the Rust kernels (default: all cores)")
     topics.add_argument("--out", default=None, help="model file to write (default: CORPUS with extension .model.npz)")
     topics.add_argument("--quiet", action="store_true", help="print only errors (no progress bar, summary or warnings)")
+
+    hmm = sub.add_parser(
+        "hmm",
+        help="fit a hidden Markov model to sequences and save it",
+        description=(
+            "Fit a sticky HDP hidden Markov model (or a finite HMM) to the sequences of DATA, concatenated as in hmmlearn "
+            "(--lengths: the length of each; otherwise DATA is one sequence), print the states found and save the model "
+            "(load it in Python with bnpcore.load)."
+        ),
+        formatter_class=fmt,
+    )
+    hmm.add_argument("data", metavar="DATA", help="data file: .npy of shape (n_steps, n_features), or .csv / .txt")
+    hmm.add_argument(
+        "--lengths", default=None, metavar="LENGTHS",
+        help=".npy (or text) file of the length of every sequence in DATA, summing to its rows (default: DATA is one sequence)"
+    )
+    hmm.add_argument("--model", choices=("hdp", "finite"), default="hdp", help="sticky HDP-HMM (finds the number of states) or finite HMM")
+    hmm.add_argument("--obs", choices=(*OBS_CHOICES, "ar_gauss"), default="gauss", help="emission model")
+    hmm.add_argument("--n-components", type=_positive_int, default=None, help="initial number of states (default: the estimator's, 10)")
+    hmm.add_argument("--kappa", type=_non_negative_float, default=0.0, help="sticky self-transition mass")
+    hmm.add_argument("--max-laps", type=_positive_int, default=None, help="maximum passes through the data (default: the estimator's)")
+    hmm.add_argument("--random-state", type=_seed, default=0, help="seed, or 'none' for a fresh one")
+    hmm.add_argument("--threads", type=_positive_int, default=None, help="threads of the Rust kernels (default: all cores)")
+    hmm.add_argument("--out", default=None, help="model file to write (default: DATA with extension .model.npz)")
+    hmm.add_argument("--quiet", action="store_true", help="print only errors (no progress bar, summary or warnings)")
 
     info = sub.add_parser(
         "info",
@@ -467,6 +494,43 @@ def _topics(args) -> int:
     return EXIT_OK
 
 
+def _hmm(args) -> int:
+    import bnpcore
+
+    X = _read_array(args.data)
+    lengths = _read_lengths(args.lengths) if args.lengths is not None else None
+    out = args.out or _default_out(args.data, ".model.npz")
+    _check_out(out, inputs=tuple(p for p in (args.data, args.lengths) if p is not None))  # before fitting, not after
+    cls = bnpcore.HDPHMM if args.model == "hdp" else bnpcore.FiniteHMM
+    kw = {name: value for name, value in (("n_components", args.n_components), ("max_laps", args.max_laps)) if value is not None}
+    model = cls(obs=args.obs, kappa=args.kappa, random_state=args.random_state, n_threads=args.threads, verbose=not args.quiet, **kw)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, lengths)
+    seconds = time.perf_counter() - start
+    model.set_params(verbose=False)
+    model.save(out)
+    for w in caught:
+        if not args.quiet:
+            print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+    if not args.quiet:
+        n_seqs = 1 if lengths is None else int(np.size(lengths))
+        status = "converged" if model.converged_ else "not converged (max laps reached)"
+        print(f"{type(model).__name__}(obs={args.obs!r}, kappa={args.kappa!r}) on {args.data}: {n_seqs} sequence(s), "
+              f"{X.shape[0]} steps x {X.shape[1]} features")
+        print(f"states:    {model.n_components_} with expected count >= 1 ({model.counts_.size} represented)")
+        print(f"ELBO:      {model.elbo_:.6g} ({model.elbo_ / X.shape[0]:.6g} per step)")
+        print(f"laps:      {model.n_iter_}, {status}")
+        print(f"time:      {seconds:.2f} s")
+        print(_cluster_table(model))
+        stay = np.diag(np.asarray(model.transmat_))
+        print("self-transition probabilities of the largest states: "
+              + ", ".join(f"{k}: {stay[k]:.3f}" for k in np.argsort(-np.asarray(model.counts_), kind="stable")[:10]))
+        print(f"saved:     {out}")
+    return EXIT_OK
+
+
 def _cluster_table(model, top: int = 10) -> str:
     what, counted = _family(model)
     counts = np.asarray(model.counts_)
@@ -548,7 +612,7 @@ def _predict(args) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"fit": _fit, "topics": _topics, "info": _info, "predict": _predict}
+_COMMANDS = {"fit": _fit, "topics": _topics, "hmm": _hmm, "info": _info, "predict": _predict}
 
 
 def main(argv=None) -> int:
