@@ -376,6 +376,12 @@ def corpus_files(tmp_path_factory):
     sp.save_npz(d / "bars.npz", sp.csr_matrix(X))
     np.save(d / "bars.npy", X.toarray())
     np.savetxt(d / "bars.csv", X.toarray(), fmt="%d", delimiter=",")
+    import scipy.io
+
+    scipy.io.mmwrite(d / "bars.mtx", sp.coo_matrix(X))
+    C = sp.coo_matrix(X)
+    lines = [str(X.shape[0]), str(X.shape[1]), str(C.nnz)] + [f"{r + 1} {c + 1} {int(v)}" for r, c, v in zip(C.row, C.col, C.data)]
+    (d / "docword.bars.txt").write_text("\n".join(lines) + "\n", encoding="ascii")
     vocab = [f"r{i // 30}c{i % 30}" for i in range(X.shape[1])]
     (d / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     return d, X, vocab
@@ -404,8 +410,9 @@ def test_topics_fits_saves_and_prints_the_top_words(corpus_files, tmp_path, caps
 def test_topics_other_inputs_and_options(corpus_files, tmp_path, capsys):
     d, _, _ = corpus_files
     fits = []
-    for name in ("bars.npz", "bars.npy", "bars.csv"):
-        code, out, err = run(["topics", d / name, "--model", "lda", "--n-components", 4, "--max-laps", 3, "--alpha", 2,
+    for name in ("bars.npz", "bars.npy", "bars.csv", "bars.mtx", "docword.bars.txt"):
+        fmt = ["--format", "uci"] if name.startswith("docword") else []
+        code, out, err = run(["topics", d / name, *fmt, "--model", "lda", "--n-components", 4, "--max-laps", 3, "--alpha", 2,
                               "--random-state", 1, "--threads", 1, "--out", tmp_path / f"{name}.model.npz"], capsys)
         assert code == 0, err
         fits.append(bnpcore.load(tmp_path / f"{name}.model.npz"))
@@ -435,6 +442,15 @@ def test_topics_errors_are_one_line(corpus_files, other_families, tmp_path, caps
     assert_one_line_error(*run(["topics", d / "bars.npz", "--out", d / "bars.npz"], capsys), 1, "would overwrite it")
     assert_one_line_error(*run(["topics", d / "bars.npz", "--vocab", d / "vocab.txt", "--out", d / "vocab.txt"], capsys), 1,
                           "would overwrite it")
+    (tmp_path / "docword.bad.txt").write_text("2\n5\n2\n1 1 3\n3 2 1\n", encoding="ascii")
+    assert_one_line_error(*run(["topics", tmp_path / "docword.bad.txt", "--format", "uci", *out], capsys), 1,
+                          "document ids must lie in 1..2 and word ids in 1..5")
+    (tmp_path / "docword.short.txt").write_text("2\n5\n3\n1 1 3\n2 2 1\n", encoding="ascii")
+    assert_one_line_error(*run(["topics", tmp_path / "docword.short.txt", "--format", "uci", *out], capsys), 1,
+                          "announces 3 entries of 3 numbers, the file holds 2 lines")
+    assert_one_line_error(*run(["topics", d / "bars.csv", "--format", "uci", *out], capsys), 1, "is not a UCI bag-of-words file")
+    (tmp_path / "junk.mtx").write_text("not a matrix\n", encoding="ascii")
+    assert_one_line_error(*run(["topics", tmp_path / "junk.mtx", *out], capsys), 1, "is not a readable Matrix Market file")
     np.save(tmp_path / "neg.npy", -X.toarray())
     assert_one_line_error(*run(["topics", tmp_path / "neg.npy", "--quiet", *out], capsys), 1, "non-negative")
     assert_one_line_error(*run(["topics", d / "bars.npz", "--alpha", "0"], capsys), 2, "--alpha")

@@ -1,4 +1,4 @@
-"""The ``bnpcore`` command line: fit a mixture or a topic model, inspect a model file, predict labels.
+"""The ``bnpcore`` command line: fit a mixture, a topic model or an HMM, inspect a model file, predict labels.
 
 ::
 
@@ -8,11 +8,13 @@
     bnpcore info MODEL.npz
     bnpcore predict MODEL.npz DATA.npy [--out DATA.labels.npy] [--proba] [--lengths LENGTHS.npy]
 
-``topics`` fits an HDP topic model (or LDA, ``--model lda``) to document-word counts: a
-``scipy.sparse.save_npz`` file (kept sparse), a ``.npy`` array or a numeric text table, one
-document per row; it prints the topics' most probable words (``--vocab``: a text file with one
-word per line, in column order). ``hmm`` fits a sticky HDP-HMM (or a finite HMM) to sequences
-given hmmlearn's way: DATA is their concatenation and ``--lengths`` the length of each.
+``topics`` fits an HDP topic model (or LDA, ``--model lda``) to document-word counts, one
+document per row: a ``scipy.sparse.save_npz`` file, a Matrix Market file (``.mm``/``.mtx``, as
+gensim's ``MmCorpus`` writes) or a UCI bag-of-words ``docword`` file (``--format uci``), all
+kept sparse, or a ``.npy`` array or a numeric text table; it prints the topics' most probable
+words (``--vocab``: a text file with one word per line, in column order). ``hmm`` fits a sticky
+HDP-HMM (or a finite HMM) to sequences given hmmlearn's way: DATA is their concatenation and
+``--lengths`` the length of each.
 
 ``info`` describes a model file of any registered model type (mixtures, topic models, HMMs).
 ``predict`` gives the cluster labels of a mixture and the state path of an HMM (``--lengths``:
@@ -189,7 +191,12 @@ def _build_parser() -> _Parser:
     )
     topics.add_argument(
         "corpus", metavar="CORPUS",
-        help="counts: a scipy.sparse .npz file (scipy.sparse.save_npz; kept sparse), a .npy array, or a .csv / .txt table"
+        help="counts, one document per row: a scipy.sparse .npz file (scipy.sparse.save_npz), a Matrix Market .mm / .mtx "
+        "file (gensim's MmCorpus), a UCI docword file (--format uci), a .npy array, or a .csv / .txt table"
+    )
+    topics.add_argument(
+        "--format", choices=("auto", "uci"), default="auto",
+        help="'auto': from the extension; 'uci': the UCI bag-of-words docword format (D, W, NNZ, then 'doc word count' lines)"
     )
     topics.add_argument("--model", choices=("hdp", "lda"), default="hdp", help="HDP topic model (finds the number of topics) or LDA")
     topics.add_argument(
@@ -318,18 +325,51 @@ def _open_data(path: str):
     return X, X.shape[0], X.shape[1]
 
 
-def _open_corpus(path: str):
-    """Document-word counts of the ``topics`` command: a scipy.sparse ``.npz`` file (CSR, kept
-    sparse), a ``.npy`` array or a numeric text table."""
-    _check_input_file(path, "corpus")
-    if path.lower().endswith(".npz"):
-        import scipy.sparse as sp
+def _open_corpus(path: str, fmt: str = "auto"):
+    """Document-word counts of the ``topics`` command, kept sparse: a scipy.sparse ``.npz``
+    file, a Matrix Market file (``.mm``/``.mtx``, as gensim's ``MmCorpus`` writes), the UCI
+    bag-of-words format (``fmt="uci"``), a ``.npy`` array or a numeric text table."""
+    import scipy.sparse as sp
 
+    _check_input_file(path, "corpus")
+    lower = path.lower()
+    if fmt == "uci":
+        return _read_uci(path)
+    if lower.endswith(".npz"):
         try:
             return sp.load_npz(path)
         except Exception as exc:  # a model file, or any other archive
             raise ValueError(f"{path!r} is not a scipy.sparse .npz file (written by scipy.sparse.save_npz): {exc}") from None
+    if lower.endswith((".mm", ".mtx")):
+        import scipy.io
+
+        try:
+            A = scipy.io.mmread(path)
+        except Exception as exc:
+            raise ValueError(f"{path!r} is not a readable Matrix Market file: {' '.join(str(exc).split())}") from None
+        return sp.csr_array(A) if sp.issparse(A) else np.asarray(A)
     return _read_array(path)
+
+
+def _read_uci(path: str):
+    """A UCI bag-of-words ``docword`` file: the numbers of documents, words and entries on the
+    first three lines, then one ``docID wordID count`` line per entry (ids from 1)."""
+    import scipy.sparse as sp
+
+    try:
+        with open(path, encoding="ascii") as fh:
+            head = [fh.readline() for _ in range(3)]
+            n_docs, n_words, nnz = (int(h) for h in head)
+            body = np.loadtxt(fh, dtype=np.int64, ndmin=2) if nnz else np.zeros((0, 3), dtype=np.int64)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path!r} is not a UCI bag-of-words file (D, W and NNZ lines, then 'docID wordID count' lines): "
+                         f"{' '.join(str(exc).split())}") from None
+    if body.shape != (nnz, 3):
+        raise ValueError(f"{path!r}: the header announces {nnz} entries of 3 numbers, the file holds {body.shape[0]} lines of {body.shape[1]}")
+    d, w, c = body.T
+    if nnz and (d.min() < 1 or d.max() > n_docs or w.min() < 1 or w.max() > n_words):
+        raise ValueError(f"{path!r}: document ids must lie in 1..{n_docs} and word ids in 1..{n_words} (the header's D and W)")
+    return sp.csr_array((c.astype(np.float64), (d - 1, w - 1)), shape=(n_docs, n_words))
 
 
 def _read_vocab(path: str, n_vocab: int) -> list[str]:
@@ -455,7 +495,7 @@ def _fit(args) -> int:
 def _topics(args) -> int:
     import bnpcore
 
-    X = _open_corpus(args.corpus)
+    X = _open_corpus(args.corpus, args.format)
     out = args.out or _default_out(args.corpus, ".model.npz")
     inputs = tuple(p for p in (args.corpus, args.vocab) if p is not None)
     _check_out(out, inputs=inputs)  # before fitting, not after
