@@ -399,6 +399,7 @@ def test_topics_fits_saves_and_prints_the_top_words(corpus_files, tmp_path, caps
     assert "HDPTopicModel(alpha=0.5) on" in out and "200 documents x 900 words, 12000 tokens" in out
     assert f"topics:    {model.n_components_} with expected count >= 1" in out
     assert f"ELBO:      {model.elbo_:.6g}" in out and f"saved:     {out_model}" in out
+    assert f"coherence: NPMI {model.coherence(X, measure='npmi').mean():.4f} (mean over the topics" in out
     words = model.top_words(4, vocabulary=vocab)
     heaviest = int(np.argmax(model.topic_weights_))
     assert f"{heaviest:4d}: {model.topic_weights_[heaviest]:.4f}  " + " ".join(words[heaviest]) in out

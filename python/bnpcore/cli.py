@@ -524,6 +524,9 @@ def _topics(args) -> int:
         print(f"ELBO:      {model.elbo_:.6g} ({model.elbo_ / max(tokens, 1.0):.6g} per token)")
         print(f"laps:      {model.n_iter_}, {status}")
         print(f"time:      {seconds:.2f} s")
+        if n_vocab >= 2:
+            npmi = model.coherence(X, n_words=min(10, n_vocab), measure="npmi")
+            print(f"coherence: NPMI {npmi.mean():.4f} (mean over the topics of their {min(10, n_vocab)} top words' document co-occurrence in the corpus)")
         n = min(args.top_words, n_vocab)
         words = model.top_words(n, vocabulary=vocab) if vocab is not None else model.top_words(n).tolist()
         order = np.argsort(-np.asarray(model.topic_weights_), kind="stable")
