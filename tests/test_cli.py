@@ -429,6 +429,29 @@ def test_topics_other_inputs_and_options(corpus_files, tmp_path, capsys):
     assert (tmp_path / "q.npz").exists()
 
 
+def test_topics_from_several_batch_files(corpus_files, tmp_path, capsys):
+    """Several .npz files are batches of one corpus, read when visited: the fit equals the
+    estimator's on the same list of files."""
+    import scipy.sparse as sp
+
+    d, X, vocab = corpus_files
+    paths = []
+    for b, (lo, hi) in enumerate([(0, 70), (70, 140), (140, 200)]):
+        paths.append(tmp_path / f"batch{b}.npz")
+        sp.save_npz(paths[-1], sp.csr_matrix(X[lo:hi]))
+    code, out, err = run(["topics", *paths, "--vocab", d / "vocab.txt", "--out", tmp_path / "m.npz"], capsys)
+    assert code == 0, err
+    model = bnpcore.load(tmp_path / "m.npz")
+    direct = bnpcore.HDPTopicModel(random_state=0).fit([str(p) for p in paths])
+    np.testing.assert_array_equal(model.topics_, direct.topics_)
+    assert f"on 3 batch files ({paths[0]} ...): 200 documents x 900 words, 12000 tokens" in out
+    assert "coherence:" not in out and " ".join(model.top_words(10, vocabulary=vocab)[0]) in out
+    assert_one_line_error(*run(["topics", paths[0], d / "bars.csv"], capsys), 2, "several CORPUS files must all be scipy.sparse .npz")
+    assert_one_line_error(*run(["topics", paths[0], paths[1], "--format", "uci"], capsys), 2, "several CORPUS files")
+    assert_one_line_error(*run(["topics", paths[0], tmp_path / "gone.npz", "--out", tmp_path / "x.npz"], capsys), 1, "no such corpus file")
+    assert_one_line_error(*run(["topics", paths[0], paths[1], "--out", paths[1]], capsys), 1, "would overwrite it")
+
+
 def test_topics_errors_are_one_line(corpus_files, other_families, tmp_path, capsys):
     d, X, _ = corpus_files
     families, _, _ = other_families

@@ -190,9 +190,10 @@ def _build_parser() -> _Parser:
         formatter_class=fmt,
     )
     topics.add_argument(
-        "corpus", metavar="CORPUS",
+        "corpus", metavar="CORPUS", nargs="+",
         help="counts, one document per row: a scipy.sparse .npz file (scipy.sparse.save_npz), a Matrix Market .mm / .mtx "
-        "file (gensim's MmCorpus), a UCI docword file (--format uci), a .npy array, or a .csv / .txt table"
+        "file (gensim's MmCorpus), a UCI docword file (--format uci), a .npy array, or a .csv / .txt table; several .npz "
+        "files are batches of one corpus, read one at a time (corpora larger than memory)"
     )
     topics.add_argument(
         "--format", choices=("auto", "uci"), default="auto",
@@ -208,7 +209,7 @@ def _build_parser() -> _Parser:
     topics.add_argument("--top-words", type=_positive_int, default=10, help="words printed per topic")
     topics.add_argument("--random-state", type=_seed, default=0, help="seed, or 'none' for a fresh one")
     topics.add_argument("--threads", type=_positive_int, default=None, help="threads of the Rust kernels (default: all cores)")
-    topics.add_argument("--out", default=None, help="model file to write (default: CORPUS with extension .model.npz)")
+    topics.add_argument("--out", default=None, help="model file to write (default: the (first) CORPUS with extension .model.npz)")
     topics.add_argument("--quiet", action="store_true", help="print only errors (no progress bar, summary or warnings)")
 
     hmm = sub.add_parser(
@@ -495,11 +496,22 @@ def _fit(args) -> int:
 def _topics(args) -> int:
     import bnpcore
 
-    X = _open_corpus(args.corpus, args.format)
-    out = args.out or _default_out(args.corpus, ".model.npz")
-    inputs = tuple(p for p in (args.corpus, args.vocab) if p is not None)
-    _check_out(out, inputs=inputs)  # before fitting, not after
-    vocab = _read_vocab(args.vocab, X.shape[1]) if args.vocab is not None else None
+    paths = list(args.corpus)
+    if len(paths) > 1:
+        # batches larger than memory together: the estimator reads each file when it visits it
+        if args.format != "auto" or not all(p.lower().endswith(".npz") for p in paths):
+            raise _UsageError(f"{PROG} topics: error: several CORPUS files must all be scipy.sparse .npz batches (--format auto)")
+        for p in paths:
+            _check_input_file(p, "corpus")
+        n_vocab = _open_corpus(paths[0]).shape[1]  # (one batch, for the --vocab check)
+        X = paths
+    else:
+        X = _open_corpus(paths[0], args.format)
+        n_vocab = X.shape[1]
+    corpus_name = paths[0] if len(paths) == 1 else f"{len(paths)} batch files ({paths[0]} ...)"
+    out = args.out or _default_out(paths[0], ".model.npz")
+    _check_out(out, inputs=tuple(p for p in (*paths, args.vocab) if p is not None))  # before fitting, not after
+    vocab = _read_vocab(args.vocab, n_vocab) if args.vocab is not None else None
     cls = bnpcore.HDPTopicModel if args.model == "hdp" else bnpcore.FiniteTopicModel
     kw = {} if args.max_laps is None else {"max_laps": args.max_laps}
     if args.n_components is not None:
@@ -516,15 +528,15 @@ def _topics(args) -> int:
         if not args.quiet:
             print(f"{PROG}: warning: {w.message}", file=sys.stderr)
     if not args.quiet:
-        n_docs, n_vocab = X.shape
-        tokens = float(X.sum())
+        G = model.summaries_
+        n_docs, tokens = (X.shape[0], float(X.sum())) if len(paths) == 1 else (int(round(float(G["D"]))), float(np.sum(G.N)))
         status = "converged" if model.converged_ else "not converged (max laps reached)"
-        print(f"{type(model).__name__}(alpha={args.alpha!r}) on {args.corpus}: {n_docs} documents x {n_vocab} words, {tokens:.0f} tokens")
+        print(f"{type(model).__name__}(alpha={args.alpha!r}) on {corpus_name}: {n_docs} documents x {n_vocab} words, {tokens:.0f} tokens")
         print(f"topics:    {model.n_components_} with expected count >= 1 ({model.counts_.size} represented)")
         print(f"ELBO:      {model.elbo_:.6g} ({model.elbo_ / max(tokens, 1.0):.6g} per token)")
         print(f"laps:      {model.n_iter_}, {status}")
         print(f"time:      {seconds:.2f} s")
-        if n_vocab >= 2:
+        if n_vocab >= 2 and len(paths) == 1:  # (not over batch files: that would read them all at once)
             npmi = model.coherence(X, n_words=min(10, n_vocab), measure="npmi")
             print(f"coherence: NPMI {npmi.mean():.4f} (mean over the topics of their {min(10, n_vocab)} top words' document co-occurrence in the corpus)")
         n = min(args.top_words, n_vocab)
