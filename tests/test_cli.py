@@ -360,6 +360,14 @@ def test_lengths_only_for_sequence_models(data_file, other_families, tmp_path, c
     assert_one_line_error(*run(["predict", tmp_path / "m.npz", path, "--lengths", d / "lengths.npy"], capsys), 2, "--lengths", "DPMixture")
 
 
+def test_info_vocab_only_for_topic_models(data_file, other_families, tmp_path, capsys):
+    path, _ = data_file
+    d, _, _ = other_families
+    assert run(["fit", path, "--quiet", "--out", tmp_path / "m.npz"], capsys)[0] == 0
+    for model in (tmp_path / "m.npz", d / "hdphmm.npz"):
+        assert_one_line_error(*run(["info", model, "--top-words", 3], capsys), 2, "apply to topic models")
+
+
 def test_help_documents_other_families(capsys):
     code, out, _ = run(["predict", "--help"], capsys)
     assert code == 0 and "--lengths" in out and "one sequence" in " ".join(out.split()) and "transform" in out
@@ -405,7 +413,14 @@ def test_topics_fits_saves_and_prints_the_top_words(corpus_files, tmp_path, caps
     assert f"{heaviest:4d}: {model.topic_weights_[heaviest]:.4f}  " + " ".join(words[heaviest]) in out
     assert "lap" in err  # the progress bar
     code, out, err = run(["info", out_model], capsys)
-    assert code == 0 and "HDPTopicModel" in out and "topics:" in out
+    assert code == 0 and "HDPTopicModel" in out and "topics:" in out and "top " not in out
+    code, out, err = run(["info", out_model, "--vocab", d / "vocab.txt", "--top-words", 3], capsys)
+    assert code == 0 and err == "" and "top 3 words by topic weight:" in out
+    assert f"{heaviest:4d}: " + " ".join(model.top_words(3, vocabulary=vocab)[heaviest]) in out
+    code, out, err = run(["info", out_model, "--top-words", 2], capsys)
+    assert code == 0 and f"{heaviest:4d}: " + " ".join(map(str, model.top_words(2)[heaviest])) in out
+    (tmp_path / "short.txt").write_text("a\nb\n", encoding="utf-8")
+    assert_one_line_error(*run(["info", out_model, "--vocab", tmp_path / "short.txt"], capsys), 1, "has 2 words (lines)")
 
 
 def test_topics_other_inputs_and_options(corpus_files, tmp_path, capsys):

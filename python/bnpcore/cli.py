@@ -246,6 +246,11 @@ def _build_parser() -> _Parser:
         ),
     )
     info.add_argument("model", metavar="MODEL", help="model file (.npz)")
+    info.add_argument(
+        "--vocab", default=None, metavar="VOCAB",
+        help="topic models: text file with one word per line, in column order, to print each topic's top words by name"
+    )
+    info.add_argument("--top-words", type=_positive_int, default=None, help="topic models: print each topic's N most probable words")
 
     predict = sub.add_parser(
         "predict",
@@ -606,6 +611,9 @@ def _info(args) -> int:
     import bnpcore
 
     model = bnpcore.load(args.model)
+    topic_model = hasattr(model, "top_words")
+    if (args.vocab is not None or args.top_words is not None) and not topic_model:
+        raise _UsageError(f"{PROG} info: error: --vocab and --top-words apply to topic models, not to the {type(model).__name__} in {args.model!r}")
     params = model.get_params()
     print(f"{args.model}: {type(model).__name__}, {os.path.getsize(args.model)} bytes")
     shown = [name for name in ("obs", "algorithm", "gamma", "alpha", "kappa", "n_components") if name in params]
@@ -633,6 +641,13 @@ def _info(args) -> int:
         print("laps:      0")
     if counts is not None:
         print(_cluster_table(model))
+    if topic_model and (args.vocab is not None or args.top_words is not None):
+        vocab = _read_vocab(args.vocab, int(model.n_features_in_)) if args.vocab is not None else None
+        n = min(args.top_words or 10, int(model.n_features_in_))
+        words = model.top_words(n, vocabulary=vocab) if vocab is not None else model.top_words(n).tolist()
+        print(f"top {n} words by topic weight:")
+        for k in np.argsort(-np.asarray(model.topic_weights_), kind="stable"):
+            print(f"  {k:4d}: " + " ".join(map(str, words[k])))
     return EXIT_OK
 
 
