@@ -131,6 +131,15 @@ def _moves(text: str):
     return moves
 
 
+def _add_run_options(parser, input_name: str) -> None:
+    """The options every fitting command shares: seed, threads, output file (named after
+    ``input_name``), quiet."""
+    parser.add_argument("--random-state", type=_seed, default=0, help="seed, or 'none' for a fresh one")
+    parser.add_argument("--threads", type=_positive_int, default=None, help="threads of the Rust kernels (default: all cores)")
+    parser.add_argument("--out", default=None, help=f"model file to write (default: {input_name} with extension .model.npz)")
+    parser.add_argument("--quiet", action="store_true", help="print only errors (no progress bar, summary or warnings)")
+
+
 def _build_parser() -> _Parser:
     from bnpcore import __version__
 
@@ -175,10 +184,7 @@ def _build_parser() -> _Parser:
         help="'auto' (birth,merge,delete for --model dp unless --algorithm stochastic), 'none', or e.g. 'merge,delete'",
     )
     fit.add_argument("--top-l", type=_positive_int, default=None, help="keep at most L clusters per row (default: dense)")
-    fit.add_argument("--random-state", type=_seed, default=0, help="seed, or 'none' for a fresh one")
-    fit.add_argument("--threads", type=_positive_int, default=None, help="threads of the Rust kernels (default: all cores)")
-    fit.add_argument("--out", default=None, help="model file to write (default: DATA with extension .model.npz)")
-    fit.add_argument("--quiet", action="store_true", help="print only errors (no progress bar, summary or warnings)")
+    _add_run_options(fit, "DATA")
 
     topics = sub.add_parser(
         "topics",
@@ -207,10 +213,7 @@ def _build_parser() -> _Parser:
     topics.add_argument("--max-laps", type=_positive_int, default=None, help="maximum passes through the corpus (default: the estimator's)")
     topics.add_argument("--vocab", default=None, metavar="VOCAB", help="text file with one word per line, in column order (default: word ids)")
     topics.add_argument("--top-words", type=_positive_int, default=10, help="words printed per topic")
-    topics.add_argument("--random-state", type=_seed, default=0, help="seed, or 'none' for a fresh one")
-    topics.add_argument("--threads", type=_positive_int, default=None, help="threads of the Rust kernels (default: all cores)")
-    topics.add_argument("--out", default=None, help="model file to write (default: the (first) CORPUS with extension .model.npz)")
-    topics.add_argument("--quiet", action="store_true", help="print only errors (no progress bar, summary or warnings)")
+    _add_run_options(topics, "the (first) CORPUS")
 
     hmm = sub.add_parser(
         "hmm",
@@ -232,10 +235,7 @@ def _build_parser() -> _Parser:
     hmm.add_argument("--n-components", type=_positive_int, default=None, help="initial number of states (default: the estimator's, 10)")
     hmm.add_argument("--kappa", type=_non_negative_float, default=0.0, help="sticky self-transition mass")
     hmm.add_argument("--max-laps", type=_positive_int, default=None, help="maximum passes through the data (default: the estimator's)")
-    hmm.add_argument("--random-state", type=_seed, default=0, help="seed, or 'none' for a fresh one")
-    hmm.add_argument("--threads", type=_positive_int, default=None, help="threads of the Rust kernels (default: all cores)")
-    hmm.add_argument("--out", default=None, help="model file to write (default: DATA with extension .model.npz)")
-    hmm.add_argument("--quiet", action="store_true", help="print only errors (no progress bar, summary or warnings)")
+    _add_run_options(hmm, "DATA")
 
     info = sub.add_parser(
         "info",
@@ -476,23 +476,10 @@ def _fit(args) -> int:
         n_threads=args.threads,
         verbose=not args.quiet,
     )
-    start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model.fit(X)
-    seconds = time.perf_counter() - start
-    model.set_params(verbose=False)  # the saved model does not draw progress bars when refitted
-    model.save(out)
-    for w in caught:
-        if not args.quiet:
-            print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+    seconds = _fit_and_save(model, out, args.quiet, X)
     if not args.quiet:
-        status = "converged" if model.converged_ else "not converged (max laps reached)"
         print(f"{type(model).__name__}(obs={args.obs!r}, algorithm={model._algorithm()!r}) on {args.data}: {n_rows} rows x {n_features} features")
-        print(f"clusters:  {model.n_components_} with expected count >= 1 ({model.counts_.size} represented)")
-        print(f"ELBO:      {model.elbo_:.6g} ({model.elbo_ / n_rows:.6g} per row)")
-        print(f"laps:      {model.n_iter_}, {status}")
-        print(f"time:      {seconds:.2f} s")
+        _print_fit(model, seconds, n_rows, "row")
         print(_cluster_table(model))
         print(f"saved:     {out}")
     return EXIT_OK
@@ -522,25 +509,12 @@ def _topics(args) -> int:
     if args.n_components is not None:
         kw["n_components"] = args.n_components
     model = cls(alpha=args.alpha, random_state=args.random_state, n_threads=args.threads, verbose=not args.quiet, **kw)
-    start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model.fit(X)
-    seconds = time.perf_counter() - start
-    model.set_params(verbose=False)
-    model.save(out)
-    for w in caught:
-        if not args.quiet:
-            print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+    seconds = _fit_and_save(model, out, args.quiet, X)
     if not args.quiet:
         G = model.summaries_
         n_docs, tokens = (X.shape[0], float(X.sum())) if len(paths) == 1 else (int(round(float(G["D"]))), float(np.sum(G.N)))
-        status = "converged" if model.converged_ else "not converged (max laps reached)"
         print(f"{type(model).__name__}(alpha={args.alpha!r}) on {corpus_name}: {n_docs} documents x {n_vocab} words, {tokens:.0f} tokens")
-        print(f"topics:    {model.n_components_} with expected count >= 1 ({model.counts_.size} represented)")
-        print(f"ELBO:      {model.elbo_:.6g} ({model.elbo_ / max(tokens, 1.0):.6g} per token)")
-        print(f"laps:      {model.n_iter_}, {status}")
-        print(f"time:      {seconds:.2f} s")
+        _print_fit(model, seconds, max(tokens, 1.0), "token")
         if n_vocab >= 2 and len(paths) == 1:  # (not over batch files: that would read them all at once)
             npmi = model.coherence(X, n_words=min(10, n_vocab), measure="npmi")
             print(f"coherence: NPMI {npmi.mean():.4f} (mean over the topics of their {min(10, n_vocab)} top words' document co-occurrence in the corpus)")
@@ -564,31 +538,45 @@ def _hmm(args) -> int:
     cls = bnpcore.HDPHMM if args.model == "hdp" else bnpcore.FiniteHMM
     kw = {name: value for name, value in (("n_components", args.n_components), ("max_laps", args.max_laps)) if value is not None}
     model = cls(obs=args.obs, kappa=args.kappa, random_state=args.random_state, n_threads=args.threads, verbose=not args.quiet, **kw)
-    start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        model.fit(X, lengths)
-    seconds = time.perf_counter() - start
-    model.set_params(verbose=False)
-    model.save(out)
-    for w in caught:
-        if not args.quiet:
-            print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+    seconds = _fit_and_save(model, out, args.quiet, X, lengths)
     if not args.quiet:
         n_seqs = 1 if lengths is None else int(np.size(lengths))
-        status = "converged" if model.converged_ else "not converged (max laps reached)"
         print(f"{type(model).__name__}(obs={args.obs!r}, kappa={args.kappa!r}) on {args.data}: {n_seqs} sequence(s), "
               f"{X.shape[0]} steps x {X.shape[1]} features")
-        print(f"states:    {model.n_components_} with expected count >= 1 ({model.counts_.size} represented)")
-        print(f"ELBO:      {model.elbo_:.6g} ({model.elbo_ / X.shape[0]:.6g} per step)")
-        print(f"laps:      {model.n_iter_}, {status}")
-        print(f"time:      {seconds:.2f} s")
+        _print_fit(model, seconds, X.shape[0], "step")
         print(_cluster_table(model))
         stay = np.diag(np.asarray(model.transmat_))
         print("self-transition probabilities of the largest states: "
               + ", ".join(f"{k}: {stay[k]:.3f}" for k in np.argsort(-np.asarray(model.counts_), kind="stable")[:10]))
         print(f"saved:     {out}")
     return EXIT_OK
+
+
+def _fit_and_save(model, out: str, quiet: bool, *data) -> float:
+    """Fit ``model`` to ``data``, save it to ``out`` and report its warnings as one line each
+    (unless ``quiet``); returns the fitting seconds."""
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(*data)
+    seconds = time.perf_counter() - start
+    model.set_params(verbose=False)  # the saved model does not draw progress bars when refitted
+    model.save(out)
+    if not quiet:
+        for w in caught:
+            print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+    return seconds
+
+
+def _print_fit(model, seconds: float, n_units: float, unit: str) -> None:
+    """The summary lines every fitting command prints: components found, ELBO (also per
+    ``unit``: row, token, step), laps and convergence, seconds."""
+    what, _ = _family(model)
+    status = "converged" if model.converged_ else "not converged (max laps reached)"
+    print(f"{what + ':':<10} {model.n_components_} with expected count >= 1 ({model.counts_.size} represented)")
+    print(f"ELBO:      {model.elbo_:.6g} ({model.elbo_ / n_units:.6g} per {unit})")
+    print(f"laps:      {model.n_iter_}, {status}")
+    print(f"time:      {seconds:.2f} s")
 
 
 def _cluster_table(model, top: int = 10) -> str:
