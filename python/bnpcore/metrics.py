@@ -16,13 +16,14 @@ import numpy as np
 from bnpcore._validation import check_param
 from bnpcore.exceptions import DataError, ParameterError, ShapeError
 
-__all__ = ["COHERENCE_EPSILON", "topic_coherence"]
+__all__ = ["COHERENCE_EPSILON", "MEASURES", "topic_coherence"]
 
 #: the ε added to co-document frequencies (gensim's ``EPSILON``), so that a pair of words that
 #: never share a document scores a finite value
 COHERENCE_EPSILON = 1e-12
 
-_MEASURES = ("u_mass", "npmi")
+#: the coherence measures of :func:`topic_coherence`
+MEASURES = ("u_mass", "npmi")
 
 
 def _top_word_lists(topics, n_words: int | None, V: int) -> np.ndarray:
@@ -129,8 +130,7 @@ def topic_coherence(topics: Any, X: Any, *, n_words: int | None = None, measure:
     from bnpcore._validation import check_counts_csr
     from bnpcore.data.documents import _is_count_matrix, bow_to_csr
 
-    if measure not in _MEASURES:
-        raise ParameterError(f"`measure` must be one of {_MEASURES}, got {measure!r}")
+    check_param("measure", measure, kind="str", options=MEASURES)
     if _vocab_size_hint(topics) is None:  # word-id lists (read once: a generator is fine)
         try:
             topics = [np.asarray(t) for t in topics]
@@ -158,19 +158,23 @@ def topic_coherence(topics: Any, X: Any, *, n_words: int | None = None, measure:
     D, V = A.shape
     if D == 0:
         raise ShapeError("`X` has no documents")
-    top = _top_word_lists(topics, n_words, V)
-    n_words = top.shape[1]
+    return _coherence_of(_top_word_lists(topics, n_words, V), A, measure)
+
+
+def _coherence_of(top: np.ndarray, A, measure: str) -> np.ndarray:
+    """:func:`topic_coherence` of the word ids ``top`` (K, n) on the validated CSR counts ``A``
+    (at least one document) with a known ``measure``."""
+    D = A.shape[0]
     # which documents contain each word (counts > 0), by word: CSC of the boolean matrix
     B = A.tocsc(copy=True)
     B.eliminate_zeros()
     B.data = np.ones_like(B.data)
     df = np.diff(B.indptr).astype(np.float64)  # documents containing each word
-    iu = np.triu_indices(n_words, k=1)  # (j, i) with j < i
+    j, i = np.triu_indices(top.shape[1], k=1)  # the pairs j < i
     out = np.empty(top.shape[0])
     for k, words in enumerate(top):
         S = B[:, words]
         co = np.asarray((S.T @ S).todense(), dtype=np.float64)  # D(w_i, w_j); diagonal D(w_i)
-        j, i = iu
         p_ij = co[i, j] / D
         if measure == "u_mass":
             d_star = df[words[j]]

@@ -583,11 +583,12 @@ class _BaseTopicModel(TransformerMixin, VBEstimator):
         ndarray of shape (n_components,)
             Per topic; ``.mean()`` is the model's coherence.
         """
-        from bnpcore.metrics import topic_coherence
+        from bnpcore.metrics import MEASURES, _coherence_of
 
-        X = self._as_csr(X)
+        check_param("measure", measure, kind="str", options=MEASURES)
         check_param("n_words", n_words, kind="int", low=2, high=self.topics_.shape[1], low_inclusive=True)
-        return topic_coherence(self.topics_, X, n_words=int(n_words), measure=measure)
+        X = self._as_csr(X)  # validated once here: the metric's own checks would repeat it
+        return _coherence_of(self.top_words(int(n_words)), X, measure)
 
 
 _DOC_COMMON = """
