@@ -495,7 +495,8 @@ def _topics(args) -> int:
             raise _UsageError(f"{PROG} topics: error: several CORPUS files must all be scipy.sparse .npz batches (--format auto)")
         for p in paths:
             _check_input_file(p, "corpus")
-        n_vocab = _open_corpus(paths[0]).shape[1]  # (one batch, for the --vocab check)
+        # (one batch read before fitting, and only to check --vocab against its width)
+        n_vocab = _open_corpus(paths[0]).shape[1] if args.vocab is not None else None
         X = paths
     else:
         X = _open_corpus(paths[0], args.format)
@@ -510,6 +511,7 @@ def _topics(args) -> int:
         kw["n_components"] = args.n_components
     model = cls(alpha=args.alpha, random_state=args.random_state, n_threads=args.threads, verbose=not args.quiet, **kw)
     seconds = _fit_and_save(model, out, args.quiet, X)
+    n_vocab = int(model.n_features_in_)
     if not args.quiet:
         G = model.summaries_
         n_docs, tokens = (X.shape[0], float(X.sum())) if len(paths) == 1 else (int(round(float(G["D"]))), float(np.sum(G.N)))
@@ -518,12 +520,7 @@ def _topics(args) -> int:
         if n_vocab >= 2 and len(paths) == 1:  # (not over batch files: that would read them all at once)
             npmi = model.coherence(X, n_words=min(10, n_vocab), measure="npmi")
             print(f"coherence: NPMI {npmi.mean():.4f} (mean over the topics of their {min(10, n_vocab)} top words' document co-occurrence in the corpus)")
-        n = min(args.top_words, n_vocab)
-        words = model.top_words(n, vocabulary=vocab) if vocab is not None else model.top_words(n).tolist()
-        order = np.argsort(-np.asarray(model.topic_weights_), kind="stable")
-        print(f"topics by weight (index: weight, top {n} words):")
-        for k in order:
-            print(f"  {k:4d}: {model.topic_weights_[k]:.4f}  " + " ".join(map(str, words[k])))
+        _print_top_words(model, args.top_words, vocab, weights=True)
         print(f"saved:     {out}")
     return EXIT_OK
 
@@ -579,6 +576,17 @@ def _print_fit(model, seconds: float, n_units: float, unit: str) -> None:
     print(f"time:      {seconds:.2f} s")
 
 
+def _print_top_words(model, n: int, vocab, *, weights: bool) -> None:
+    """A topic model's ``n`` most probable words per topic (names from ``vocab``, else word
+    ids), heaviest topic first, with the topics' weights if ``weights``."""
+    n = min(n, int(model.n_features_in_))
+    words = model.top_words(n, vocabulary=vocab) if vocab is not None else model.top_words(n).tolist()
+    w = np.asarray(model.topic_weights_)
+    print(f"topics by weight (index: weight, top {n} words):" if weights else f"top {n} words by topic weight:")
+    for k in np.argsort(-w, kind="stable"):
+        print(f"  {k:4d}: " + (f"{w[k]:.4f}  " if weights else "") + " ".join(map(str, words[k])))
+
+
 def _cluster_table(model, top: int = 10) -> str:
     what, counted = _family(model)
     counts = np.asarray(model.counts_)
@@ -631,11 +639,7 @@ def _info(args) -> int:
         print(_cluster_table(model))
     if topic_model and (args.vocab is not None or args.top_words is not None):
         vocab = _read_vocab(args.vocab, int(model.n_features_in_)) if args.vocab is not None else None
-        n = min(args.top_words or 10, int(model.n_features_in_))
-        words = model.top_words(n, vocabulary=vocab) if vocab is not None else model.top_words(n).tolist()
-        print(f"top {n} words by topic weight:")
-        for k in np.argsort(-np.asarray(model.topic_weights_), kind="stable"):
-            print(f"  {k:4d}: " + " ".join(map(str, words[k])))
+        _print_top_words(model, args.top_words or 10, vocab, weights=False)
     return EXIT_OK
 
 
